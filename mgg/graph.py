@@ -138,7 +138,7 @@ class Graph:
         """The aggregation matrix as a torch sparse CSR tensor (the cuSPARSE oracle)."""
         w = self.weight if self.weight is not None else torch.ones(self.num_edges)
         n = self.num_nodes
-        return torch.sparse_csr_tensor(self.rowptr, self.col, w.to(dtype), (n, n))
+        return torch.sparse_csr_tensor(self.rowptr, self.col, w.to(dtype), (n, n), check_invariants=False)
 
     def fingerprint(self) -> str:
         """A stable hash of the structure and weights (for the tuner's config cache)."""
@@ -163,19 +163,19 @@ class Graph:
         return (a != a.T).nnz == 0
 
     def add_self_loops(self, fill_value: float = 1.0) -> "Graph":
-        """Adds a self-loop of weight fill_value to every node that has none (PyG's
-        add_remaining_self_loops); existing self-loops keep their weight."""
-        rows = self.rows().numpy()
-        col = self.col.numpy()
-        has_loop = np.zeros(self.num_nodes, dtype=bool)
-        has_loop[rows[rows == col]] = True
-        missing = np.flatnonzero(~has_loop)
+        """One self-loop per node, as PyG's add_remaining_self_loops: a node that already has
+        self-loops keeps one with the weight of its last; the others get fill_value."""
+        rows, col = self.rows().numpy(), self.col.numpy()
         w = self.weight.numpy() if self.weight is not None else np.ones(self.num_edges, np.float32)
-        src = np.concatenate([col, missing])
-        dst = np.concatenate([rows, missing])
-        ww = np.concatenate([w, np.full(missing.size, fill_value, np.float32)])
+        loop = rows == col
+        loop_w = np.full(self.num_nodes, fill_value, np.float32)
+        loop_w[rows[loop]] = w[loop]  # numpy assigns in order: the last loop of a node wins
+        nodes = np.arange(self.num_nodes)
+        keep = ~loop
         keep_w = self.weight is not None or fill_value != 1.0
-        return Graph.from_edges(src, dst, self.num_nodes, ww if keep_w else None, what="graph with self-loops")
+        return Graph.from_edges(np.concatenate([col[keep], nodes]), np.concatenate([rows[keep], nodes]),
+                                self.num_nodes, np.concatenate([w[keep], loop_w]) if keep_w else None,
+                                what="graph with self-loops")
 
     def gcn_norm(self, add_self_loops: bool = True, improved: bool = False) -> "Graph":
         """Kipf & Welling's D^-1/2 (A + I) D^-1/2 with the degree taken at the destination, as

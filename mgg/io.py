@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -119,7 +120,9 @@ class NodeDataset:
 def _read_pickle(path: Path):
     try:
         with open(path, "rb") as f:
-            return pickle.load(f, encoding="latin1")
+            with warnings.catch_warnings():  # old pickles name scipy.sparse.csr
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return pickle.load(f, encoding="latin1")
     except FileNotFoundError:
         raise GraphError(f"{path}: missing Planetoid file") from None
     except Exception as e:  # a corrupt pickle raises many types
@@ -198,7 +201,7 @@ def load_planetoid(root, name: str) -> NodeDataset:
     ntrain = y.shape[0]
     return NodeDataset(
         name=name, graph=g, x=torch.from_numpy(feats), y=torch.from_numpy(labels_1h.argmax(1)).long(),
-        train_mask=mask(np.arange(ntrain)), val_mask=mask(np.arange(ntrain, ntrain + 500)),
+        train_mask=mask(np.arange(ntrain)), val_mask=mask(np.arange(ntrain, min(ntrain + 500, n))),
         test_mask=mask(test_index),
     )
 

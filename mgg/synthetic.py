@@ -42,11 +42,13 @@ def rmat_edges(num_nodes: int, num_edges: int, seed: int = 0, abcd=(0.57, 0.19, 
         made += src.size
 
 
-def rmat(num_nodes: int, num_edges: int, seed: int = 0) -> Graph:
-    """An R-MAT graph with exactly num_edges directed edges (duplicates and self-loops kept)."""
+def rmat(num_nodes: int, num_edges: int, seed: int = 0, chunk: int = 1 << 22) -> Graph:
+    """An R-MAT graph with exactly num_edges directed edges (duplicates and self-loops kept).
+    Peak host memory is about 16 bytes per edge plus one chunk's temporaries (the reddit preset:
+    about 2 GB)."""
     counts = np.zeros(num_nodes, np.int64)
     chunks = []
-    for src, dst in rmat_edges(num_nodes, num_edges, seed):
+    for src, dst in rmat_edges(num_nodes, num_edges, seed, chunk=chunk):
         counts += np.bincount(dst, minlength=num_nodes)
         chunks.append((src.astype(np.int32), dst.astype(np.int32)))
     rowptr = np.zeros(num_nodes + 1, np.int64)

@@ -1,0 +1,146 @@
+"""The `mgg` command: info, partition, train, tune, bench."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import MggError
+
+
+def _table(rows: list[dict]) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table()
+    for k in rows[0]:
+        t.add_column(k, justify="right")
+    for r in rows:
+        t.add_row(*(f"{v:.4f}" if isinstance(v, float) else str(v) for v in r.values()))
+    con = Console(record=True, width=160)
+    with con.capture() as cap:
+        con.print(t)
+    return cap.get()
+
+
+def _dataset(args):
+    from .io import load_planetoid
+
+    return load_planetoid(args.data_dir, args.dataset)
+
+
+def cmd_info(args):
+    from .info import collect
+
+    facts = collect()
+    if args.json:
+        print(json.dumps(facts, indent=2))
+    else:
+        for k, v in facts.items():
+            print(f"{k:28s} {v}")
+
+
+def cmd_partition(args):
+    from .io import load_graph
+    from .plan import Plan
+
+    g = load_graph(args.graph, args.data_dir)
+    rows = Plan(g, args.ranks).stats()
+    if args.json:
+        print(json.dumps(dict(graph=args.graph, nodes=g.num_nodes, edges=g.num_edges, ranks=rows), indent=2))
+    else:
+        print(f"{args.graph}: {g.num_nodes} nodes, {g.num_edges} edges, {args.ranks} ranks")
+        print(_table(rows), end="")
+
+
+def cmd_train(args):
+    from .plan import Config
+    from .train import TrainConfig, train
+
+    ds = _dataset(args)
+    cfg = TrainConfig(model=args.model, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
+                      weight_decay=args.weight_decay, seeds=tuple(range(args.seeds)), device=args.device,
+                      config=Config(args.ps, args.dist, args.wpb), autotune=args.autotune,
+                      deterministic=args.deterministic)
+    res = train(ds, cfg, progress=not args.quiet)
+    for r in res["runs"]:
+        print(f"seed {r.seed}: test {r.test_acc * 100:.1f}% (val {r.val_acc * 100:.1f}% at epoch {r.best_epoch}), "
+              f"{r.epoch_ms:.1f} ms/epoch")
+    print(f"{ds.name} {args.model}: test accuracy {res['mean'] * 100:.2f} ± {res['std'] * 100:.2f}% "
+          f"over {len(res['runs'])} seeds")
+
+
+def cmd_tune(args):
+    from .runtime.cli import run_tune
+
+    run_tune(args)
+
+
+def _add_config(p):
+    p.add_argument("--ps", type=int, default=16, help="neighbor-partition size (1-32)")
+    p.add_argument("--dist", type=int, default=1, help="interleave distance (1-16)")
+    p.add_argument("--wpb", type=int, default=4, help="warps per block (1-16)")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="mgg", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("info", help="versions, GPUs, and what the extension was built with")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_info)
+
+    p = sub.add_parser("partition", help="per-rank nodes, edges, local/remote edges and imbalance")
+    p.add_argument("graph", help="edge list, .npz, Planetoid name (with --data-dir) or synthetic spec")
+    p.add_argument("--ranks", type=int, required=True)
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_partition)
+
+    p = sub.add_parser("train", help="full-graph node classification on a Planetoid dataset")
+    p.add_argument("--dataset", default="cora")
+    p.add_argument("--data-dir", default=None, help="directory with ind.NAME.* files (default: bundled Cora)")
+    p.add_argument("--model", choices=["gcn", "gin"], default="gcn")
+    p.add_argument("--hidden", type=int, default=None)
+    p.add_argument("--epochs", type=int, default=200)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--weight-decay", type=float, default=5e-4)
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--autotune", action="store_true", help="tune ps/dist/wpb online while training")
+    p.add_argument("--deterministic", action="store_true")
+    p.add_argument("--quiet", action="store_true")
+    _add_config(p)
+    p.set_defaults(fn=cmd_train)
+
+    p = sub.add_parser("tune", help="search ps, dist, wpb for a graph and feature width")
+    p.add_argument("--dataset", required=True, help="Planetoid name (with --data-dir), file or synthetic spec")
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
+    p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
+    p.add_argument("--iterations", type=int, default=15)
+    p.add_argument("--repeat", type=int, default=5, help="timed runs per measured config")
+    p.add_argument("--exhaustive", action="store_true", help="also measure the whole grid, write CSV and heat map")
+    p.add_argument("--out", default="bench/results", help="directory for --exhaustive outputs")
+    p.add_argument("--cache", default=None, help="config cache file (default: ~/.cache/mgg/tuned.json)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=cmd_tune)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    if getattr(args, "data_dir", "unset") is None:
+        from .datasets import bundled_planetoid_dir
+        args.data_dir = bundled_planetoid_dir()
+    try:
+        args.fn(args)
+    except (MggError, FileNotFoundError) as e:
+        print(f"mgg {args.cmd}: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

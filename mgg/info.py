@@ -1,0 +1,28 @@
+"""Facts about this installation: versions, devices, what the extension was built with."""
+from __future__ import annotations
+
+import platform
+from importlib.metadata import PackageNotFoundError, version
+
+import torch
+
+
+def _ver(pkg: str) -> str:
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def collect() -> dict:
+    from . import _C, __version__
+
+    nvshmem = next((_ver(p) for p in ("nvidia-nvshmem-cu13", "nvidia-nvshmem-cu12") if _ver(p) != "not installed"),
+                   "not installed")
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    return {
+        "mgg": __version__, "python": platform.python_version(), "torch": torch.__version__,
+        "cuda (torch build)": torch.version.cuda or "none", "nvshmem": nvshmem,
+        "extension CUDA kernels": bool(_C.with_cuda), "extension NVSHMEM runtime": bool(_C.with_nvshmem),
+        "torch-geometric": _ver("torch-geometric"), "gpus": gpus or "none",
+    }

@@ -1,0 +1,117 @@
+"""Properties of the MGG plan (hypothesis): Algorithm 1's balance, exact edge coverage, MGG's
+address translation, neighbor partitions and the warp schedule."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mgg import Config, Plan, PlanError, split_ranges
+from mgg.graph import Graph
+from mgg.plan import neighbor_partitions, warp_schedule
+
+
+@st.composite
+def graphs(draw):
+    n = draw(st.integers(1, 60))
+    e = draw(st.integers(0, 400))
+    seed = draw(st.integers(0, 2**31))
+    rng = np.random.default_rng(seed)
+    # a mix of uniform and hub-heavy destinations
+    dst = rng.integers(0, n, e) if draw(st.booleans()) else (rng.pareto(1.0, e) * 3).astype(np.int64) % n
+    w = rng.uniform(0.1, 1, e).astype(np.float32) if draw(st.booleans()) else None
+    return Graph.from_edges(rng.integers(0, n, e), dst, n, w)
+
+
+@settings(max_examples=150, deadline=None)
+@given(g=graphs(), p=st.integers(1, 8))
+def test_split_balance(g, p):
+    if p > g.num_nodes:
+        with pytest.raises(PlanError, match="exceed the number of nodes"):
+            split_ranges(g.rowptr, p)
+        return
+    b = split_ranges(g.rowptr, p)
+    assert b[0] == 0 and b[-1] == g.num_nodes and np.all(np.diff(b) >= 1)
+    rp = g.rowptr.numpy()
+    edges = rp[b[1:]] - rp[b[:-1]]
+    per = -(-g.num_edges // p)
+    maxdeg = int(g.degree().max())
+    # Algorithm 1: every rank is within one row's degree of ceil(nnz/P), except where a rank must
+    # keep one node (P close to N), which can add one more row.
+    assert edges.max() <= per + 2 * maxdeg
+    if p <= g.num_nodes // 2:
+        assert edges.max() <= per + maxdeg
+
+
+@settings(max_examples=150, deadline=None)
+@given(g=graphs(), p=st.integers(1, 6), ps=st.integers(1, 32), dist=st.integers(1, 16))
+def test_plan_covers_every_edge_once(g, p, ps, dist):
+    p = min(p, g.num_nodes)
+    plan = Plan(g, p)
+    seen = []
+    for r in range(p):
+        rp = plan.rank_plan(r, Config(ps, dist, 1))
+        part = rp.partition
+        lo, hi = part.row_begin, part.row_end
+        # local: rebased ids inside the range
+        lrows = np.repeat(np.arange(lo, hi), np.diff(part.local_rowptr.numpy()))
+        lcol = part.local_col.numpy().astype(np.int64)
+        assert np.all((lcol >= 0) & (lcol < hi - lo))
+        seen.append(np.stack([lrows, lcol + lo], 1))
+        # remote: owner and offset translate to the global id; halo slot agrees
+        rrows = np.repeat(np.arange(lo, hi), np.diff(part.remote_rowptr.numpy()))
+        pe, off = part.remote_pe.numpy(), part.remote_offset.numpy()
+        glob = plan.bounds[pe] + off
+        assert np.all(pe != r) and np.all((off >= 0) & (glob < plan.bounds[pe + 1]))
+        assert np.array_equal(part.halo_nodes.numpy()[part.remote_col.numpy()], glob)
+        assert np.all(np.diff(part.halo_nodes.numpy()) > 0)
+        seen.append(np.stack([rrows, glob], 1))
+        # weights follow their edges
+        if g.weight is not None:
+            a = g.to_scipy()
+            ws = np.concatenate([part.local_weight.numpy(), part.remote_weight.numpy()])
+            assert np.isclose(ws.sum(), a[lo:hi].sum(), rtol=1e-5, atol=1e-5)
+        # partitions: in row order, at most ps edges, exact cover of the part's edges
+        for ptr, row, rowptr in ((rp.local_part_ptr, rp.local_part_row, part.local_rowptr),
+                                 (rp.remote_part_ptr, rp.remote_part_row, part.remote_rowptr)):
+            ptr, row, rowptr = ptr.numpy(), row.numpy(), rowptr.numpy()
+            sizes = np.diff(ptr)
+            assert np.all(sizes >= 1) and np.all(sizes <= ps)
+            assert ptr[0] == 0 and ptr[-1] == rowptr[-1]
+            assert np.all(np.diff(row) >= 0)
+            assert np.all(ptr[:-1] >= rowptr[row]) and np.all(ptr[1:] <= rowptr[row + 1])
+        # schedule: every partition in exactly one warp, at most dist of each kind per warp
+        wl, wr = rp.warp_local_ptr.numpy(), rp.warp_remote_ptr.numpy()
+        nl, nr = rp.local_part_row.numel(), rp.remote_part_row.numel()
+        assert rp.num_warps == -(-max(nl, nr) // dist)
+        assert wl[0] == 0 and wl[-1] == nl and wr[0] == 0 and wr[-1] == nr
+        assert np.all(np.diff(wl) >= 0) and np.all(np.diff(wl) <= dist)
+        assert np.all(np.diff(wr) >= 0) and np.all(np.diff(wr) <= dist)
+        # every warp has work; pairs interleave local with remote
+        assert np.all((np.diff(wl) + np.diff(wr)) >= 1)
+    got = np.concatenate(seen) if seen else np.zeros((0, 2))
+    want = np.stack([g.rows().numpy(), g.col.numpy()], 1)
+    key = lambda a: a[np.lexsort((a[:, 1], a[:, 0]))]  # noqa: E731
+    assert np.array_equal(key(got), key(want))
+
+
+def test_schedule_example():
+    wl, wr = warp_schedule(5, 2, 2)
+    assert wl.tolist() == [0, 2, 4, 5] and wr.tolist() == [0, 2, 2, 2]
+    ptr, row = neighbor_partitions(Graph.from_csr([0, 5, 5, 7], [0] * 7).rowptr, 2)
+    assert ptr.tolist() == [0, 2, 4, 5, 7] and row.tolist() == [0, 0, 0, 2]
+
+
+@pytest.mark.parametrize("kw, msg", [(dict(ps=0), "ps must be an integer in \\[1, 32\\]"),
+                                     (dict(dist=17), "dist must be"), (dict(wpb=2.5), "wpb must be")])
+def test_config_validation(kw, msg):
+    with pytest.raises(PlanError, match=msg):
+        Config(**kw)
+
+
+def test_transposed_plan():
+    g = Graph.from_edges([0, 0, 1], [1, 2, 2], 3)
+    plan = Plan(g)
+    assert plan.transposed is not plan
+    assert (plan.transposed.graph.to_scipy() != g.to_scipy().T).nnz == 0
+    sym = Plan(Graph.from_edges([0, 1], [1, 0], 2))
+    assert sym.transposed is sym
