@@ -58,7 +58,7 @@ def cmd_train(args):
     from .train import TrainConfig, train
 
     ds = _dataset(args)
-    cfg = TrainConfig(model=args.model, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
+    cfg = TrainConfig(model=args.model, hidden=args.hidden, layers=args.layers, epochs=args.epochs, lr=args.lr,
                       weight_decay=args.weight_decay, seeds=tuple(range(args.seeds)), device=args.device,
                       config=Config(args.ps, args.dist, args.wpb), autotune=args.autotune,
                       deterministic=args.deterministic)
@@ -74,6 +74,14 @@ def cmd_tune(args):
     from .runtime.cli import run_tune
 
     run_tune(args)
+
+
+def cmd_bench(args):
+    from bench.cli import main as bench_main
+
+    rc = bench_main(args.rest)
+    if rc:
+        raise SystemExit(rc)
 
 
 def _add_config(p):
@@ -101,7 +109,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default="cora")
     p.add_argument("--data-dir", default=None, help="directory with ind.NAME.* files (default: bundled Cora)")
     p.add_argument("--model", choices=["gcn", "gin"], default="gcn")
-    p.add_argument("--hidden", type=int, default=None)
+    p.add_argument("--hidden", type=int, default=None, help="default: 16 for gcn, 64 for gin")
+    p.add_argument("--layers", type=int, default=2)
     p.add_argument("--epochs", type=int, default=200)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--weight-decay", type=float, default=5e-4)
@@ -126,6 +135,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", default=None, help="config cache file (default: ~/.cache/mgg/tuned.json)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=cmd_tune)
+
+    p = sub.add_parser("bench", help="the microbenchmark harness (same as python -m bench)", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(fn=cmd_bench)
     return ap
 
 

@@ -29,16 +29,23 @@ WPB_RANGE = (1, 16)
 
 @dataclass(frozen=True)
 class Config:
-    """Neighbor-partition size, interleave distance and warps per block (MGG §6)."""
+    """Neighbor-partition size, interleave distance and warps per block (MGG §6).
+
+    For MGG's ablations: ps=0 turns neighbor partitioning off (one partition per row, whatever
+    its degree), and interleave=False maps all local partitions to the first warps and all
+    remote ones to the warps after them (MGG Fig. 5's contiguous mapping)."""
     ps: int = 16
     dist: int = 1
     wpb: int = 4
+    interleave: bool = True
 
     def __post_init__(self):
         for name, (lo, hi) in (("ps", PS_RANGE), ("dist", DIST_RANGE), ("wpb", WPB_RANGE)):
             v = getattr(self, name)
-            if not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
-                raise PlanError(f"{name} must be an integer in [{lo}, {hi}], got {v!r}")
+            ok = isinstance(v, (int, np.integer)) and (lo <= v <= hi or (name == "ps" and v == 0))
+            if not ok:
+                extra = " or 0 (partitioning off)" if name == "ps" else ""
+                raise PlanError(f"{name} must be an integer in [{lo}, {hi}]{extra}, got {v!r}")
 
     def as_tuple(self):
         return (self.ps, self.dist, self.wpb)
@@ -159,6 +166,8 @@ def neighbor_partitions(rowptr: torch.Tensor, ps: int):
     part_row[k]. Partitions are in row order and cover the edges exactly once."""
     rp = rowptr.numpy()
     deg = np.diff(rp)
+    if ps == 0:  # partitioning off: each non-empty row is one partition
+        ps = max(int(deg.max(initial=0)), 1)
     nparts = -(-deg // ps)
     part_row = np.repeat(np.arange(deg.size, dtype=np.int64), nparts)
     first = np.repeat(_csr_from_rows(nparts)[:-1], nparts)
@@ -167,9 +176,16 @@ def neighbor_partitions(rowptr: torch.Tensor, ps: int):
     return torch.from_numpy(part_ptr), torch.from_numpy(part_row.astype(np.int32))
 
 
-def warp_schedule(num_local: int, num_remote: int, dist: int):
+def warp_schedule(num_local: int, num_remote: int, dist: int, interleave: bool = True):
     """numWarps = ceil(max(local, remote) / dist); warp w takes local and remote partitions
-    [w*dist, (w+1)*dist) (clipped), processed as (local, remote) pairs (MGG §5.1)."""
+    [w*dist, (w+1)*dist) (clipped), processed as (local, remote) pairs (MGG §5.1). Without
+    interleaving, ceil(local/dist) warps take only local partitions and the next ones only
+    remote partitions."""
+    if not interleave:
+        wl, wr = -(-num_local // dist), -(-num_remote // dist)
+        steps_l = np.minimum(np.arange(wl + wr + 1, dtype=np.int64) * dist, num_local)
+        steps_r = np.clip((np.arange(wl + wr + 1, dtype=np.int64) - wl) * dist, 0, num_remote)
+        return torch.from_numpy(steps_l), torch.from_numpy(steps_r)
     warps = -(-max(num_local, num_remote) // dist)
     steps = np.arange(warps + 1, dtype=np.int64) * dist
     return torch.from_numpy(np.minimum(steps, num_local)), torch.from_numpy(np.minimum(steps, num_remote))
@@ -193,7 +209,7 @@ class RankPlan:
     def build(partition: RankPartition, config: Config) -> "RankPlan":
         lp, lr = neighbor_partitions(partition.local_rowptr, config.ps)
         rp, rr = neighbor_partitions(partition.remote_rowptr, config.ps)
-        wl, wr = warp_schedule(lr.numel(), rr.numel(), config.dist)
+        wl, wr = warp_schedule(lr.numel(), rr.numel(), config.dist, config.interleave)
         return RankPlan(partition, config, lp, lr, rp, rr, wl, wr)
 
     @property

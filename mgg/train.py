@@ -19,6 +19,7 @@ from .plan import Config
 class TrainConfig:
     model: str = "gcn"
     hidden: Optional[int] = None
+    layers: int = 2
     epochs: int = 200
     lr: float = 0.01
     weight_decay: float = 5e-4
@@ -55,7 +56,7 @@ def train_once(ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool = Tr
     x = normalize_features(ds.x).to(dev)
     y = ds.y.to(dev)
     masks = [m.to(dev) for m in (ds.train_mask, ds.val_mask, ds.test_mask)]
-    model = models.build(cfg.model, x.size(1), ds.num_classes, cfg.hidden, dropout=cfg.dropout,
+    model = models.build(cfg.model, x.size(1), ds.num_classes, cfg.hidden, num_layers=cfg.layers, dropout=cfg.dropout,
                          config=cfg.config, autotune=cfg.autotune, deterministic=cfg.deterministic).to(dev)
     if cfg.model == "gcn":  # weight decay on the first layer only, as in Kipf & Welling
         first = list(model.convs[0].parameters())

@@ -49,7 +49,7 @@ def test_plan_covers_every_edge_once(g, p, ps, dist):
     plan = Plan(g, p)
     seen = []
     for r in range(p):
-        rp = plan.rank_plan(r, Config(ps, dist, 1))
+        rp = plan.rank_plan(r, Config(ps, dist, 1))  # interleaved (the default)
         part = rp.partition
         lo, hi = part.row_begin, part.row_end
         # local: rebased ids inside the range
@@ -94,6 +94,18 @@ def test_plan_covers_every_edge_once(g, p, ps, dist):
     assert np.array_equal(key(got), key(want))
 
 
+def test_ablation_switches():
+    g = Graph.from_edges(np.arange(40) % 7, np.arange(40) // 10, 7)  # rows 0..3 with 10 neighbors
+    plan = Plan(g, 2)
+    off = plan.rank_plan(0, Config(ps=0, dist=2, wpb=1))
+    assert off.local_part_row.numel() + off.remote_part_row.numel() <= 2 * off.num_rows
+    assert np.all(np.diff(off.local_part_row.numpy()) > 0)  # one partition per row
+    wl, wr = warp_schedule(5, 3, 2, interleave=False)
+    assert wl.tolist() == [0, 2, 4, 5, 5, 5] and wr.tolist() == [0, 0, 0, 0, 2, 3]
+    # no warp mixes local and remote work
+    assert all((a == 0) != (b == 0) for a, b in zip(np.diff(wl.numpy()), np.diff(wr.numpy())))
+
+
 def test_schedule_example():
     wl, wr = warp_schedule(5, 2, 2)
     assert wl.tolist() == [0, 2, 4, 5] and wr.tolist() == [0, 2, 2, 2]
@@ -101,7 +113,8 @@ def test_schedule_example():
     assert ptr.tolist() == [0, 2, 4, 5, 7] and row.tolist() == [0, 0, 0, 2]
 
 
-@pytest.mark.parametrize("kw, msg", [(dict(ps=0), "ps must be an integer in \\[1, 32\\]"),
+@pytest.mark.parametrize("kw, msg", [(dict(ps=-1), "ps must be an integer in \\[1, 32\\] or 0"),
+                                     (dict(ps=33), "ps must be an integer in \\[1, 32\\]"),
                                      (dict(dist=17), "dist must be"), (dict(wpb=2.5), "wpb must be")])
 def test_config_validation(kw, msg):
     with pytest.raises(PlanError, match=msg):

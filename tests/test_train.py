@@ -14,4 +14,4 @@ def test_gcn_cora_accuracy(cora):
 
 def test_gin_trains(cora):
     res = train(cora, TrainConfig(model="gin", epochs=60, seeds=(0,)), progress=False)
-    assert res["mean"] > 0.5  # well above the 7-class chance level
+    assert res["mean"] > 0.65  # 2-layer GIN: about 75% on Cora; chance is 1/7

@@ -1,0 +1,1 @@
+"""mgg's microbenchmark harness: `python -m bench SUITE` (see bench/README.md)."""

@@ -1,0 +1,84 @@
+"""The implementations a suite compares: mgg and its peers. Each prepares once per (graph, x)
+and returns callables for the forward and the backward (gradient w.r.t. the features)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+import mgg
+from mgg import Config, Graph, Plan
+
+
+@dataclass
+class Prepared:
+    fwd: Callable[[], object]
+    bwd: Optional[Callable[[], object]]
+
+
+def _autograd_pair(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> Prepared:
+    xg = x.detach().requires_grad_()
+    out = f(xg)
+    g = torch.randn_like(out)
+    return Prepared(lambda: f(x), lambda: torch.autograd.grad(out, xg, g, retain_graph=True))
+
+
+def prepare_mgg(graph: Graph, x: torch.Tensor, config: Config = Config(), plan: Optional[Plan] = None,
+                deterministic: bool = False) -> Prepared:
+    plan = plan or Plan(graph)
+    plan.rank_plan(0, config).to(x.device)
+    plan.transposed.rank_plan(0, config).to(x.device)
+    return _autograd_pair(lambda t: mgg.aggregate(t, plan, config, deterministic=deterministic), x)
+
+
+def prepare_torch_sparse(graph: Graph, x: torch.Tensor, **_) -> Prepared:
+    """torch.sparse.mm on CSR (cuSPARSE on a GPU); backward is A^T @ grad, as autograd does it."""
+    a = graph.to_torch_sparse(x.dtype).to(x.device)
+    at = graph.transpose().to_torch_sparse(x.dtype).to(x.device)
+    g = torch.randn(graph.num_nodes, x.size(1), device=x.device, dtype=x.dtype)
+    return Prepared(lambda: torch.sparse.mm(a, x), lambda: torch.sparse.mm(at, g))
+
+
+def prepare_cupy(graph: Graph, x: torch.Tensor, **_) -> Optional[Prepared]:
+    """cupyx.scipy.sparse (cuSPARSE through cupy), sharing memory with torch via DLPack."""
+    if x.device.type != "cuda":
+        return None
+    try:
+        import cupy
+        import cupyx.scipy.sparse as csp
+    except ImportError:
+        return None
+    w = graph.weight if graph.weight is not None else torch.ones(graph.num_edges)
+    n = graph.num_nodes
+
+    def mat(g: Graph, w):
+        return csp.csr_matrix((cupy.asarray(w.to(x.device, x.dtype)), cupy.asarray(g.col.to(x.device).int()),
+                               cupy.asarray(g.rowptr.to(x.device).int())), shape=(n, n))
+
+    a = mat(graph, w)
+    t = graph.transpose()
+    at = mat(t, t.weight if t.weight is not None else torch.ones(t.num_edges))
+    xc = cupy.asarray(x)
+    gc = cupy.asarray(torch.randn_like(x))
+    return Prepared(lambda: a @ xc, lambda: at @ gc)
+
+
+def prepare_pyg(graph: Graph, x: torch.Tensor, **_) -> Optional[Prepared]:
+    """PyG's message passing: gather x[src], scale by the edge weight, scatter-add at dst."""
+    try:
+        from torch_geometric.utils import scatter
+    except ImportError:
+        return None
+    src, dst = graph.col.to(x.device), graph.rows().to(x.device)
+    w = None if graph.weight is None else graph.weight.to(x.device, x.dtype).unsqueeze(1)
+    n = graph.num_nodes
+
+    def f(t):
+        msg = t[src] if w is None else t[src] * w
+        return scatter(msg, dst, 0, n, reduce="sum")
+
+    return _autograd_pair(f, x)
+
+
+PEERS = {"mgg": prepare_mgg, "torch.sparse": prepare_torch_sparse, "cupy": prepare_cupy, "pyg": prepare_pyg}

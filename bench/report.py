@@ -1,0 +1,144 @@
+"""Writes a run's CSV, one PNG per suite, and a markdown summary with speedups over each peer."""
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from pathlib import Path
+
+COLUMNS = ["suite", "case", "graph", "nodes", "edges", "dim", "dtype", "impl", "pes", "ps", "dist", "wpb", "pass",
+           "median_ms", "p10_ms", "p90_ms", "gbps", "bw_fraction", "peak_mem_mb", "device", "torch", "cuda", "date"]
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in COLUMNS})
+
+
+def _geomean(xs):
+    xs = [x for x in xs if x > 0 and math.isfinite(x)]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def speedups(rows: list[dict], suite: str, base: str = "mgg") -> dict:
+    """peer -> [(case, pass, peer_ms / mgg_ms)] for the suite's cases that have both."""
+    by = defaultdict(dict)
+    for r in rows:
+        if r["suite"] == suite:
+            by[(r["case"], r["pass"])][r["impl"]] = float(r["median_ms"])
+    out = defaultdict(list)
+    for (case, pass_), impls in sorted(by.items()):
+        if base in impls:
+            for peer, ms in impls.items():
+                if peer != base:
+                    out[peer].append((case, pass_, ms / impls[base]))
+    return out
+
+
+def plot(rows: list[dict], suite: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sel = [r for r in rows if r["suite"] == suite]
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(sel) + 2), 4))
+    if suite == "scaling":
+        series = defaultdict(list)
+        for r in sel:
+            series[(r["graph"], r["dim"])].append((int(r["pes"]), float(r["median_ms"])))
+        for (g, d), pts in series.items():
+            pts.sort()
+            ax.plot([p for p, _ in pts], [t for _, t in pts], marker="o", label=f"{g} D={d}")
+        ax.set_xlabel("PEs")
+        ax.set_xticks(sorted({int(r["pes"]) for r in sel}))
+    elif suite == "tune":
+        series = defaultdict(list)
+        grid_best = {}
+        for r in sel:
+            key = f"{r['graph']} D={r['dim']}"
+            if r["impl"] == "grid":
+                grid_best[key] = min(grid_best.get(key, float("inf")), float(r["median_ms"]))
+            else:
+                series[key].append(float(r["median_ms"]))
+        for i, (k, ts) in enumerate(series.items()):
+            best = [min(ts[:j + 1]) for j in range(len(ts))]
+            line, = ax.plot(range(1, len(ts) + 1), best, marker="o", label=f"{k}: best so far")
+            if k in grid_best:
+                ax.axhline(grid_best[k], color=line.get_color(), ls="--", label=f"{k}: grid best")
+        ax.set_xlabel("tuning iteration")
+    else:
+        labels = [f"{r['case']}\n{r['impl']} {r['pass']}" for r in sel]
+        impls = list(dict.fromkeys(r["impl"] for r in sel))
+        ax.bar(range(len(sel)), [float(r["median_ms"]) for r in sel],
+               color=[f"C{impls.index(r['impl']) % 10}" for r in sel],
+               yerr=[[float(r["median_ms"]) - float(r["p10_ms"]) for r in sel],
+                     [float(r["p90_ms"]) - float(r["median_ms"]) for r in sel]], capsize=2)
+        ax.set_xticks(range(len(sel)), labels, rotation=75, fontsize=6)
+    ax.set_ylabel("median ms (p10-p90)")
+    dev = sel[0]["device"] if sel else ""
+    ax.set_title(f"{suite} — {dev}")
+    if suite in ("scaling", "tune"):
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def summary(rows: list[dict], copy_gbps: float) -> str:
+    if not rows:
+        return "no rows\n"
+    r0 = rows[0]
+    lines = [f"# Benchmark summary", "",
+             f"device: {r0['device']} · torch {r0['torch']} · CUDA {r0['cuda']} · {r0['date']} · "
+             f"device copy bandwidth {copy_gbps:.1f} GB/s", ""]
+    for suite in ("kernel", "e2e"):
+        sp = speedups(rows, suite)
+        if not sp:
+            continue
+        lines += [f"## {suite}: speedup of mgg over each peer (peer time / mgg time; > 1 means mgg is faster)", "",
+                  "| peer | pass | geomean | min | max | cases |", "| --- | --- | --- | --- | --- | --- |"]
+        for peer, vals in sorted(sp.items()):
+            for pass_ in sorted({p for _, p, _ in vals}):
+                v = [s for _, p, s in vals if p == pass_]
+                lines.append(f"| {peer} | {pass_} | {_geomean(v):.2f}x | {min(v):.2f}x | {max(v):.2f}x | {len(v)} |")
+        lines.append("")
+    kern = [r for r in rows if r["suite"] == "kernel" and r["impl"] == "mgg"]
+    if kern:
+        lines += ["## kernel: mgg achieved gather bandwidth", "", "| case | pass | ms | GB/s | of copy bw |",
+                  "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {r['case']} | {r['pass']} | {float(r['median_ms']):.3f} | {float(r['gbps']):.1f} | "
+                  f"{float(r['bw_fraction']) * 100:.1f}% |" for r in kern]
+        lines.append("")
+    abl = [r for r in rows if r["suite"] == "ablation"]
+    if abl:
+        full = {r["case"].rsplit("/", 1)[0]: float(r["median_ms"]) for r in abl if r["case"].endswith("/full")}
+        lines += ["## ablation: time relative to the full design (> 1: the switch costs time)", "",
+                  "| case | variant | ms | relative |", "| --- | --- | --- | --- |"]
+        for r in abl:
+            base, variant = r["case"].rsplit("/", 1)
+            lines.append(f"| {base} | {variant} | {float(r['median_ms']):.3f} | {float(r['median_ms']) / full[base]:.2f} |")
+        lines.append("")
+    sc = [r for r in rows if r["suite"] == "scaling"]
+    if sc:
+        lines += ["## scaling", "", "| case | PEs | ms |", "| --- | --- | --- |"]
+        lines += [f"| {r['case']} | {r['pes']} | {float(r['median_ms']):.3f} |" for r in sc]
+        lines.append("")
+    tu = defaultdict(lambda: dict(search=[], grid=[]))
+    for r in rows:
+        if r["suite"] == "tune":
+            tu[(r["graph"], r["dim"])]["grid" if r["impl"] == "grid" else "search"].append(float(r["median_ms"]))
+    if tu:
+        lines += ["## tune: the tuner against the exhaustive grid", "",
+                  "| graph | D | iterations | tuner best ms | grid best ms | gap | gain over (1,1,1) |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for (g, d), v in tu.items():
+            s, gr = v["search"], v["grid"]
+            if s and gr:
+                lines.append(f"| {g} | {d} | {len(s)} | {min(s):.3f} | {min(gr):.3f} | "
+                             f"{(min(s) / min(gr) - 1) * 100:.1f}% | {(1 - min(s) / s[0]) * 100:.1f}% |")
+        lines.append("")
+    return "\n".join(lines)

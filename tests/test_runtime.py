@@ -1,0 +1,142 @@
+"""The tuner on CPU: MGG's search against deterministic synthetic latency surfaces, the resource
+model, the config cache, and online tuning inside a layer."""
+import itertools
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from mgg import Config, Plan
+from mgg.runtime import ConfigCache, DeviceLimits, MggSearch, feasible, grid, resources
+from mgg.runtime.cache import cache_key
+from mgg.runtime.model import DIST_STEPS, PS_STEPS, WPB_STEPS
+
+LATTICE = [Config(p, d, w) for p, d, w in itertools.product(PS_STEPS, DIST_STEPS, WPB_STEPS)]
+
+
+def surface(kind: str, seed: int):
+    """Deterministic latency surfaces over log2 coordinates."""
+    rng = np.random.default_rng(seed)
+    opt = np.array([rng.integers(0, 6), rng.integers(0, 5), rng.integers(0, 5)], float)
+
+    def coords(c):
+        return np.array([math.log2(c.ps), math.log2(c.dist), math.log2(c.wpb)])
+
+    if kind == "bowl":
+        return lambda c: 1.0 + 0.3 * np.sum((coords(c) - opt) ** 2)
+    if kind == "bumpy":  # a bowl with a bump on every axis: local minima stop a plain greedy walk
+        bump = rng.integers(1, 4, 3)
+        return lambda c: 1.0 + 0.15 * np.sum((coords(c) - opt) ** 2) + 0.4 * np.sum(coords(c) == bump)
+    if kind == "noisy":
+        base = lambda c: 1.0 + 0.3 * np.sum((coords(c) - opt) ** 2)  # noqa: E731
+        noise = {c: rng.normal(0, 0.01) for c in LATTICE}
+        return lambda c: base(c) * (1 + noise[c])
+    if kind == "ridge":  # MGG's typical shape: falls with ps, then a valley along dist
+        return lambda c: 1.0 + 2.0 / c.ps + 0.1 * c.ps / 8 + 0.2 * abs(math.log2(c.dist) - opt[1]) + 0.05 * c.wpb / 4
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind", ["bowl", "bumpy", "noisy", "ridge"])
+@pytest.mark.parametrize("seed", range(6))
+def test_search_reaches_optimum_within_budget(kind, seed):
+    f = surface(kind, seed)
+    infeasible = {c for c in LATTICE if c.ps * c.wpb > 256}  # an infeasible corner
+    ok = lambda c: c not in infeasible  # noqa: E731
+    s = MggSearch(ok, budget=15)
+    best = s.run(f)
+    assert len(s.trajectory) <= 15
+    assert all(ok(c) for c, _ in s.trajectory), "measured an infeasible config"
+    assert len({c for c, _ in s.trajectory}) == len(s.trajectory), "measured a config twice"
+    opt = min(f(c) for c in LATTICE if ok(c))
+    assert f(best) <= 1.05 * opt, (best, f(best), opt)
+    assert s.trajectory[0][0] == Config(1, 1, 1)
+
+
+def test_search_follows_mgg_order():
+    """ps grows first while latency falls, then dist, then wpb."""
+    f = lambda c: 10 / c.ps + 4 / c.dist + 1 / c.wpb + 0.5 * (c.ps == 32) + (c.dist == 16) + 0.4 * (c.wpb == 16)  # noqa: E731
+    s = MggSearch(budget=40)
+    s.run(f)
+    seq = [c.as_tuple() for c, _ in s.trajectory[:6]]
+    assert seq == [(1, 1, 1), (2, 1, 1), (4, 1, 1), (8, 1, 1), (16, 1, 1), (32, 1, 1)]
+    assert s.trajectory[6][0] == Config(16, 2, 1)
+    assert s.best == Config(16, 8, 8)
+
+
+def test_resource_model():
+    r = resources(Config(4, 2, 8), 64, num_local_parts=100, num_remote_parts=37)
+    assert r["wpw"] == 2 * 4 * 64 * 2
+    assert r["smem"] == 4 * 8 * 4 + 2 * 8 * 64 * 4
+    assert r["num_warps"] == 50 and r["num_blocks"] == 7
+    small = DeviceLimits(smem_per_block_optin=16 * 1024, smem_per_sm=16 * 1024)
+    assert feasible(Config(1, 1, 1), 64, small)
+    assert not feasible(Config(1, 1, 16), 256, small)  # 2*16*256*4 = 32 KB > 16 KB
+    assert len(grid(64, DeviceLimits())) == len(LATTICE)
+    assert len(grid(256, small)) < len(LATTICE)
+
+
+def test_cache_round_trip_and_second_run_starts_tuned(tmp_path):
+    path = tmp_path / "c.json"
+    c = ConfigCache(path)
+    key = cache_key("abc", 2, "NVIDIA H100", 64, "float32")
+    c.put(key, Config(8, 2, 4), 1.5, {Config(8, 2, 4): 1.5, Config(1, 1, 1): 3.0})
+    again = ConfigCache(path)
+    assert again.get(key) == Config(8, 2, 4)
+    assert again.get(cache_key("abc", 4, "NVIDIA H100", 64, "float32")) is None
+
+
+@pytest.mark.parametrize("content", ["{not json", json.dumps({"format": "other", "entries": {}}),
+                                     json.dumps({"format": "mgg-config-cache/1", "entries": {"k": {"config": [99, 1, 1],
+                                                                                                  "latency_ms": 1}}}),
+                                     json.dumps([1, 2, 3])])
+def test_corrupt_or_foreign_cache_is_ignored_with_warning(tmp_path, content):
+    path = tmp_path / "c.json"
+    path.write_text(content)
+    with pytest.warns(RuntimeWarning, match="ignoring config cache"):
+        c = ConfigCache(path)
+    assert c.entries == {}
+    c.put("k", Config(), 1.0)  # and it can be written again
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ConfigCache(path).get("k") == Config()
+
+
+def test_online_tuning_in_a_layer_is_correct_at_every_iteration(tmp_path):
+    from conftest import random_graph
+
+    from mgg.nn import GCNConv
+    from mgg.runtime.online import OnlineTuner
+
+    g = random_graph(400, 6000, seed=4)
+    conv = GCNConv(8, 8, autotune=True)
+    conv.tuner = OnlineTuner(budget=6, cache=ConfigCache(tmp_path / "c.json"))
+    ref = GCNConv(8, 8)
+    ref.load_state_dict(conv.state_dict())
+    x = torch.randn(400, 8)
+    for _ in range(10):
+        torch.testing.assert_close(conv(x, g), ref(x, g), rtol=1e-5, atol=1e-5)
+    assert conv.tuner.chosen is not None and len(conv.tuner.search.trajectory) == 6
+    # a second layer on the same graph and width starts tuned from the cache
+    conv2 = GCNConv(8, 8, autotune=True)
+    conv2.tuner = OnlineTuner(budget=6, cache=ConfigCache(tmp_path / "c.json"))
+    conv2(x, g)
+    assert conv2.tuner.search is None and conv2.tuner.chosen == conv.tuner.chosen
+
+
+def test_tune_cli(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "mgg", "tune", "--dataset", "rmat:500:4000", "--dim", "8",
+                        "--iterations", "6", "--repeat", "2", "--exhaustive", "--out", str(tmp_path), "--quiet",
+                        "--cache", str(tmp_path / "c.json")], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "chosen: ps=" in r.stdout and "grid best" in r.stdout
+    csvs, pngs = list(tmp_path.glob("tune-*.csv")), list(tmp_path.glob("tune-*.png"))
+    assert len(csvs) == 1 and len(pngs) == 1
+    lines = csvs[0].read_text().splitlines()
+    assert lines[0] == "kind,iteration,ps,dist,wpb,latency_ms"
+    assert sum(l.startswith("grid") for l in lines) == len(LATTICE)
