@@ -54,15 +54,26 @@ def cmd_partition(args):
 
 
 def cmd_train(args):
+    import os
+
     from .plan import Config
     from .train import TrainConfig, train
 
     ds = _dataset(args)
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     cfg = TrainConfig(model=args.model, hidden=args.hidden, layers=args.layers, epochs=args.epochs, lr=args.lr,
                       weight_decay=args.weight_decay, seeds=tuple(range(args.seeds)), device=args.device,
                       config=Config(args.ps, args.dist, args.wpb), autotune=args.autotune,
                       deterministic=args.deterministic)
-    res = train(ds, cfg, progress=not args.quiet)
+    if distributed:
+        from .distributed.trainer import train as train_distributed
+
+        res = train_distributed(ds, cfg, args.backend, progress=not args.quiet)
+        if res["rank"] != 0:
+            return
+        print(f"{res['world']} ranks, backend {args.backend}")
+    else:
+        res = train(ds, cfg, progress=not args.quiet)
     for r in res["runs"]:
         print(f"seed {r.seed}: test {r.test_acc * 100:.1f}% (val {r.val_acc * 100:.1f}% at epoch {r.best_epoch}), "
               f"{r.epoch_ms:.1f} ms/epoch")
@@ -117,6 +128,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--device", default="cpu")
     p.add_argument("--autotune", action="store_true", help="tune ps/dist/wpb online while training")
+    p.add_argument("--backend", choices=["halo"], default="halo",
+                   help="peer access under torchrun: halo (all-to-all over torch.distributed)")
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--quiet", action="store_true")
     _add_config(p)

@@ -31,6 +31,10 @@ class _Aggregating(nn.Module):
             self.tuner = OnlineTuner()
 
     def _aggregate(self, x: torch.Tensor, plan) -> torch.Tensor:
+        from ..distributed.graph import DistPlan
+
+        if isinstance(plan, DistPlan):
+            return plan.aggregate(x, self.config, self.deterministic)
         if self.tuner is not None:
             return self.tuner.aggregate(x, plan, self.deterministic)
         return aggregate(x, plan, self.config, deterministic=self.deterministic)

@@ -40,10 +40,15 @@ def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
                    f"got {type(edge_index).__name__}")
 
 
-def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callable[[Graph], Graph]) -> Plan:
-    """The Plan of make(graph) for this input, built once per (input tensors, tag)."""
+def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callable[[Graph], Graph]):
+    """The Plan of make(graph) for this input, built once per (input tensors, tag); for an
+    mgg.distributed.DistGraph, its DistPlan."""
     if isinstance(edge_index, Plan):
         return edge_index
+    from ..distributed.graph import DistGraph
+
+    if isinstance(edge_index, DistGraph):
+        return edge_index.plan_for(tag, make)
     if edge_weight is not None and edge_weight.requires_grad:
         raise MggError("edge_weight that requires grad is not supported by mgg layers")
     key = (_key_part(edge_index) if isinstance(edge_index, torch.Tensor) else id(edge_index),
