@@ -46,6 +46,17 @@ def normalize_features(x: torch.Tensor) -> torch.Tensor:
     return x / s.clamp(min=1e-12)
 
 
+def build_model(cfg: TrainConfig, in_dim: int, num_classes: int) -> torch.nn.Module:
+    return models.build(cfg.model, in_dim, num_classes, cfg.hidden, num_layers=cfg.layers, dropout=cfg.dropout,
+                        config=cfg.config, autotune=cfg.autotune, deterministic=cfg.deterministic)
+
+
+def summarize(ds: NodeDataset, cfg: TrainConfig, runs: list) -> dict:
+    accs = [r.test_acc for r in runs]
+    return dict(dataset=ds.name, model=cfg.model, runs=runs, mean=statistics.mean(accs),
+                std=statistics.pstdev(accs), epoch_ms=statistics.median(r.epoch_ms for r in runs))
+
+
 def _accuracy(logits, y, mask) -> float:
     return float((logits[mask].argmax(1) == y[mask]).float().mean())
 
@@ -56,8 +67,7 @@ def train_once(ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool = Tr
     x = normalize_features(ds.x).to(dev)
     y = ds.y.to(dev)
     masks = [m.to(dev) for m in (ds.train_mask, ds.val_mask, ds.test_mask)]
-    model = models.build(cfg.model, x.size(1), ds.num_classes, cfg.hidden, num_layers=cfg.layers, dropout=cfg.dropout,
-                         config=cfg.config, autotune=cfg.autotune, deterministic=cfg.deterministic).to(dev)
+    model = build_model(cfg, x.size(1), ds.num_classes).to(dev)
     if cfg.model == "gcn":  # weight decay on the first layer only, as in Kipf & Welling
         first = list(model.convs[0].parameters())
         rest = [p for p in model.parameters() if all(p is not q for q in first)]
@@ -92,6 +102,4 @@ def train_once(ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool = Tr
 def train(ds: NodeDataset, cfg: TrainConfig, progress: bool = True) -> dict:
     """Trains once per seed; test accuracy is taken at the epoch of best validation accuracy."""
     runs = [train_once(ds, cfg, s, progress) for s in tqdm(cfg.seeds, desc="seeds", disable=not progress)]
-    accs = [r.test_acc for r in runs]
-    return dict(dataset=ds.name, model=cfg.model, runs=runs, mean=statistics.mean(accs),
-                std=statistics.pstdev(accs), epoch_ms=statistics.median(r.epoch_ms for r in runs))
+    return summarize(ds, cfg, runs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from dataclasses import replace
 
 import torch
 import torch.distributed as dist
@@ -13,8 +14,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..io import NodeDataset
-from ..nn import models
-from ..train import RunResult, TrainConfig, normalize_features
+from ..train import RunResult, TrainConfig, build_model, normalize_features, summarize
 from .graph import DistGraph
 
 
@@ -45,8 +45,7 @@ def train_once(ds: NodeDataset, dg: DistGraph, cfg: TrainConfig, seed: int, prog
     y = dg.local(ds.y).to(dev)
     masks = [dg.local(m).to(dev) for m in (ds.train_mask, ds.val_mask, ds.test_mask)]
     totals = [int(m.sum()) for m in (ds.train_mask, ds.val_mask, ds.test_mask)]
-    model = models.build(cfg.model, x.size(1), ds.num_classes, cfg.hidden, num_layers=cfg.layers,
-                         dropout=cfg.dropout, config=cfg.config, deterministic=cfg.deterministic).to(dev)
+    model = build_model(replace(cfg, autotune=False), x.size(1), ds.num_classes).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     torch.manual_seed(seed * 1000 + dg.rank)  # dropout masks differ per rank, as per node
     best, times = (-1.0, 0.0, 0), []
@@ -74,7 +73,4 @@ def train(ds: NodeDataset, cfg: TrainConfig, backend: str = "halo", progress: bo
     init_from_env(cfg.device)
     dg = DistGraph(ds.graph, backend=backend)
     runs = [train_once(ds, dg, cfg, s, progress) for s in cfg.seeds]
-    accs = [r.test_acc for r in runs]
-    return dict(dataset=ds.name, model=cfg.model, runs=runs, mean=statistics.mean(accs),
-                std=statistics.pstdev(accs), epoch_ms=statistics.median(r.epoch_ms for r in runs),
-                rank=dg.rank, world=dg.world)
+    return dict(summarize(ds, cfg, runs), rank=dg.rank, world=dg.world)
