@@ -64,7 +64,8 @@ def extension():
         os.environ["CUDA_HOME"] = cuda_home  # torch reads it when cpp_extension is imported
     from torch.utils.cpp_extension import CppExtension, CUDAExtension
 
-    sources = ["csrc/ops.cpp", "csrc/bindings.cpp"] + sorted(glob.glob("csrc/cpu/*.cpp"))
+    sources = ["csrc/ops.cpp", "csrc/plan_check.cpp", "csrc/bindings.cpp"]
+    sources += sorted(glob.glob("csrc/plan/*.cpp")) + sorted(glob.glob("csrc/cpu/*.cpp"))
     if cuda_home is None:
         print("mgg setup: nvcc not found (or MGG_CPU_ONLY=1): building the CPU-only extension")
         return CppExtension("mgg._C", sources, extra_compile_args={"cxx": FLAGS["cxx"]})

@@ -24,11 +24,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     mgg::shmem::init(std::vector<uint8_t>(b.begin(), b.end()), rank, world);
   });
   s.def("finalize", &mgg::shmem::finalize);
+  s.def("initialized", &mgg::shmem::initialized);
   s.def("my_pe", &mgg::shmem::my_pe);
   s.def("n_pes", &mgg::shmem::n_pes);
-  s.def("malloc", &mgg::shmem::malloc_symmetric);
-  s.def("free", &mgg::shmem::free_symmetric);
-  s.def("peer_pointer", &mgg::shmem::peer_pointer);
+  s.def("empty", [](std::vector<int64_t> sizes, at::ScalarType dtype) { return mgg::shmem::empty_symmetric(sizes, dtype); });
+  s.def("free", &mgg::shmem::free_tensor);
+  s.def("peer_tensor", &mgg::shmem::peer_tensor);
+  s.def("is_symmetric", [](const at::Tensor& t) { return mgg::shmem::is_symmetric(reinterpret_cast<int64_t>(t.data_ptr())); });
   s.def("barrier_all_on_stream", &mgg::shmem::barrier_all_on_stream);
 #else
   m.attr("with_nvshmem") = false;

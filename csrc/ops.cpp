@@ -1,4 +1,11 @@
-// Schema of the mgg ops and the host-side argument checks shared by their implementations.
+// Schemas of the mgg aggregation ops and the host-side argument checks shared by their
+// implementations.
+//
+// aggregate:        remote rows come from one table (x_remote: a halo buffer, or empty).
+// aggregate_peers:  remote rows come from each PE's own table (peers[pe], row remote_offset),
+//                   read through `fetch`: 0 direct loads (peer pointers; in one process, any
+//                   tensors), 1/2/3 NVSHMEM get at thread/warp/block scope (CUDA, symmetric
+//                   tables only).
 #include <torch/library.h>
 
 #include "aggregate.h"
@@ -6,77 +13,100 @@
 namespace mgg {
 namespace {
 
-void check_index(const at::Tensor& t, const char* name, at::ScalarType dtype) {
-  TORCH_CHECK(t.dim() == 1, "mgg.aggregate: ", name, " must be 1-D, got ", t.dim(), "-D");
-  TORCH_CHECK(t.scalar_type() == dtype, "mgg.aggregate: ", name, " must be ", dtype, ", got ",
-              t.scalar_type());
-  TORCH_CHECK(t.is_contiguous(), "mgg.aggregate: ", name, " must be contiguous");
+void check_index(const char* op, const at::Tensor& t, const std::string& name, at::ScalarType dtype) {
+  TORCH_CHECK(t.dim() == 1, op, ": ", name, " must be 1-D, got ", t.dim(), "-D");
+  TORCH_CHECK(t.scalar_type() == dtype, op, ": ", name, " must be ", dtype, ", got ", t.scalar_type());
+  TORCH_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous");
 }
 
-void check_part(const char* which, const at::Tensor& ptr, const at::Tensor& row,
-                const at::Tensor& col, const std::optional<at::Tensor>& weight) {
-  std::string p = std::string(which) + "_part_ptr", r = std::string(which) + "_part_row",
-              c = std::string(which) + "_col", w = std::string(which) + "_weight";
-  check_index(ptr, p.c_str(), at::kLong);
-  check_index(row, r.c_str(), at::kInt);
-  check_index(col, c.c_str(), at::kInt);
-  TORCH_CHECK(ptr.numel() == row.numel() + 1, "mgg.aggregate: ", p, " has ", ptr.numel(),
-              " entries but ", r, " has ", row.numel(), " (expected one more)");
-  if (weight.has_value()) {
-    TORCH_CHECK(weight->dim() == 1 && weight->numel() == col.numel(), "mgg.aggregate: ", w,
-                " must be 1-D with one entry per edge (", col.numel(), "), got shape ",
-                weight->sizes());
-    TORCH_CHECK(weight->scalar_type() == at::kFloat || weight->scalar_type() == at::kDouble,
-                "mgg.aggregate: ", w, " must be float32 or float64, got ", weight->scalar_type());
-    TORCH_CHECK(weight->is_contiguous(), "mgg.aggregate: ", w, " must be contiguous");
+void check_part(const char* op, const PartArgs& p, const at::Device& dev) {
+  const std::string n = p.name;
+  check_index(op, p.part_ptr, n + "_part_ptr", at::kLong);
+  check_index(op, p.part_row, n + "_part_row", at::kInt);
+  check_index(op, p.col, n + (p.pe ? "_offset" : "_col"), at::kInt);
+  TORCH_CHECK(p.part_ptr.numel() == p.part_row.numel() + 1, op, ": ", n, "_part_ptr has ", p.part_ptr.numel(),
+              " entries but ", n, "_part_row has ", p.part_row.numel(), " (expected one more)");
+  if (p.pe) {
+    check_index(op, *p.pe, n + "_pe", at::kInt);
+    TORCH_CHECK(p.pe->numel() == p.col.numel(), op, ": ", n, "_pe must have one entry per edge (", p.col.numel(),
+                "), got ", p.pe->numel());
   }
+  if (p.weight.has_value()) {
+    const at::Tensor& w = *p.weight;
+    TORCH_CHECK(w.dim() == 1 && w.numel() == p.col.numel(), op, ": ", n, "_weight must be 1-D with one entry per edge (",
+                p.col.numel(), "), got shape ", w.sizes());
+    TORCH_CHECK(w.scalar_type() == at::kFloat || w.scalar_type() == at::kDouble, op, ": ", n,
+                "_weight must be float32 or float64, got ", w.scalar_type());
+    TORCH_CHECK(w.is_contiguous(), op, ": ", n, "_weight must be contiguous");
+    TORCH_CHECK(w.device() == dev, op, ": edge weights must be on ", dev, " like x; found them on ", w.device());
+  }
+  for (const at::Tensor* t : {&p.part_ptr, &p.part_row, &p.col, p.pe}) {
+    if (t) {
+      TORCH_CHECK(t->device() == dev, op, ": every plan tensor must be on ", dev, " like x; found one on ", t->device());
+    }
+  }
+}
+
+void check_table(const char* op, const at::Tensor& t, const std::string& name, const at::Tensor& x) {
+  TORCH_CHECK(t.dim() == 2 && t.size(1) == x.size(1), op, ": ", name, " must be 2-D with the same dim as x (",
+              x.size(1), "), got shape ", t.sizes());
+  TORCH_CHECK(t.scalar_type() == x.scalar_type(), op, ": ", name, " dtype ", t.scalar_type(), " differs from x dtype ",
+              x.scalar_type());
+  TORCH_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous");
+  TORCH_CHECK(t.device() == x.device(), op, ": ", name, " must be on ", x.device(), " like x, found ", t.device());
 }
 
 }  // namespace
 
-void check_aggregate_args(const AggregateArgs& a) {
-  TORCH_CHECK(a.x.dim() == 2, "mgg.aggregate: x must be 2-D [nodes, dim], got ", a.x.dim(), "-D");
-  TORCH_CHECK(a.x_remote.dim() == 2 && a.x_remote.size(1) == a.x.size(1),
-              "mgg.aggregate: x_remote must be 2-D with the same dim as x (", a.x.size(1),
-              "), got shape ", a.x_remote.sizes());
-  TORCH_CHECK(a.x_remote.scalar_type() == a.x.scalar_type(), "mgg.aggregate: x_remote dtype ",
-              a.x_remote.scalar_type(), " differs from x dtype ", a.x.scalar_type());
-  auto st = a.x.scalar_type();
-  TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16,
-              "mgg.aggregate: x must be float32, float64, float16 or bfloat16, got ", st);
-  TORCH_CHECK(a.x.is_contiguous() && a.x_remote.is_contiguous(),
-              "mgg.aggregate: x and x_remote must be contiguous");
-  TORCH_CHECK(a.num_rows >= 0, "mgg.aggregate: num_rows must be >= 0, got ", a.num_rows);
-  TORCH_CHECK(a.warps_per_block >= 1 && a.warps_per_block <= 32,
-              "mgg.aggregate: warps_per_block must be in [1, 32], got ", a.warps_per_block);
-  check_part("local", a.local_part_ptr, a.local_part_row, a.local_col, a.local_weight);
-  check_part("remote", a.remote_part_ptr, a.remote_part_row, a.remote_col, a.remote_weight);
-  check_index(a.warp_local_ptr, "warp_local_ptr", at::kLong);
-  check_index(a.warp_remote_ptr, "warp_remote_ptr", at::kLong);
-  TORCH_CHECK(a.warp_local_ptr.numel() == a.warp_remote_ptr.numel() && a.warp_local_ptr.numel() >= 1,
-              "mgg.aggregate: warp_local_ptr and warp_remote_ptr must have the same length >= 1 "
-              "(num_warps + 1), got ", a.warp_local_ptr.numel(), " and ", a.warp_remote_ptr.numel());
-  const auto dev = a.x.device();
-  for (const at::Tensor* t : {&a.x_remote, &a.local_part_ptr, &a.local_part_row, &a.local_col,
-                              &a.remote_part_ptr, &a.remote_part_row, &a.remote_col,
-                              &a.warp_local_ptr, &a.warp_remote_ptr}) {
-    TORCH_CHECK(t->device() == dev, "mgg.aggregate: every plan tensor must be on ", dev,
-                " like x; found one on ", t->device());
-  }
-  for (const auto* w : {&a.local_weight, &a.remote_weight}) {
-    if (w->has_value()) {
-      TORCH_CHECK((*w)->device() == dev, "mgg.aggregate: edge weights must be on ", dev,
-                  " like x; found them on ", (*w)->device());
-    }
-  }
+void check_plan_args(const char* op, const at::Tensor& x, const PartArgs& local, const PartArgs& remote,
+                     const ScheduleArgs& s) {
+  TORCH_CHECK(x.dim() == 2, op, ": x must be 2-D [nodes, dim], got ", x.dim(), "-D");
+  const auto st = x.scalar_type();
+  TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16, op,
+              ": x must be float32, float64, float16 or bfloat16, got ", st);
+  TORCH_CHECK(x.is_contiguous(), op, ": x must be contiguous");
+  TORCH_CHECK(s.num_rows >= 0, op, ": num_rows must be >= 0, got ", s.num_rows);
+  TORCH_CHECK(s.warps_per_block >= 1 && s.warps_per_block <= 32, op, ": warps_per_block must be in [1, 32], got ",
+              s.warps_per_block);
+  TORCH_CHECK(s.dist >= 1 && s.dist <= 64, op, ": dist must be in [1, 64], got ", s.dist);
+  const auto dev = x.device();
+  check_part(op, local, dev);
+  check_part(op, remote, dev);
+  TORCH_CHECK(s.blocks.dim() == 2 && s.blocks.size(1) == 7 && s.blocks.scalar_type() == at::kLong &&
+                  s.blocks.is_contiguous(),
+              op, ": blocks must be a contiguous int64 tensor [num_blocks, 7], got ", s.blocks.scalar_type(), " ",
+              s.blocks.sizes());
+  TORCH_CHECK(s.fixups.dim() == 2 && s.fixups.size(1) == 3 && s.fixups.scalar_type() == at::kLong &&
+                  s.fixups.is_contiguous(),
+              op, ": fixups must be a contiguous int64 tensor [num_fixups, 3], got ", s.fixups.scalar_type(), " ",
+              s.fixups.sizes());
+  TORCH_CHECK(s.blocks.device() == dev && s.fixups.device() == dev, op, ": every plan tensor must be on ", dev,
+              " like x; found blocks on ", s.blocks.device(), " and fixups on ", s.fixups.device());
+  TORCH_CHECK(s.blocks.size(0) <= 0x7fffffff, op, ": ", s.blocks.size(0), " blocks exceed the grid limit (2^31 - 1)");
+}
+
+void check_table_args(const char* op, const at::Tensor& x, const at::Tensor& x_remote) {
+  check_table(op, x_remote, "x_remote", x);
+}
+
+void check_peer_args(const char* op, const at::Tensor& x, at::TensorList peers, int64_t my_pe) {
+  TORCH_CHECK(!peers.empty(), op, ": peers must list every PE's table, got none");
+  TORCH_CHECK(my_pe >= 0 && my_pe < static_cast<int64_t>(peers.size()), op, ": my_pe ", my_pe, " is outside [0, ",
+              peers.size(), ")");
+  for (size_t i = 0; i < peers.size(); ++i) check_table(op, peers[i], "peers[" + std::to_string(i) + "]", x);
 }
 
 }  // namespace mgg
 
 TORCH_LIBRARY(mgg, m) {
   m.def(
-      "aggregate(Tensor x, Tensor x_remote, Tensor local_part_ptr, Tensor local_part_row, "
+      "aggregate(Tensor x, Tensor x_remote, Tensor local_part_ptr, Tensor local_part_row, Tensor local_col, "
+      "Tensor? local_weight, Tensor remote_part_ptr, Tensor remote_part_row, Tensor remote_col, "
+      "Tensor? remote_weight, Tensor blocks, Tensor fixups, SymInt num_rows, int dist, int warps_per_block, "
+      "bool interleave, bool deterministic) -> Tensor");
+  m.def(
+      "aggregate_peers(Tensor x, Tensor[] peers, int my_pe, Tensor local_part_ptr, Tensor local_part_row, "
       "Tensor local_col, Tensor? local_weight, Tensor remote_part_ptr, Tensor remote_part_row, "
-      "Tensor remote_col, Tensor? remote_weight, Tensor warp_local_ptr, Tensor warp_remote_ptr, "
-      "SymInt num_rows, int warps_per_block, bool deterministic) -> Tensor");
+      "Tensor remote_offset, Tensor remote_pe, Tensor? remote_weight, Tensor blocks, Tensor fixups, "
+      "SymInt num_rows, int dist, int warps_per_block, bool interleave, int fetch, bool deterministic) -> Tensor");
 }

@@ -68,7 +68,7 @@ def cmd_train(args):
     if distributed:
         from .distributed.trainer import train as train_distributed
 
-        res = train_distributed(ds, cfg, args.backend, progress=not args.quiet)
+        res = train_distributed(ds, cfg, args.backend, progress=not args.quiet, fetch=args.fetch)
         if res["rank"] != 0:
             return
         print(f"{res['world']} ranks, backend {args.backend}")
@@ -128,8 +128,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--device", default="cpu")
     p.add_argument("--autotune", action="store_true", help="tune ps/dist/wpb online while training")
-    p.add_argument("--backend", choices=["halo"], default="halo",
-                   help="peer access under torchrun: halo (all-to-all over torch.distributed)")
+    p.add_argument("--backend", choices=["halo", "nvshmem"], default="halo",
+                   help="peer access under torchrun: halo (all-to-all over torch.distributed) or nvshmem "
+                        "(MGG: symmetric memory, the kernel reads peers; needs --device cuda)")
+    p.add_argument("--fetch", choices=["get-warp", "get-thread", "get-block", "direct"], default="get-warp",
+                   help="how the nvshmem backend reads peers' rows: NVSHMEM get at warp/thread/block scope, "
+                        "or direct loads through nvshmem_ptr")
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--quiet", action="store_true")
     _add_config(p)

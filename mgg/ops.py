@@ -16,14 +16,34 @@ REDUCTIONS = ("sum", "mean")
 
 @torch.library.register_fake("mgg::aggregate")
 def _aggregate_fake(x, x_remote, local_part_ptr, local_part_row, local_col, local_weight, remote_part_ptr,
-                    remote_part_row, remote_col, remote_weight, warp_local_ptr, warp_remote_ptr, num_rows,
-                    warps_per_block, deterministic):
+                    remote_part_row, remote_col, remote_weight, blocks, fixups, num_rows, dist, warps_per_block,
+                    interleave, deterministic):
     torch._check(x.dim() == 2, lambda: "mgg.aggregate: x must be 2-D")
     return x.new_empty((num_rows, x.size(1)))
 
 
+@torch.library.register_fake("mgg::aggregate_peers")
+def _aggregate_peers_fake(x, peers, my_pe, local_part_ptr, local_part_row, local_col, local_weight, remote_part_ptr,
+                          remote_part_row, remote_offset, remote_pe, remote_weight, blocks, fixups, num_rows, dist,
+                          warps_per_block, interleave, fetch, deterministic):
+    torch._check(x.dim() == 2, lambda: "mgg.aggregate_peers: x must be 2-D")
+    return x.new_empty((num_rows, x.size(1)))
+
+
+FETCH = {"direct": 0, "get-thread": 1, "get-warp": 2, "get-block": 3}
+
+
 def _run(x: torch.Tensor, x_remote: torch.Tensor, plan: RankPlan, deterministic: bool) -> torch.Tensor:
     return torch.ops.mgg.aggregate(x, x_remote, *plan.to(x.device).op_args(), deterministic)
+
+
+def _run_peers(x: torch.Tensor, peers: list, my_pe: int, plan: RankPlan, fetch: str,
+               deterministic: bool) -> torch.Tensor:
+    """One rank's aggregation reading remote rows from each PE's table, peers[pe]."""
+    if fetch not in FETCH:
+        raise MggError(f"fetch must be one of {tuple(FETCH)}, got {fetch!r}")
+    return torch.ops.mgg.aggregate_peers(x, peers, my_pe, *plan.to(x.device).peer_op_args(), FETCH[fetch],
+                                         deterministic)
 
 
 class _Aggregate(torch.autograd.Function):

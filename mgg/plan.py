@@ -6,9 +6,12 @@
   the rank's range) and a remote CSR (neighbors on peers, with MGG's address translation: the
   owner rank and the offset inside the owner's range, plus the slot in the rank's halo list).
 - neighbor_partitions: each row's neighbors cut into chunks of ps (LNPs / RNPs).
-- warp_schedule: warp w takes local and remote partitions [w*dist, (w+1)*dist) as pairs;
-  wpb warps make a block.
-- RankPlan: a partition plus a schedule, the tensors that mgg.aggregate walks.
+- block_schedule: rows packed in order into thread blocks of at most 2*wpb rows and wpb*dist
+  local and remote partitions; warp w of a block takes local and remote partitions
+  [w*dist, (w+1)*dist) of its block as pairs (MGG's interleaved mapping), and the block writes
+  each of its rows once. A row with more partitions is cut across blocks and summed by a fixup.
+  (Layout: csrc/kernels/aggregate_core.h.)
+- RankPlan: a partition plus a schedule, the tensors that the mgg ops walk.
 """
 from __future__ import annotations
 
@@ -32,8 +35,9 @@ class Config:
     """Neighbor-partition size, interleave distance and warps per block (MGG §6).
 
     For MGG's ablations: ps=0 turns neighbor partitioning off (one partition per row, whatever
-    its degree), and interleave=False maps all local partitions to the first warps and all
-    remote ones to the warps after them (MGG Fig. 5's contiguous mapping)."""
+    its degree), and interleave=False makes each warp aggregate all its local partitions before
+    it fetches any remote one, so no fetch overlaps local work (MGG Fig. 5's non-interleaved
+    mapping)."""
     ps: int = 16
     dist: int = 1
     wpb: int = 4
@@ -176,19 +180,23 @@ def neighbor_partitions(rowptr: torch.Tensor, ps: int):
     return torch.from_numpy(part_ptr), torch.from_numpy(part_row.astype(np.int32))
 
 
-def warp_schedule(num_local: int, num_remote: int, dist: int, interleave: bool = True):
-    """numWarps = ceil(max(local, remote) / dist); warp w takes local and remote partitions
-    [w*dist, (w+1)*dist) (clipped), processed as (local, remote) pairs (MGG §5.1). Without
-    interleaving, ceil(local/dist) warps take only local partitions and the next ones only
-    remote partitions."""
-    if not interleave:
-        wl, wr = -(-num_local // dist), -(-num_remote // dist)
-        steps_l = np.minimum(np.arange(wl + wr + 1, dtype=np.int64) * dist, num_local)
-        steps_r = np.clip((np.arange(wl + wr + 1, dtype=np.int64) - wl) * dist, 0, num_remote)
-        return torch.from_numpy(steps_l), torch.from_numpy(steps_r)
-    warps = -(-max(num_local, num_remote) // dist)
-    steps = np.arange(warps + 1, dtype=np.int64) * dist
-    return torch.from_numpy(np.minimum(steps, num_local)), torch.from_numpy(np.minimum(steps, num_remote))
+BLOCK_FIELDS = ("row_begin", "row_end", "local_begin", "local_end", "remote_begin", "remote_end", "scratch")
+FIXUP_FIELDS = ("row", "slot_begin", "slot_end")
+
+
+def block_row_cap(wpb: int) -> int:
+    """Rows of one block: the 2 * wpb partial sums of MGG eq. 1."""
+    return 2 * wpb
+
+
+def block_schedule(local_part_row: torch.Tensor, remote_part_row: torch.Tensor, num_rows: int, dist: int, wpb: int):
+    """The block schedule of a plan: (blocks int64 [B, 7], fixups int64 [H, 3]), fields as in
+    BLOCK_FIELDS and FIXUP_FIELDS. Built by the extension's mgg::block_schedule op."""
+    from . import _C  # noqa: F401  (registers the op)
+
+    counts = [torch.bincount(r.long(), minlength=num_rows) if r.numel() else torch.zeros(num_rows, dtype=torch.int64)
+              for r in (local_part_row, remote_part_row)]
+    return torch.ops.mgg.block_schedule(counts[0], counts[1], wpb * dist, block_row_cap(wpb))
 
 
 @dataclass(frozen=True)
@@ -200,8 +208,8 @@ class RankPlan:
     local_part_row: torch.Tensor
     remote_part_ptr: torch.Tensor
     remote_part_row: torch.Tensor
-    warp_local_ptr: torch.Tensor
-    warp_remote_ptr: torch.Tensor
+    blocks: torch.Tensor
+    fixups: torch.Tensor
     device: torch.device = field(default=torch.device("cpu"))
     _dev: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -209,20 +217,20 @@ class RankPlan:
     def build(partition: RankPartition, config: Config) -> "RankPlan":
         lp, lr = neighbor_partitions(partition.local_rowptr, config.ps)
         rp, rr = neighbor_partitions(partition.remote_rowptr, config.ps)
-        wl, wr = warp_schedule(lr.numel(), rr.numel(), config.dist, config.interleave)
-        return RankPlan(partition, config, lp, lr, rp, rr, wl, wr)
+        blocks, fixups = block_schedule(lr, rr, partition.num_rows, config.dist, config.wpb)
+        return RankPlan(partition, config, lp, lr, rp, rr, blocks, fixups)
 
     @property
     def num_rows(self) -> int:
         return self.partition.num_rows
 
     @property
-    def num_warps(self) -> int:
-        return self.warp_local_ptr.numel() - 1
+    def num_blocks(self) -> int:
+        return self.blocks.size(0)
 
     @property
-    def num_blocks(self) -> int:
-        return -(-self.num_warps // self.config.wpb)
+    def num_warps(self) -> int:
+        return self.num_blocks * self.config.wpb
 
     def to(self, device) -> "RankPlan":
         device = torch.device(device)
@@ -237,15 +245,26 @@ class RankPlan:
                 "remote_offset", "remote_weight", "halo_nodes")})
             self._dev[key] = RankPlan(part, self.config, *(mv(t) for t in (
                 self.local_part_ptr, self.local_part_row, self.remote_part_ptr, self.remote_part_row,
-                self.warp_local_ptr, self.warp_remote_ptr)), device=device)
+                self.blocks, self.fixups)), device=device)
         return self._dev[key]
 
+    def _schedule_args(self):
+        c = self.config
+        return (self.blocks, self.fixups, self.num_rows, c.dist, c.wpb, c.interleave)
+
     def op_args(self):
-        """The plan tensors in the order of torch.ops.mgg.aggregate's schema (after x, x_remote)."""
+        """The plan in the order of torch.ops.mgg.aggregate's schema (after x, x_remote;
+        before deterministic): remote edges index the halo buffer."""
         p = self.partition
         return (self.local_part_ptr, self.local_part_row, p.local_col, p.local_weight,
-                self.remote_part_ptr, self.remote_part_row, p.remote_col, p.remote_weight,
-                self.warp_local_ptr, self.warp_remote_ptr, self.num_rows, self.config.wpb)
+                self.remote_part_ptr, self.remote_part_row, p.remote_col, p.remote_weight, *self._schedule_args())
+
+    def peer_op_args(self):
+        """The plan in the order of torch.ops.mgg.aggregate_peers's schema (after x, peers, my_pe;
+        before fetch, deterministic): remote edges name their owner PE and the offset there."""
+        p = self.partition
+        return (self.local_part_ptr, self.local_part_row, p.local_col, p.local_weight, self.remote_part_ptr,
+                self.remote_part_row, p.remote_offset, p.remote_pe, p.remote_weight, *self._schedule_args())
 
 
 class Plan:

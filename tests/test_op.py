@@ -1,11 +1,12 @@
 """torch.ops.mgg.aggregate on the CPU against torch.sparse and PyG; autograd, opcheck,
 torch.compile, multi-rank plans and bad input."""
+import numpy as np
 import pytest
 import torch
 
 import mgg
 from mgg import Config, Graph, MggError, Plan, make_plan
-from mgg.ops import _run
+from mgg.ops import _run, _run_peers
 
 from conftest import random_graph
 
@@ -154,6 +155,80 @@ def test_bad_input_errors():
     with pytest.raises(RuntimeError, match="local_part_ptr must start at 0"):
         torch.ops.mgg.aggregate(*bad)
     bad = list(args)
-    bad[13] = 0
+    bad[14] = 0
     with pytest.raises(RuntimeError, match="warps_per_block must be in"):
         torch.ops.mgg.aggregate(*bad)
+
+
+def _corrupt(args, index, fn):
+    bad = list(args)
+    bad[index] = args[index].clone()
+    fn(bad[index])
+    return bad
+
+
+@pytest.mark.parametrize("index, fn, msg", [
+    (10, lambda b: b.__setitem__((0, 1), b[0, 1] + 1), r"block 0 has rows|written 2 times|outside its block"),
+    (10, lambda b: b.__setitem__((-1, 1), b[-1, 1] - 1), r"lies outside its block|is written 0 times"),
+    (10, lambda b: b.__setitem__((0, 3), b[0, 3] + 100), r"local partitions; the schedule allows 0 to"),
+    (10, lambda b: b.__setitem__((1, 2), b[1, 2] + 1), r"partitions do not follow block 0"),
+    (7, lambda r: r.__setitem__(0, 10**6), r"remote_part_row\[0\] = 1000000 is outside"),
+    (2, lambda p: p.__setitem__(3, p[2] - 1), r"local_part_ptr decreases at partition"),
+])
+def test_bad_schedule_is_an_error(index, fn, msg):
+    """A schedule that would read outside the plan or leave a row unwritten is refused."""
+    g = random_graph(40, 600, seed=4)
+    plan = Plan(g, 2)
+    rp = plan.rank_plan(0, Config(16, 8, 2))
+    assert rp.fixups.size(0) == 0 and rp.num_blocks > 2
+    p = rp.partition
+    x = torch.randn(g.num_nodes, 8)
+    args = (x[p.row_begin:p.row_end].contiguous(), x[p.halo_nodes].contiguous(), *rp.op_args(), False)
+    torch.ops.mgg.aggregate(*args)  # the plan itself is fine
+    with pytest.raises(RuntimeError, match=msg):
+        torch.ops.mgg.aggregate(*_corrupt(args, index, fn))
+
+
+def test_heavy_rows_are_cut_and_fixed_up():
+    """A hub row with far more partitions than a block holds is cut across blocks; the fixup
+    sums the pieces (here most rows are heavy)."""
+    g = Graph.from_edges(np.arange(3000) % 97, np.arange(3000) % 3, 97)
+    rp = Plan(g).rank_plan(0, Config(2, 1, 2))
+    assert rp.fixups.size(0) == 3 and rp.num_blocks > 3
+    x = torch.randn(97, 40, dtype=torch.float64)
+    for det in (False, True):
+        torch.testing.assert_close(mgg.aggregate(x, Plan(g), Config(2, 1, 2), deterministic=det), dense_ref(g, x))
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_peers_op_reads_each_pes_table(ranks, deterministic):
+    """aggregate_peers: remote rows addressed by (owner PE, offset) in each PE's own table,
+    as under NVSHMEM; in one process the PEs' tables are slices of one tensor."""
+    g = random_graph(120, 2500, seed=6, weighted=True, skew=0.7)
+    x = torch.randn(120, 19, dtype=torch.float64)
+    plan = Plan(g, ranks)
+    tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])].contiguous() for r in range(ranks)]
+    out = torch.cat([_run_peers(tables[r], tables, r, plan.rank_plan(r, Config(3, 2, 2)), "direct", deterministic)
+                     for r in range(ranks)])
+    torch.testing.assert_close(out, dense_ref(g, x))
+
+
+def test_peers_op_bad_input():
+    g = random_graph(50, 400, seed=2)
+    plan = Plan(g, 2)
+    rp = plan.rank_plan(0, Config(2, 1, 2))
+    x = torch.randn(50, 4)
+    tables = [x[:int(plan.bounds[1])].contiguous(), x[int(plan.bounds[1]):].contiguous()]
+    with pytest.raises(RuntimeError, match="NVSHMEM get, which needs CUDA tensors"):
+        _run_peers(tables[0], tables, 0, rp, "get-warp", False)
+    with pytest.raises(MggError, match="fetch must be one of"):
+        _run_peers(tables[0], tables, 0, rp, "teleport", False)
+    with pytest.raises(RuntimeError, match=r"my_pe 2 is outside \[0, 2\)"):
+        _run_peers(tables[0], tables, 2, rp, "direct", False)
+    short = [tables[0], tables[1][:1]]  # PE 1's table lacks rows the plan reads
+    if rp.partition.remote_offset.max() > 0:
+        with pytest.raises(RuntimeError, match=r"remote_offset\[\d+\] = \d+ is outside \[0, 1\) of PE 1"):
+            _run_peers(tables[0], short, 0, rp, "direct", False)
+    with pytest.raises(RuntimeError, match=r"peers\[1\] must be 2-D with the same dim"):
+        _run_peers(tables[0], [tables[0], tables[1][:, :2].contiguous()], 0, rp, "direct", False)

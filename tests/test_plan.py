@@ -1,13 +1,14 @@
 """Properties of the MGG plan (hypothesis): Algorithm 1's balance, exact edge coverage, MGG's
-address translation, neighbor partitions and the warp schedule."""
+address translation, neighbor partitions and the block schedule."""
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mgg import Config, Plan, PlanError, split_ranges
 from mgg.graph import Graph
-from mgg.plan import neighbor_partitions, warp_schedule
+from mgg.plan import block_row_cap, block_schedule, neighbor_partitions
 
 
 @st.composite
@@ -43,13 +44,13 @@ def test_split_balance(g, p):
 
 
 @settings(max_examples=150, deadline=None)
-@given(g=graphs(), p=st.integers(1, 6), ps=st.integers(1, 32), dist=st.integers(1, 16))
-def test_plan_covers_every_edge_once(g, p, ps, dist):
+@given(g=graphs(), p=st.integers(1, 6), ps=st.integers(1, 32), dist=st.integers(1, 16), wpb=st.integers(1, 4))
+def test_plan_covers_every_edge_once(g, p, ps, dist, wpb):
     p = min(p, g.num_nodes)
     plan = Plan(g, p)
     seen = []
     for r in range(p):
-        rp = plan.rank_plan(r, Config(ps, dist, 1))  # interleaved (the default)
+        rp = plan.rank_plan(r, Config(ps, dist, wpb))
         part = rp.partition
         lo, hi = part.row_begin, part.row_end
         # local: rebased ids inside the range
@@ -79,19 +80,51 @@ def test_plan_covers_every_edge_once(g, p, ps, dist):
             assert ptr[0] == 0 and ptr[-1] == rowptr[-1]
             assert np.all(np.diff(row) >= 0)
             assert np.all(ptr[:-1] >= rowptr[row]) and np.all(ptr[1:] <= rowptr[row + 1])
-        # schedule: every partition in exactly one warp, at most dist of each kind per warp
-        wl, wr = rp.warp_local_ptr.numpy(), rp.warp_remote_ptr.numpy()
-        nl, nr = rp.local_part_row.numel(), rp.remote_part_row.numel()
-        assert rp.num_warps == -(-max(nl, nr) // dist)
-        assert wl[0] == 0 and wl[-1] == nl and wr[0] == 0 and wr[-1] == nr
-        assert np.all(np.diff(wl) >= 0) and np.all(np.diff(wl) <= dist)
-        assert np.all(np.diff(wr) >= 0) and np.all(np.diff(wr) <= dist)
-        # every warp has work; pairs interleave local with remote
-        assert np.all((np.diff(wl) + np.diff(wr)) >= 1)
+        check_block_schedule(rp)
     got = np.concatenate(seen) if seen else np.zeros((0, 2))
     want = np.stack([g.rows().numpy(), g.col.numpy()], 1)
     key = lambda a: a[np.lexsort((a[:, 1], a[:, 0]))]  # noqa: E731
     assert np.array_equal(key(got), key(want))
+
+
+def check_block_schedule(rp):
+    """The invariants the kernels rely on (csrc/kernels/aggregate_core.h): blocks tile each
+    part's partitions in order, hold at most wpb*dist of each and 2*wpb rows, every partition's
+    row is in its block, every output row is written once (by a block or by one fixup), and a
+    row is cut across blocks only when it does not fit one."""
+    c = rp.config
+    b, f = rp.blocks.numpy(), rp.fixups.numpy()
+    cap, row_cap = c.wpb * c.dist, block_row_cap(c.wpb)
+    assert b.shape[1] == 7 and f.shape[1] == 3
+    for lo, hi, rows in ((2, 3, rp.local_part_row.numpy()), (4, 5, rp.remote_part_row.numpy())):
+        assert np.array_equal(b[1:, lo], b[:-1, hi]) and (b.size == 0 or (b[0, lo] == 0 and b[-1, hi] == rows.size))
+        n = b[:, hi] - b[:, lo]
+        assert np.all((n >= 0) & (n <= cap))
+        blk = np.repeat(np.arange(len(b)), n)
+        assert np.all((rows >= b[blk, 0]) & (rows < b[blk, 1]))
+    nrows = b[:, 1] - b[:, 0]
+    assert np.all((nrows >= 1) & (nrows <= row_cap))
+    direct = b[:, 6] < 0
+    written = np.concatenate([np.arange(s, e) for s, e in b[direct, :2]] + [f[:, 0], np.zeros(0, np.int64)])
+    assert np.array_equal(np.sort(written), np.arange(rp.num_rows))
+    # scratch blocks: one row each; the slots of fixup h are [begin, end), in order, used once
+    assert np.all(nrows[~direct] == 1)
+    assert np.array_equal(np.sort(b[~direct, 6]), np.arange(f[-1, 2] if len(f) else 0))
+    for row, s0, s1 in f:
+        owners = b[(b[:, 6] >= s0) & (b[:, 6] < s1)]
+        assert np.all(owners[:, 0] == row) and len(owners) == s1 - s0 >= 2
+        nl, nr = (np.sum(rp.local_part_row.numpy() == row), np.sum(rp.remote_part_row.numpy() == row))
+        assert max(nl, nr) > cap  # only rows that do not fit one block are cut
+
+
+def test_block_schedule_example():
+    # rows: 0 has 5 local partitions (heavy for cap 2), 1 empty, 2 and 3 one local + one remote
+    lrow = torch.tensor([0, 0, 0, 0, 0, 2, 3], dtype=torch.int32)
+    rrow = torch.tensor([2, 3], dtype=torch.int32)
+    blocks, fixups = block_schedule(lrow, rrow, 4, dist=2, wpb=1)
+    assert blocks.tolist() == [[0, 1, 0, 1, 0, 0, 0], [0, 1, 1, 3, 0, 0, 1], [0, 1, 3, 5, 0, 0, 2],
+                               [1, 3, 5, 6, 0, 1, -1], [3, 4, 6, 7, 1, 2, -1]]
+    assert fixups.tolist() == [[0, 0, 3]]
 
 
 def test_ablation_switches():
@@ -100,15 +133,13 @@ def test_ablation_switches():
     off = plan.rank_plan(0, Config(ps=0, dist=2, wpb=1))
     assert off.local_part_row.numel() + off.remote_part_row.numel() <= 2 * off.num_rows
     assert np.all(np.diff(off.local_part_row.numpy()) > 0)  # one partition per row
-    wl, wr = warp_schedule(5, 3, 2, interleave=False)
-    assert wl.tolist() == [0, 2, 4, 5, 5, 5] and wr.tolist() == [0, 0, 0, 0, 2, 3]
-    # no warp mixes local and remote work
-    assert all((a == 0) != (b == 0) for a, b in zip(np.diff(wl.numpy()), np.diff(wr.numpy())))
+    check_block_schedule(off)
+    contiguous = plan.rank_plan(0, Config(ps=2, dist=2, wpb=1, interleave=False))
+    check_block_schedule(contiguous)
+    assert contiguous.op_args()[-1] is False  # the kernel's interleave switch
 
 
-def test_schedule_example():
-    wl, wr = warp_schedule(5, 2, 2)
-    assert wl.tolist() == [0, 2, 4, 5] and wr.tolist() == [0, 2, 2, 2]
+def test_partition_example():
     ptr, row = neighbor_partitions(Graph.from_csr([0, 5, 5, 7], [0] * 7).rowptr, 2)
     assert ptr.tolist() == [0, 2, 4, 5, 7] and row.tolist() == [0, 0, 0, 2]
 

@@ -1,11 +1,13 @@
 // NVSHMEM bootstrap and symmetric memory for one process per PE, started from torch.distributed:
 // rank 0 makes a unique id, the Python layer broadcasts it over the process group, every rank
-// calls init with it. Compiled into this extension (with -rdc) so that NVSHMEM's device state of
-// this module is the one initialised.
+// calls init with it. Compiled into this extension (with -rdc), whose copy of NVSHMEM's device
+// state nvshmemi_init_thread (from libnvshmem_device.a, linked here) initialises. Errors are
+// TORCH_CHECKs with the cause, never NVSHMEM's exit(-1).
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>
@@ -26,34 +28,56 @@ std::vector<uint8_t> unique_id() {
 void init(const std::vector<uint8_t>& uid_bytes, int rank, int world_size) {
   nvshmemx_uniqueid_t uid = NVSHMEMX_UNIQUEID_INITIALIZER;
   TORCH_CHECK(uid_bytes.size() == sizeof(uid), "mgg.nvshmem: unique id has ", uid_bytes.size(),
-              " bytes, expected ", sizeof(uid), " (built against a different NVSHMEM version?)");
+              " bytes, expected ", sizeof(uid), " (ranks built against different NVSHMEM versions?)");
   std::memcpy(&uid, uid_bytes.data(), sizeof(uid));
   nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
   TORCH_CHECK(nvshmemx_set_attr_uniqueid_args(rank, world_size, &uid, &attr) == 0,
               "mgg.nvshmem: nvshmemx_set_attr_uniqueid_args failed");
-  TORCH_CHECK(nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr) == 0,
-              "mgg.nvshmem: nvshmemx_init_attr failed (see NVSHMEM_DEBUG=INFO output)");
+  // what nvshmemx_init_attr does, without its exit(-1) on failure
+  nvshmemx_init_init_attr_ver_only(attr);
+  nvshmemi_version_t version = {NVSHMEM_VENDOR_MAJOR_VERSION, NVSHMEM_VENDOR_MINOR_VERSION,
+                                NVSHMEM_VENDOR_PATCH_VERSION};
+  int provided = 0;
+  const int status = nvshmemi_init_thread(NVSHMEM_THREAD_SERIALIZED, &provided, NVSHMEMX_INIT_WITH_UNIQUEID, &attr,
+                                          version);
+  TORCH_CHECK(status == 0, "mgg.nvshmem: NVSHMEM failed to start (status ", status, ") on rank ", rank, " of ",
+              world_size, ": no peer access between the GPUs, an NVSHMEM version mismatch between ranks, or a "
+              "symmetric heap larger than the GPU allows (NVSHMEM_SYMMETRIC_SIZE); NVSHMEM_DEBUG=INFO tells which. "
+              "The halo backend (--backend halo) needs none of these.");
 }
 
-void finalize() { nvshmem_finalize(); }
+void finalize() {
+  if (initialized()) nvshmem_finalize();
+}
+bool initialized() { return nvshmemx_init_status() >= NVSHMEM_STATUS_IS_INITIALIZED; }
 int my_pe() { return nvshmem_my_pe(); }
 int n_pes() { return nvshmem_n_pes(); }
 
-int64_t malloc_symmetric(int64_t nbytes) {
-  void* p = nvshmem_malloc(static_cast<size_t>(nbytes));
-  TORCH_CHECK(p != nullptr || nbytes == 0, "mgg.nvshmem: nvshmem_malloc of ", nbytes,
-              " bytes failed: symmetric heap too small (raise NVSHMEM_SYMMETRIC_SIZE)");
-  return reinterpret_cast<int64_t>(p);
+at::Tensor empty_symmetric(at::IntArrayRef sizes, at::ScalarType dtype) {
+  TORCH_CHECK(initialized(), "mgg.nvshmem: NVSHMEM is not initialised (mgg.distributed.nvshmem.init)");
+  int64_t n = 1;
+  for (auto s : sizes) n *= s;
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(n, 1)) * c10::elementSize(dtype);
+  void* p = nvshmem_malloc(bytes);
+  TORCH_CHECK(p != nullptr, "mgg.nvshmem: nvshmem_malloc of ", bytes, " bytes failed: the symmetric heap is too ",
+              "small (raise NVSHMEM_SYMMETRIC_SIZE, e.g. NVSHMEM_SYMMETRIC_SIZE=8G)");
+  auto opts = at::TensorOptions().dtype(dtype).device(at::kCUDA, c10::cuda::current_device());
+  return at::from_blob(p, sizes, opts);
 }
 
-void free_symmetric(int64_t ptr) { nvshmem_free(reinterpret_cast<void*>(ptr)); }
+void free_tensor(const at::Tensor& t) { nvshmem_free(t.data_ptr()); }
 
-int64_t peer_pointer(int64_t ptr, int pe) {
-  return reinterpret_cast<int64_t>(nvshmem_ptr(reinterpret_cast<void*>(ptr), pe));
+std::optional<at::Tensor> peer_tensor(const at::Tensor& t, int pe) {
+  TORCH_CHECK(pe >= 0 && pe < n_pes(), "mgg.nvshmem: PE ", pe, " is outside [0, ", n_pes(), ")");
+  void* p = nvshmem_ptr(t.data_ptr(), pe);
+  if (p == nullptr) return std::nullopt;
+  return at::from_blob(p, t.sizes(), t.options());
 }
 
-void barrier_all_on_stream() {
-  nvshmemx_barrier_all_on_stream(at::cuda::getCurrentCUDAStream().stream());
+bool is_symmetric(int64_t ptr) {
+  return initialized() && nvshmem_ptr(reinterpret_cast<void*>(ptr), nvshmem_my_pe()) != nullptr;
 }
+
+void barrier_all_on_stream() { nvshmemx_barrier_all_on_stream(at::cuda::getCurrentCUDAStream().stream()); }
 
 }  // namespace mgg::shmem

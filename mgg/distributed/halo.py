@@ -31,8 +31,12 @@ class HaloExchange:
         self.num_halo = part.halo_nodes.numel()
 
     def __call__(self, x_own: torch.Tensor) -> torch.Tensor:
-        """x_own [own rows, D] -> the halo rows [num_halo, D] from their owners."""
+        """x_own [own rows, D] -> the halo rows [num_halo, D] from their owners. Over gloo
+        (several ranks sharing a GPU, or the CPU), CUDA rows travel through host memory."""
         send = x_own.index_select(0, self.send_index.to(x_own.device)).contiguous()
-        recv = x_own.new_empty((self.num_halo, x_own.size(1)))
+        staged = x_own.is_cuda and dist.get_backend(self.group) == "gloo"
+        if staged:
+            send = send.cpu()
+        recv = send.new_empty((self.num_halo, x_own.size(1)))
         dist.all_to_all_single(recv, send, self.recv_counts, self.send_counts, group=self.group)
-        return recv
+        return recv.to(x_own.device, non_blocking=True) if staged else recv

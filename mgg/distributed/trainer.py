@@ -13,24 +13,41 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from ..errors import MggError
 from ..io import NodeDataset
 from ..train import RunResult, TrainConfig, build_model, normalize_features, summarize
 from .graph import DistGraph
 
 
-def init_from_env(device: str = "cpu") -> None:
-    """torchrun sets RANK/WORLD_SIZE/MASTER_*; NCCL for CUDA, gloo on the CPU."""
-    if not dist.is_initialized():
-        backend = "nccl" if device.startswith("cuda") else "gloo"
-        if device.startswith("cuda"):
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-        dist.init_process_group(backend)
+def init_from_env(device: str = "cpu", backend: str = "halo") -> None:
+    """torchrun sets RANK/WORLD_SIZE/MASTER_*. The process group is NCCL when every rank has a
+    GPU of its own and the halo backend moves the rows; otherwise gloo (the CPU; several ranks
+    sharing a GPU, which NCCL refuses; the nvshmem backend, which uses the group only to start
+    NVSHMEM and to all-reduce weight gradients)."""
+    if dist.is_initialized():
+        return
+    cuda = device.startswith("cuda")
+    if cuda:
+        local = int(os.environ.get("LOCAL_RANK", 0))
+        torch.cuda.set_device(local % torch.cuda.device_count())
+    own_gpu = cuda and int(os.environ.get("LOCAL_WORLD_SIZE", 1)) <= torch.cuda.device_count()
+    dist.init_process_group("nccl" if own_gpu and backend == "halo" else "gloo")
+
+
+def all_reduce(t: torch.Tensor, group=None) -> None:
+    """In-place sum over the group; CUDA tensors travel through host memory under gloo."""
+    if t.is_cuda and dist.get_backend(group) == "gloo":
+        host = t.cpu()
+        dist.all_reduce(host, group=group)
+        t.copy_(host)
+    else:
+        dist.all_reduce(t, group=group)
 
 
 def allreduce_grads(model: torch.nn.Module, group=None) -> None:
     for p in model.parameters():
         if p.grad is not None:
-            dist.all_reduce(p.grad, group=group)
+            all_reduce(p.grad, group)
 
 
 def global_loss(logits_own, y_own, mask_own, total: int) -> torch.Tensor:
@@ -69,8 +86,11 @@ def train_once(ds: NodeDataset, dg: DistGraph, cfg: TrainConfig, seed: int, prog
     return RunResult(seed, best[1], best[0], best[2], statistics.median(times))
 
 
-def train(ds: NodeDataset, cfg: TrainConfig, backend: str = "halo", progress: bool = True) -> dict:
-    init_from_env(cfg.device)
-    dg = DistGraph(ds.graph, backend=backend)
+def train(ds: NodeDataset, cfg: TrainConfig, backend: str = "halo", progress: bool = True,
+          fetch: str = "get-warp") -> dict:
+    if backend == "nvshmem" and not cfg.device.startswith("cuda"):
+        raise MggError("the nvshmem backend runs on GPUs: add --device cuda (or use --backend halo)")
+    init_from_env(cfg.device, backend)
+    dg = DistGraph(ds.graph, backend=backend, fetch=fetch)
     runs = [train_once(ds, dg, cfg, s, progress) for s in cfg.seeds]
     return dict(summarize(ds, cfg, runs), rank=dg.rank, world=dg.world)

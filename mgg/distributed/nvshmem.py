@@ -1,0 +1,136 @@
+"""The `nvshmem` backend: MGG's hybrid placement over NVSHMEM.
+
+Each rank's node embeddings of a layer live in NVSHMEM symmetric memory (a table of the largest
+range's rows, the same size on every PE); each rank's plan lives in its private device memory;
+the fused kernel (torch.ops.mgg.aggregate_peers) reads local rows from its own table and remote
+rows from their owners' tables, by NVSHMEM get or by direct loads through nvshmem_ptr.
+
+NVSHMEM is started from torch.distributed: rank 0 makes a unique id, the process group
+broadcasts it, every rank initialises with it (no MPI). Several processes may share one GPU
+(NVSHMEM's limited multi-PE-per-GPU mode), which is how this backend is tested on one device.
+
+Ordering (the published artifact races here): a layer's aggregation writes its rows into one
+of two symmetric tables (ping-pong per shape), then an on-stream barrier, then the kernel. A
+table is rewritten two aggregations later, after another barrier that every PE reaches only
+once its earlier kernels finished, so no PE reads rows before they are written for this layer
+or after a peer has overwritten them.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+from ..errors import MggError
+from ..ops import FETCH, _run_peers
+from ..plan import RankPlan
+
+_state: dict = {}
+
+
+def available() -> Optional[str]:
+    """None if this process can run the nvshmem backend, else why not (one line)."""
+    from .. import _C
+
+    if not getattr(_C, "with_nvshmem", False):
+        return "this mgg build has no NVSHMEM (it was built without nvcc); use backend 'halo'"
+    if not torch.cuda.is_available():
+        return "the nvshmem backend needs a CUDA GPU and none is visible; use backend 'halo'"
+    return None
+
+
+def init(group=None) -> None:
+    """Starts NVSHMEM over the ranks of `group` (all ranks call it). Selects this rank's GPU
+    first (LOCAL_RANK modulo the visible GPUs, so several PEs may share one)."""
+    why = available()
+    if why:
+        raise MggError(f"mgg.distributed: {why}")
+    from .. import _C
+
+    if _C.nvshmem.initialized():
+        return
+    if not dist.is_initialized():
+        raise MggError("mgg.distributed: torch.distributed is not initialised (launch with torchrun)")
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", dist.get_rank(group))) % torch.cuda.device_count())
+    torch.cuda.current_stream().synchronize()  # the CUDA context exists before NVSHMEM starts
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    box = [_C.nvshmem.unique_id() if rank == 0 else None]
+    dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
+    try:
+        _C.nvshmem.init(box[0], rank, world)
+    except RuntimeError as e:
+        raise MggError(str(e).splitlines()[0]) from None
+    if _C.nvshmem.n_pes() != world or _C.nvshmem.my_pe() != rank:
+        raise MggError(f"mgg.distributed: NVSHMEM made this PE {_C.nvshmem.my_pe()} of {_C.nvshmem.n_pes()}, "
+                       f"but torch.distributed says rank {rank} of {world}")
+    _state.update(tables={}, turn={})
+    atexit.register(finalize)
+
+
+def finalize() -> None:
+    """Frees the symmetric tables and stops NVSHMEM (collective; also run at exit)."""
+    from .. import _C
+
+    if not getattr(_C, "with_nvshmem", False) or not _C.nvshmem.initialized():
+        return
+    torch.cuda.synchronize()
+    for pair in _state.get("tables", {}).values():
+        for table, _ in pair:
+            _C.nvshmem.free(table)
+    _state.clear()
+    _C.nvshmem.finalize()
+
+
+class _Table:
+    """A symmetric table [rows, dim] and this PE's views of every PE's copy of it."""
+
+    def __init__(self, rows: int, dim: int, dtype: torch.dtype, range_rows: list[int]):
+        from .. import _C
+
+        self.table = _C.nvshmem.empty([rows, dim], dtype)
+        me = _C.nvshmem.my_pe()
+        views = [_C.nvshmem.peer_tensor(self.table, pe) for pe in range(len(range_rows))]
+        self.reachable = all(v is not None for v in views)
+        # unreachable peers (another node) keep a placeholder of the right shape for the bounds
+        # checks: gets address them through this PE's symmetric address
+        self.peers = [(v if v is not None else self.table)[:n] for v, n in zip(views, range_rows)]
+        self.own = self.table[:range_rows[me]]
+
+
+def _next_table(dim: int, dtype: torch.dtype, range_rows: list[int]) -> _Table:
+    key = (dim, dtype, tuple(range_rows))
+    tables, turn = _state["tables"], _state["turn"]
+    if key not in tables:  # collective allocation: every rank reaches it at the same call
+        rows = max(range_rows)
+        tables[key] = [(t.table, t) for t in (_Table(rows, dim, dtype, range_rows), _Table(rows, dim, dtype, range_rows))]
+        turn[key] = 0
+    t = tables[key][turn[key]][1]
+    turn[key] ^= 1
+    return t
+
+
+def aggregate(x_own: torch.Tensor, plan: RankPlan, range_rows: list[int], fetch: str,
+              deterministic: bool) -> torch.Tensor:
+    """One rank's aggregation of one layer over the symmetric tables (not differentiable by
+    itself; see graph._ShmemAggregate)."""
+    from .. import _C
+
+    if "tables" not in _state:
+        raise MggError("mgg.distributed: NVSHMEM is not initialised (mgg.distributed.nvshmem.init)")
+    if not x_own.is_cuda:
+        raise MggError(f"the nvshmem backend aggregates CUDA tensors; x is on {x_own.device}")
+    t = _next_table(x_own.size(1), x_own.dtype, range_rows)
+    if fetch == "direct" and not t.reachable:
+        raise MggError("fetch 'direct' needs every PE reachable by loads (one node with peer access); "
+                       "use fetch 'get-warp'")
+    t.own.copy_(x_own)
+    _C.nvshmem.barrier_all_on_stream()  # every PE's rows of this layer are written before any read
+    return _run_peers(t.own, t.peers, _C.nvshmem.my_pe(), plan, fetch, deterministic)
+
+
+def check_fetch(fetch: str) -> None:
+    if fetch not in FETCH:
+        raise MggError(f"fetch must be one of {tuple(FETCH)}, got {fetch!r}")
