@@ -7,7 +7,8 @@ from collections import defaultdict
 from pathlib import Path
 
 COLUMNS = ["suite", "case", "graph", "nodes", "edges", "dim", "dtype", "impl", "pes", "ps", "dist", "wpb", "pass",
-           "median_ms", "p10_ms", "p90_ms", "gbps", "bw_fraction", "peak_mem_mb", "device", "torch", "cuda", "date"]
+           "median_ms", "p10_ms", "p90_ms", "gbps", "bw_fraction", "peak_mem_mb", "rank_edges", "device", "torch",
+           "cuda", "date"]
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -46,13 +47,13 @@ def plot(rows: list[dict], suite: str, path: Path) -> None:
 
     sel = [r for r in rows if r["suite"] == suite]
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(sel) + 2), 4))
-    if suite == "scaling":
+    if suite in ("scaling", "dist"):
         series = defaultdict(list)
         for r in sel:
-            series[(r["graph"], r["dim"])].append((int(r["pes"]), float(r["median_ms"])))
-        for (g, d), pts in series.items():
+            series[(r["graph"], r["dim"], r["impl"])].append((int(r["pes"]), float(r["median_ms"])))
+        for (g, d, impl), pts in series.items():
             pts.sort()
-            ax.plot([p for p, _ in pts], [t for _, t in pts], marker="o", label=f"{g} D={d}")
+            ax.plot([p for p, _ in pts], [t for _, t in pts], marker="o", label=f"{g} D={d} {impl}")
         ax.set_xlabel("PEs")
         ax.set_xticks(sorted({int(r["pes"]) for r in sel}))
     elif suite == "tune":
@@ -81,7 +82,7 @@ def plot(rows: list[dict], suite: str, path: Path) -> None:
     ax.set_ylabel("median ms (p10-p90)")
     dev = sel[0]["device"] if sel else ""
     ax.set_title(f"{suite} — {dev}")
-    if suite in ("scaling", "tune"):
+    if suite in ("scaling", "dist", "tune"):
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -122,11 +123,15 @@ def summary(rows: list[dict], copy_gbps: float) -> str:
             base, variant = r["case"].rsplit("/", 1)
             lines.append(f"| {base} | {variant} | {float(r['median_ms']):.3f} | {float(r['median_ms']) / full[base]:.2f} |")
         lines.append("")
-    sc = [r for r in rows if r["suite"] == "scaling"]
-    if sc:
-        lines += ["## scaling", "", "| case | PEs | ms |", "| --- | --- | --- |"]
-        lines += [f"| {r['case']} | {r['pes']} | {float(r['median_ms']):.3f} |" for r in sc]
-        lines.append("")
+    for suite, what in (("scaling", "aggregation, all PEs in one process"),
+                        ("dist", "training epoch, one process per PE")):
+        sc = [r for r in rows if r["suite"] == suite]
+        if sc:
+            lines += [f"## {suite}: {what}", "", "| case | impl | PEs | ms | local/remote edges per rank |",
+                      "| --- | --- | --- | --- | --- |"]
+            lines += [f"| {r['case']} | {r['impl']} | {r['pes']} | {float(r['median_ms']):.3f} | {r.get('rank_edges', '')} |"
+                      for r in sc]
+            lines.append("")
     tu = defaultdict(lambda: dict(search=[], grid=[]))
     for r in rows:
         if r["suite"] == "tune":

@@ -98,43 +98,88 @@ def ablation(opt: Options) -> Iterator[dict]:
         plan = Plan(g, pes)
         cfg = mk(opt.config)
         x = torch.randn(g.num_nodes, dim, device=opt.device).to(opt.dtype)
-        fn = _inproc_ranks(plan, x, cfg)
+        fn = _inproc_ranks(plan, x, cfg, "peers")
         t, peak = _timed(opt, fn)
         gbps = _bytes_moved(g, dim, elem) / (t.median_ms * 1e-3) / 1e9
         yield _row("ablation", f"{spec}/d{dim}/{name}", spec, g, dim, opt, f"mgg[{name}]", pes, cfg, "fwd", t, peak, gbps)
 
 
-def _inproc_ranks(plan: Plan, x: torch.Tensor, cfg: Config):
-    """All ranks of a plan run one after another in this process, each reading its halo rows
-    from a gathered buffer: the work of P PEs time-sliced on one device."""
-    from mgg.ops import _run
+def _inproc_ranks(plan: Plan, x: torch.Tensor, cfg: Config, via: str):
+    """All ranks of a plan run one after another in this process: the work of P PEs
+    time-sliced on one device. via='peers': each rank reads remote rows straight from the
+    other ranks' slices of x (aggregate_peers with direct loads, what PEs do through
+    nvshmem_ptr); via='halo': each rank first gathers its halo rows into a buffer."""
+    from mgg.ops import _run, _run_peers
 
+    tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])] for r in range(plan.num_ranks)]
     ranks = []
     for r in range(plan.num_ranks):
         rp = plan.rank_plan(r, cfg).to(x.device)
-        p = rp.partition
-        ranks.append((rp, x[p.row_begin:p.row_end].contiguous(), p.halo_nodes.to(x.device)))
+        ranks.append((r, rp, rp.partition.halo_nodes.to(x.device)))
+    if via == "peers":
+        return lambda: [_run_peers(tables[r], tables, r, rp, "direct", False) for r, rp, _ in ranks]
+    return lambda: [_run(tables[r].contiguous(), x.index_select(0, halo), rp, False) for r, rp, halo in ranks]
 
-    def run():
-        return [_run(xl, x.index_select(0, halo), rp, False) for rp, xl, halo in ranks]
 
-    return run
+def _rank_edges(plan: Plan) -> str:
+    """Per rank: local/remote edges."""
+    return ";".join(f"r{s['rank']}:{s['local_edges']}/{s['remote_edges']}" for s in plan.stats())
 
 
 def scaling(opt: Options) -> Iterator[dict]:
-    """1, 2, 4 ... PEs on one device (in one process here; multi-process with the runtime)."""
+    """1, 2, 4 ... PEs on one device, in one process (the multi-process runs are the dist suite)."""
     elem = torch.tensor([], dtype=opt.dtype).element_size()
-    cases = list(itertools.product(list(_graphs(opt)), opt.dims, opt.pes))
-    for (spec, g), dim, pes in tqdm(cases, desc="scaling", disable=not opt.progress):
+    cases = list(itertools.product(list(_graphs(opt)), opt.dims, opt.pes, ("peers", "halo")))
+    for (spec, g), dim, pes, via in tqdm(cases, desc="scaling", disable=not opt.progress):
         if pes > g.num_nodes:
             continue
         plan = Plan(g, pes)
         x = torch.randn(g.num_nodes, dim, device=opt.device).to(opt.dtype)
-        t, peak = _timed(opt, _inproc_ranks(plan, x, opt.config))
+        t, peak = _timed(opt, _inproc_ranks(plan, x, opt.config, via))
         remote = sum(s["remote_edges"] for s in plan.stats()) / max(g.num_edges, 1)
-        row = _row("scaling", f"{spec}/d{dim}/remote={remote:.3f}", spec, g, dim, opt, "mgg-inproc", pes, opt.config,
-                   "fwd", t, peak, _bytes_moved(g, dim, elem) / (t.median_ms * 1e-3) / 1e9)
-        yield row
+        row = _row("scaling", f"{spec}/d{dim}/remote={remote:.3f}", spec, g, dim, opt, f"mgg-{via}-inproc", pes,
+                   opt.config, "fwd", t, peak, _bytes_moved(g, dim, elem) / (t.median_ms * 1e-3) / 1e9)
+        yield dict(row, rank_edges=_rank_edges(plan))
+
+
+def dist(opt: Options) -> Iterator[dict]:
+    """Epoch time of full-graph GCN training under torchrun with 1, 2, 4 ... processes on this
+    device, for each backend that can run here (halo always; nvshmem with a GPU and an NVSHMEM
+    build). Each run is a child torchrun (bench/dist_epoch.py); the epoch time is the slowest
+    rank's, per epoch, and the median over epochs."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from mgg.distributed import nvshmem
+
+    backends = ["halo"] + (["nvshmem"] if nvshmem.available() is None and opt.device.type == "cuda" else [])
+    worker = Path(__file__).with_name("dist_epoch.py")
+    cases = list(itertools.product(opt.graphs, opt.dims, opt.pes, backends))
+    for spec, dim, pes, backend in tqdm(cases, desc="dist", disable=not opt.progress):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "r.json"
+            cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={pes}", "--standalone",
+                   str(worker), spec, str(dim), backend, opt.device.type, str(opt.warmup), str(opt.reps), str(out),
+                   str(opt.data_dir or "")]
+            env = dict(os.environ, OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // pes)))
+            env.setdefault("NVSHMEM_REMOTE_TRANSPORT", "none")
+            for attempt in (1, 2):  # a rendezvous can fail on a busy machine: one retry, reported
+                r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+                if r.returncode == 0:
+                    break
+                print(f"dist suite: {backend} with {pes} PEs failed (attempt {attempt}):\n{r.stderr[-2000:]}",
+                      file=sys.stderr)
+            if r.returncode != 0:
+                raise RuntimeError(f"dist suite: {backend} with {pes} PEs failed twice; see the output above")
+            res = json.loads(out.read_text())
+        g = load_graph(spec, opt.data_dir)
+        t = Timing(res["median_ms"], res["p10_ms"], res["p90_ms"], res["epochs"])
+        yield dict(_row("dist", f"{spec}/d{dim}/gcn2-h16", spec, g, dim, opt, f"mgg-{backend}", pes, opt.config,
+                        "epoch", t, res["peak_mem_mb"]), rank_edges=res["rank_edges"])
 
 
 def e2e(opt: Options) -> Iterator[dict]:
@@ -193,4 +238,4 @@ def tune(opt: Options) -> Iterator[dict]:
             yield _row("tune", f"{spec}/d{dim}/grid", spec, g, dim, opt, "grid", 1, c, "fwd", t, peak)
 
 
-SUITES = {"kernel": kernel, "ablation": ablation, "scaling": scaling, "e2e": e2e, "tune": tune}
+SUITES = {"kernel": kernel, "ablation": ablation, "scaling": scaling, "dist": dist, "e2e": e2e, "tune": tune}

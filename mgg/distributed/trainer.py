@@ -90,6 +90,14 @@ def train(ds: NodeDataset, cfg: TrainConfig, backend: str = "halo", progress: bo
           fetch: str = "get-warp") -> dict:
     if backend == "nvshmem" and not cfg.device.startswith("cuda"):
         raise MggError("the nvshmem backend runs on GPUs: add --device cuda (or use --backend halo)")
+    if backend == "nvshmem":
+        from . import nvshmem
+
+        why = nvshmem.available()
+        if why:
+            raise MggError(why)
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise MggError(f"--device {cfg.device} but no CUDA GPU is visible")
     init_from_env(cfg.device, backend)
     dg = DistGraph(ds.graph, backend=backend, fetch=fetch)
     runs = [train_once(ds, dg, cfg, s, progress) for s in cfg.seeds]

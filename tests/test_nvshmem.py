@@ -1,0 +1,40 @@
+"""The nvshmem backend with several PEs on one GPU (NVSHMEM's multi-PE-per-GPU mode): the same
+logits and gradients as one process, and bit-identical repetitions in deterministic mode.
+Skipped without a GPU; run on the H100/H200 (bench/gpu_verify.sh)."""
+import pickle
+
+import pytest
+import torch
+
+from conftest import requires_cuda
+from test_distributed import compare, run_worker
+
+pytestmark = [requires_cuda, pytest.mark.gpu]
+
+NVSHMEM_ENV = {"NVSHMEM_REMOTE_TRANSPORT": "none", "NVSHMEM_SYMMETRIC_SIZE": "512M"}
+
+
+@pytest.mark.parametrize("fetch", ["get-warp", "get-thread", "get-block", "direct"])
+@pytest.mark.parametrize("nproc", [2, 4])
+@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin"])
+def test_pes_on_one_gpu_match_single_process(tmp_path, kind, nproc, fetch):
+    ref_path, dist_path = tmp_path / "ref.pkl", tmp_path / "dist.pkl"
+    run_worker([kind, str(ref_path), "--single", "--device", "cuda"])
+    run_worker([kind, str(dist_path), "--device", "cuda", "--backend", "nvshmem", "--fetch", fetch], nproc,
+               env=NVSHMEM_ENV)
+    compare(ref_path, dist_path)
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_deterministic_100_iterations_bit_identical(tmp_path, nproc):
+    out = tmp_path / "det.pkl"
+    run_worker(["cora-gcn", str(out), "--device", "cuda", "--backend", "nvshmem", "--deterministic",
+                "--repeat", "100"], nproc, env=NVSHMEM_ENV)
+    assert pickle.load(open(out, "rb"))[3] is True
+
+
+def test_halo_backend_on_one_gpu_matches(tmp_path):
+    ref_path, dist_path = tmp_path / "ref.pkl", tmp_path / "dist.pkl"
+    run_worker(["cora-gcn", str(ref_path), "--single", "--device", "cuda"])
+    run_worker(["cora-gcn", str(dist_path), "--device", "cuda", "--backend", "halo"], 2)
+    compare(ref_path, dist_path)
