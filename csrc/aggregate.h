@@ -53,12 +53,42 @@ PlanFacts check_plan_content(const char* op, int64_t local_rows, const PartArgs&
 // The row cap of a block: the 2 * wpb partial sums of MGG eq. 1.
 inline int64_t block_row_cap(int64_t warps_per_block) { return 2 * warps_per_block; }
 
-}  // namespace mgg
-
-namespace mgg {
-void check_table_args(const char* op, const at::Tensor& x, const at::Tensor& x_remote);
-void check_peer_args(const char* op, const at::Tensor& x, at::TensorList peers, int64_t my_pe);
-
 // fetch argument of aggregate_peers
 enum class Fetch : int64_t { kDirect = 0, kGetThread = 1, kGetWarp = 2, kGetBlock = 3 };
+
+// The parameters of the two ops (schemas in ops.cpp), written once for all implementations.
+#define MGG_AGGREGATE_PARAMS                                                                                   \
+  const at::Tensor &x, const at::Tensor &x_remote, const at::Tensor &local_part_ptr,                          \
+      const at::Tensor &local_part_row, const at::Tensor &local_col, const std::optional<at::Tensor>&local_weight, \
+      const at::Tensor &remote_part_ptr, const at::Tensor &remote_part_row, const at::Tensor &remote_col,      \
+      const std::optional<at::Tensor>&remote_weight, const at::Tensor &blocks, const at::Tensor &fixups,       \
+      int64_t num_rows, int64_t dist, int64_t warps_per_block, bool interleave, bool deterministic
+#define MGG_AGGREGATE_ARGS                                                                                    \
+  x, x_remote, local_part_ptr, local_part_row, local_col, local_weight, remote_part_ptr, remote_part_row,      \
+      remote_col, remote_weight, blocks, fixups, num_rows, dist, warps_per_block, interleave, deterministic
+#define MGG_AGGREGATE_PEERS_PARAMS                                                                            \
+  const at::Tensor &x, at::TensorList peers, int64_t my_pe, const at::Tensor &local_part_ptr,                 \
+      const at::Tensor &local_part_row, const at::Tensor &local_col, const std::optional<at::Tensor>&local_weight, \
+      const at::Tensor &remote_part_ptr, const at::Tensor &remote_part_row, const at::Tensor &remote_offset,   \
+      const at::Tensor &remote_pe, const std::optional<at::Tensor>&remote_weight, const at::Tensor &blocks,    \
+      const at::Tensor &fixups, int64_t num_rows, int64_t dist, int64_t warps_per_block, bool interleave,      \
+      int64_t fetch, bool deterministic
+#define MGG_AGGREGATE_PEERS_ARGS                                                                              \
+  x, peers, my_pe, local_part_ptr, local_part_row, local_col, local_weight, remote_part_ptr, remote_part_row,  \
+      remote_offset, remote_pe, remote_weight, blocks, fixups, num_rows, dist, warps_per_block, interleave,    \
+      fetch, deterministic
+
+// One call of an op, with every check done (arguments, then the plan's content).
+struct CheckedCall {
+  const char* op;
+  PartArgs local, remote;
+  ScheduleArgs schedule;
+  bool interleave;
+  bool deterministic;
+  PlanFacts facts;
+};
+
+CheckedCall check_aggregate_call(MGG_AGGREGATE_PARAMS);
+CheckedCall check_aggregate_peers_call(MGG_AGGREGATE_PEERS_PARAMS);
+
 }  // namespace mgg

@@ -85,15 +85,43 @@ void check_plan_args(const char* op, const at::Tensor& x, const PartArgs& local,
   TORCH_CHECK(s.blocks.size(0) <= 0x7fffffff, op, ": ", s.blocks.size(0), " blocks exceed the grid limit (2^31 - 1)");
 }
 
-void check_table_args(const char* op, const at::Tensor& x, const at::Tensor& x_remote) {
-  check_table(op, x_remote, "x_remote", x);
+CheckedCall check_aggregate_call(MGG_AGGREGATE_PARAMS) {
+  CheckedCall c{"mgg.aggregate",
+                {"local", local_part_ptr, local_part_row, local_col, local_weight},
+                {"remote", remote_part_ptr, remote_part_row, remote_col, remote_weight},
+                {blocks, fixups, num_rows, dist, warps_per_block},
+                interleave,
+                deterministic,
+                {}};
+  check_plan_args(c.op, x, c.local, c.remote, c.schedule);
+  check_table(c.op, x_remote, "x_remote", x);
+  c.facts = check_plan_content(c.op, x.size(0), c.local, RemoteRows{x_remote.size(0)}, c.remote, c.schedule);
+  return c;
 }
 
-void check_peer_args(const char* op, const at::Tensor& x, at::TensorList peers, int64_t my_pe) {
-  TORCH_CHECK(!peers.empty(), op, ": peers must list every PE's table, got none");
-  TORCH_CHECK(my_pe >= 0 && my_pe < static_cast<int64_t>(peers.size()), op, ": my_pe ", my_pe, " is outside [0, ",
-              peers.size(), ")");
-  for (size_t i = 0; i < peers.size(); ++i) check_table(op, peers[i], "peers[" + std::to_string(i) + "]", x);
+CheckedCall check_aggregate_peers_call(MGG_AGGREGATE_PEERS_PARAMS) {
+  CheckedCall c{"mgg.aggregate_peers",
+                {"local", local_part_ptr, local_part_row, local_col, local_weight},
+                {"remote", remote_part_ptr, remote_part_row, remote_offset, remote_weight, &remote_pe},
+                {blocks, fixups, num_rows, dist, warps_per_block},
+                interleave,
+                deterministic,
+                {}};
+  TORCH_CHECK(fetch >= 0 && fetch <= 3, c.op, ": fetch must be 0 (direct), 1 (get, thread), 2 (get, warp) or ",
+              "3 (get, block), got ", fetch);
+  TORCH_CHECK(fetch == 0 || x.is_cuda(), c.op, ": fetch ", fetch,
+              " is an NVSHMEM get, which needs CUDA tensors; on the CPU use fetch=0 (direct loads)");
+  check_plan_args(c.op, x, c.local, c.remote, c.schedule);
+  TORCH_CHECK(!peers.empty(), c.op, ": peers must list every PE's table, got none");
+  TORCH_CHECK(my_pe >= 0 && my_pe < static_cast<int64_t>(peers.size()), c.op, ": my_pe ", my_pe,
+              " is outside [0, ", peers.size(), ")");
+  std::vector<int64_t> peer_rows;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    check_table(c.op, peers[i], "peers[" + std::to_string(i) + "]", x);
+    peer_rows.push_back(peers[i].size(0));
+  }
+  c.facts = check_plan_content(c.op, x.size(0), c.local, RemoteRows{0, &peer_rows, my_pe}, c.remote, c.schedule);
+  return c;
 }
 
 }  // namespace mgg

@@ -182,19 +182,38 @@ struct Run {
   }
 };
 
+// What a thread of a schedule block knows of its place: lane, warp, the block's row of the
+// schedule, its column tile, its zeroed partial sums and the warps' landing buffers.
+template <typename scalar_t>
+struct BlockCtx {
+  int lane, warp, wpb;
+  const int64_t* blk;
+  int64_t row0, d0;
+  int width;
+  float* partial;
+  scalar_t* landing_all;  // [wpb][landing_rows][tile]
+  scalar_t* landing;      // this warp's
+  __device__ __forceinline__ BlockCtx(const Launch<scalar_t>& a, unsigned char* smem)
+      : lane(threadIdx.x % kWarp), warp(threadIdx.x / kWarp), wpb(blockDim.x / kWarp),
+        blk(a.blocks + static_cast<int64_t>(blockIdx.x) * kBlockFields), row0(blk[kRowBegin]),
+        d0(static_cast<int64_t>(blockIdx.y) * a.tile),
+        width(static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile)),
+        partial(block_partials(smem, blk[kRowEnd] - row0, a.tile)),
+        landing_all(reinterpret_cast<scalar_t*>(reinterpret_cast<float*>(smem) + 2 * wpb * a.tile)),
+        landing(landing_all + static_cast<int64_t>(warp) * a.landing_rows * a.tile) {}
+};
+
 template <typename scalar_t, typename LocalSrc, typename RemoteSrc>
 __global__ void aggregate_blocks_kernel(const Launch<scalar_t> a, const LocalSrc lsrc, const RemoteSrc rsrc) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, wpb = blockDim.x / kWarp;
-  const int64_t* blk = a.blocks + static_cast<int64_t>(blockIdx.x) * kBlockFields;
-  const int64_t row0 = blk[kRowBegin];
-  const int64_t d0 = static_cast<int64_t>(blockIdx.y) * a.tile;
-  const int width = static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile);
-  float* partial = block_partials(smem, blk[kRowEnd] - row0, a.tile);
-  scalar_t* landing = reinterpret_cast<scalar_t*>(reinterpret_cast<float*>(smem) + 2 * wpb * a.tile) +
-                      static_cast<int64_t>(warp) * a.landing_rows * a.tile;
+  const BlockCtx<scalar_t> b(a, smem);
+  const int lane = b.lane, width = b.width;
+  const int64_t* blk = b.blk;
+  const int64_t row0 = b.row0, d0 = b.d0;
+  float* partial = b.partial;
+  scalar_t* landing = b.landing;
 
-  int64_t l = blk[kLocalBegin] + warp * a.dist, r = blk[kRemoteBegin] + warp * a.dist;
+  int64_t l = blk[kLocalBegin] + b.warp * a.dist, r = blk[kRemoteBegin] + b.warp * a.dist;
   const int64_t l_end = min(l + a.dist, blk[kLocalEnd]), r_end = min(r + a.dist, blk[kRemoteEnd]);
   Run lrun, rrun;
   auto local_step = [&] {
@@ -305,6 +324,29 @@ inline DevicePart device_part(const PartArgs& p, const at::Tensor& weight_f32) {
           weight_f32.defined() ? weight_f32.data_ptr<float>() : nullptr, p.pe ? p.pe->data_ptr<int32_t>() : nullptr};
 }
 
+// The output, fp32 edge weights and fixup scratch of one call.
+struct CallBuffers {
+  at::Tensor out, local_weight, remote_weight, scratch;
+  CallBuffers(const at::Tensor& x, const CheckedCall& c)
+      : out(at::empty({c.schedule.num_rows, x.size(1)}, x.options())),
+        local_weight(f32(c.local.weight)),
+        remote_weight(f32(c.remote.weight)),
+        scratch(at::empty({c.facts.num_slots, x.size(1)}, x.options().dtype(at::kFloat))) {}
+  static at::Tensor f32(const std::optional<at::Tensor>& w) {
+    return w.has_value() ? w->to(at::kFloat).contiguous() : at::Tensor();
+  }
+  bool empty() const { return out.numel() == 0; }
+};
+
+template <typename scalar_t>
+Launch<scalar_t> make_launch(const CheckedCall& c, const CallBuffers& b) {
+  const ScheduleArgs& s = c.schedule;
+  return {device_part(c.local, b.local_weight), device_part(c.remote, b.remote_weight), s.blocks.data_ptr<int64_t>(),
+          s.blocks.size(0), s.fixups.data_ptr<int64_t>(), s.fixups.size(0), s.num_rows, c.local.part_row.numel(),
+          c.remote.part_row.numel(), s.dist, b.out.size(1), 0, 0, c.interleave, b.out.data_ptr<scalar_t>(),
+          b.scratch.data_ptr<float>()};
+}
+
 // Shared memory of one block for a column tile: the 2 * wpb partial rows (not in deterministic
 // mode) and, for landing fetches, wpb landing buffers.
 inline size_t smem_bytes(int64_t wpb, int tile, int landing_rows, size_t elem, bool deterministic) {
@@ -329,38 +371,53 @@ void allow_smem(Kernel kernel, size_t bytes) {
   }
 }
 
-// Launches the schedule (or the deterministic row kernel) and the fixups on the current stream.
-// a.tile and a.landing_rows are set here; a.scratch must hold num_slots rows.
-template <typename scalar_t, typename LocalSrc, typename RemoteSrc>
-void launch_aggregate(Launch<scalar_t> a, int64_t wpb, bool deterministic, const LocalSrc& lsrc,
-                      const RemoteSrc& rsrc, int64_t max_remote_part) {
-  auto stream = at::cuda::getCurrentCUDAStream();
+// Sets a.tile and a.landing_rows for the device and returns the launch shape: thread blocks,
+// threads and shared memory, for the schedule kernels (or, deterministic, the row kernel).
+struct LaunchShape {
+  dim3 grid;
+  int threads;
+  size_t smem;
+};
+
+template <typename scalar_t>
+LaunchShape shape_launch(Launch<scalar_t>& a, int64_t wpb, bool landing, bool deterministic, int64_t max_remote_part) {
   const size_t limit = at::cuda::getCurrentDeviceProperties()->sharedMemPerBlockOptin;
-  a.landing_rows = RemoteSrc::kUsesLanding ? static_cast<int>(std::clamp<int64_t>(max_remote_part, 1, kChunk)) : 0;
+  a.landing_rows = landing ? static_cast<int>(std::clamp<int64_t>(max_remote_part, 1, kChunk)) : 0;
   a.tile = choose_tile(a.dim, wpb, a.landing_rows, sizeof(scalar_t), deterministic, limit);
   const int64_t tiles = ceil_div(a.dim, a.tile);
   TORCH_CHECK(tiles <= 65535, "mgg.aggregate: dim ", a.dim, " needs more than 65535 column tiles");
-  const size_t smem = smem_bytes(wpb, a.tile, a.landing_rows, sizeof(scalar_t), deterministic);
-  const int threads = static_cast<int>(wpb) * kWarp;
-  if (deterministic) {
-    auto kernel = aggregate_rows_kernel<scalar_t, LocalSrc, RemoteSrc>;
-    allow_smem(kernel, smem);
-    const dim3 grid(static_cast<unsigned>(ceil_div(a.num_rows, wpb)), static_cast<unsigned>(tiles));
-    kernel<<<grid, threads, smem, stream>>>(a, lsrc, rsrc);
+  const int64_t x_blocks = deterministic ? ceil_div(a.num_rows, wpb) : a.num_blocks;
+  return {dim3(static_cast<unsigned>(x_blocks), static_cast<unsigned>(tiles)), static_cast<int>(wpb) * kWarp,
+          smem_bytes(wpb, a.tile, a.landing_rows, sizeof(scalar_t), deterministic)};
+}
+
+// Launches `kernel` with the shape (raising the shared-memory limit where needed), then the
+// fixups of the rows cut across blocks (not in deterministic mode), on the current stream.
+template <typename scalar_t, typename Kernel, typename... Args>
+void launch_with_fixups(const Launch<scalar_t>& a, const LaunchShape& shape, bool deterministic, Kernel kernel,
+                        const Args&... args) {
+  auto stream = at::cuda::getCurrentCUDAStream();
+  if (shape.grid.x > 0) {
+    allow_smem(kernel, shape.smem);
+    kernel<<<shape.grid, shape.threads, shape.smem, stream>>>(a, args...);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return;
   }
-  if (a.num_blocks > 0) {
-    auto kernel = aggregate_blocks_kernel<scalar_t, LocalSrc, RemoteSrc>;
-    allow_smem(kernel, smem);
-    const dim3 grid(static_cast<unsigned>(a.num_blocks), static_cast<unsigned>(tiles));
-    kernel<<<grid, threads, smem, stream>>>(a, lsrc, rsrc);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
-  if (a.num_fixups > 0) {
+  if (!deterministic && a.num_fixups > 0) {
     const dim3 grid(static_cast<unsigned>(a.num_fixups), static_cast<unsigned>(ceil_div(a.dim, 256)));
     fixup_kernel<scalar_t><<<grid, 256, 0, stream>>>(a);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+// The schedule kernel (or, deterministic, the row kernel) with the given sources.
+template <typename scalar_t, typename LocalSrc, typename RemoteSrc>
+void launch_aggregate(Launch<scalar_t> a, int64_t wpb, bool deterministic, const LocalSrc& lsrc,
+                      const RemoteSrc& rsrc, int64_t max_remote_part) {
+  const LaunchShape shape = shape_launch(a, wpb, RemoteSrc::kUsesLanding, deterministic, max_remote_part);
+  if (deterministic) {
+    launch_with_fixups(a, shape, true, aggregate_rows_kernel<scalar_t, LocalSrc, RemoteSrc>, lsrc, rsrc);
+  } else {
+    launch_with_fixups(a, shape, false, aggregate_blocks_kernel<scalar_t, LocalSrc, RemoteSrc>, lsrc, rsrc);
   }
 }
 
