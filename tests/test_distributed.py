@@ -70,3 +70,88 @@ def test_nvshmem_backend_without_a_gpu_is_one_clear_error():
                         "-m", "mgg", "train", "--epochs", "2", "--seeds", "1", "--quiet", "--backend", "nvshmem"],
                        capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode != 0 and "add --device cuda" in r.stderr, r.stderr[-2000:]
+
+
+class _FakeWorld:
+    """P PEs as threads of one process: a 'symmetric heap' holds each allocation once per PE."""
+
+    def __init__(self, pes: int):
+        import threading
+
+        self.pes, self.heap, self.lock = pes, [], threading.Lock()
+        self.barrier = threading.Barrier(pes, timeout=60)
+        self.barriers = [0] * pes
+
+
+class _FakeLib:
+    """The slice of mgg._C.nvshmem that mgg.distributed.nvshmem uses, for one PE of a _FakeWorld."""
+
+    def __init__(self, world: _FakeWorld, pe: int):
+        self.world, self.pe, self.allocs = world, pe, 0
+
+    def empty(self, sizes, dtype):
+        k, self.allocs = self.allocs, self.allocs + 1
+        with self.world.lock:
+            while len(self.world.heap) <= k:
+                self.world.heap.append([None] * self.world.pes)
+            self.world.heap[k][self.pe] = torch.full(sizes, float("nan"), dtype=dtype)
+        self.world.barrier.wait()  # symmetric allocation is collective
+        return self.world.heap[k][self.pe]
+
+    def peer_tensor(self, t, pe):
+        (k,) = [k for k, per_pe in enumerate(self.world.heap) if per_pe[self.pe] is t]
+        return self.world.heap[k][pe]
+
+    def my_pe(self):
+        return self.pe
+
+    def barrier_all_on_stream(self):
+        self.world.barriers[self.pe] += 1
+        self.world.barrier.wait()
+
+    def free(self, t):
+        pass
+
+
+def test_nvshmem_protocol_with_threads_as_pes(monkeypatch):
+    """The nvshmem backend's Python side on the CPU: P threads stand in for P PEs over a fake
+    symmetric heap. Each layer writes its rows into the next of two tables, meets the others at
+    the barrier, then reads peers' rows in place (aggregate_peers, direct loads). Four layers of
+    one shape reuse the two tables in turn; every layer's result must equal the global one."""
+    import threading
+
+    import numpy as np
+
+    from conftest import random_graph
+    from mgg import Config, Plan
+    from mgg.distributed import nvshmem
+
+    pes, layers = 3, 4
+    g = random_graph(200, 3000, seed=12, weighted=True, skew=0.5)
+    plan = Plan(g, pes)
+    b = plan.bounds
+    range_rows = [int(n) for n in np.diff(b)]
+    xs = [torch.randn(200, 9, dtype=torch.float64) for _ in range(layers)]
+    world, local, results, errors = _FakeWorld(pes), threading.local(), {}, []
+    monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
+
+    def pe_main(pe):
+        try:
+            local.rt = nvshmem.Runtime(_FakeLib(world, pe))
+            results[pe] = [nvshmem.aggregate(x[b[pe]:b[pe + 1]], plan.rank_plan(pe, Config(4, 2, 2)), range_rows,
+                                             "direct", False) for x in xs]
+            assert len(local.rt.tables) == 1 and len(next(iter(local.rt.tables.values()))) == 2
+        except Exception as e:  # surfaced below
+            errors.append(e)
+            world.barrier.abort()
+
+    threads = [threading.Thread(target=pe_main, args=(pe,)) for pe in range(pes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert world.barriers == [layers] * pes
+    for i, x in enumerate(xs):
+        got = torch.cat([results[pe][i] for pe in range(pes)])
+        torch.testing.assert_close(got, g.to_torch_sparse(torch.float64) @ x)

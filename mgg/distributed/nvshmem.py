@@ -28,7 +28,38 @@ from ..errors import MggError
 from ..ops import FETCH, _run_peers
 from ..plan import RankPlan
 
-_state: dict = {}
+class Runtime:
+    """This process's NVSHMEM: the extension's host API (`lib`: mgg._C.nvshmem) and the
+    symmetric tables allocated so far (two per shape, used in turn)."""
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.tables: dict = {}
+        self.turn: dict = {}
+
+    def next_table(self, dim: int, dtype: torch.dtype, range_rows: list[int]) -> "_Table":
+        key = (dim, dtype, tuple(range_rows))
+        if key not in self.tables:  # collective allocation: every rank reaches it at the same call
+            self.tables[key] = [_Table(self.lib, max(range_rows), dim, dtype, range_rows) for _ in range(2)]
+            self.turn[key] = 0
+        t = self.tables[key][self.turn[key]]
+        self.turn[key] ^= 1
+        return t
+
+    def free(self) -> None:
+        for pair in self.tables.values():
+            for t in pair:
+                self.lib.free(t.table)
+        self.tables.clear()
+
+
+_runtime: Optional[Runtime] = None
+
+
+def runtime() -> Runtime:
+    if _runtime is None:
+        raise MggError("mgg.distributed: NVSHMEM is not initialised (mgg.distributed.nvshmem.init)")
+    return _runtime
 
 
 def available() -> Optional[str]:
@@ -45,54 +76,51 @@ def available() -> Optional[str]:
 def init(group=None) -> None:
     """Starts NVSHMEM over the ranks of `group` (all ranks call it). Selects this rank's GPU
     first (LOCAL_RANK modulo the visible GPUs, so several PEs may share one)."""
+    global _runtime
     why = available()
     if why:
         raise MggError(f"mgg.distributed: {why}")
     from .. import _C
 
-    if _C.nvshmem.initialized():
+    if _runtime is not None:
         return
     if not dist.is_initialized():
         raise MggError("mgg.distributed: torch.distributed is not initialised (launch with torchrun)")
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", dist.get_rank(group))) % torch.cuda.device_count())
     torch.cuda.current_stream().synchronize()  # the CUDA context exists before NVSHMEM starts
     rank, world = dist.get_rank(group), dist.get_world_size(group)
-    box = [_C.nvshmem.unique_id() if rank == 0 else None]
-    dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
-    try:
-        _C.nvshmem.init(box[0], rank, world)
-    except RuntimeError as e:
-        raise MggError(str(e).splitlines()[0]) from None
+    if not _C.nvshmem.initialized():
+        box = [_C.nvshmem.unique_id() if rank == 0 else None]
+        dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
+        try:
+            _C.nvshmem.init(box[0], rank, world)
+        except RuntimeError as e:
+            raise MggError(str(e).splitlines()[0]) from None
     if _C.nvshmem.n_pes() != world or _C.nvshmem.my_pe() != rank:
         raise MggError(f"mgg.distributed: NVSHMEM made this PE {_C.nvshmem.my_pe()} of {_C.nvshmem.n_pes()}, "
                        f"but torch.distributed says rank {rank} of {world}")
-    _state.update(tables={}, turn={})
+    _runtime = Runtime(_C.nvshmem)
     atexit.register(finalize)
 
 
 def finalize() -> None:
     """Frees the symmetric tables and stops NVSHMEM (collective; also run at exit)."""
-    from .. import _C
-
-    if not getattr(_C, "with_nvshmem", False) or not _C.nvshmem.initialized():
+    global _runtime
+    if _runtime is None:
         return
     torch.cuda.synchronize()
-    for pair in _state.get("tables", {}).values():
-        for table, _ in pair:
-            _C.nvshmem.free(table)
-    _state.clear()
-    _C.nvshmem.finalize()
+    _runtime.free()
+    _runtime.lib.finalize()
+    _runtime = None
 
 
 class _Table:
     """A symmetric table [rows, dim] and this PE's views of every PE's copy of it."""
 
-    def __init__(self, rows: int, dim: int, dtype: torch.dtype, range_rows: list[int]):
-        from .. import _C
-
-        self.table = _C.nvshmem.empty([rows, dim], dtype)
-        me = _C.nvshmem.my_pe()
-        views = [_C.nvshmem.peer_tensor(self.table, pe) for pe in range(len(range_rows))]
+    def __init__(self, lib, rows: int, dim: int, dtype: torch.dtype, range_rows: list[int]):
+        self.table = lib.empty([rows, dim], dtype)
+        me = lib.my_pe()
+        views = [lib.peer_tensor(self.table, pe) for pe in range(len(range_rows))]
         self.reachable = all(v is not None for v in views)
         # unreachable peers (another node) keep a placeholder of the right shape for the bounds
         # checks: gets address them through this PE's symmetric address
@@ -100,35 +128,19 @@ class _Table:
         self.own = self.table[:range_rows[me]]
 
 
-def _next_table(dim: int, dtype: torch.dtype, range_rows: list[int]) -> _Table:
-    key = (dim, dtype, tuple(range_rows))
-    tables, turn = _state["tables"], _state["turn"]
-    if key not in tables:  # collective allocation: every rank reaches it at the same call
-        rows = max(range_rows)
-        tables[key] = [(t.table, t) for t in (_Table(rows, dim, dtype, range_rows), _Table(rows, dim, dtype, range_rows))]
-        turn[key] = 0
-    t = tables[key][turn[key]][1]
-    turn[key] ^= 1
-    return t
-
-
 def aggregate(x_own: torch.Tensor, plan: RankPlan, range_rows: list[int], fetch: str,
               deterministic: bool) -> torch.Tensor:
     """One rank's aggregation of one layer over the symmetric tables (not differentiable by
-    itself; see graph._ShmemAggregate)."""
-    from .. import _C
-
-    if "tables" not in _state:
-        raise MggError("mgg.distributed: NVSHMEM is not initialised (mgg.distributed.nvshmem.init)")
-    if not x_own.is_cuda:
-        raise MggError(f"the nvshmem backend aggregates CUDA tensors; x is on {x_own.device}")
-    t = _next_table(x_own.size(1), x_own.dtype, range_rows)
+    itself; see graph._DistAggregate): write this rank's rows into the next table, barrier,
+    then the kernel reads its own rows and peers' rows from their tables."""
+    rt = runtime()
+    t = rt.next_table(x_own.size(1), x_own.dtype, range_rows)
     if fetch == "direct" and not t.reachable:
         raise MggError("fetch 'direct' needs every PE reachable by loads (one node with peer access); "
                        "use fetch 'get-warp'")
     t.own.copy_(x_own)
-    _C.nvshmem.barrier_all_on_stream()  # every PE's rows of this layer are written before any read
-    return _run_peers(t.own, t.peers, _C.nvshmem.my_pe(), plan, fetch, deterministic)
+    rt.lib.barrier_all_on_stream()  # every PE's rows of this layer are written before any PE reads
+    return _run_peers(t.own, t.peers, rt.lib.my_pe(), plan, fetch, deterministic)
 
 
 def check_fetch(fetch: str) -> None:
