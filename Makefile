@@ -5,7 +5,7 @@ TORCH   ?= torch==2.14.1
 PIP      = $(VENV)/bin/pip
 STAMP    = $(VENV)/.mgg-installed
 
-.PHONY: train test bench-smoke clean
+.PHONY: train test bench-smoke gpu-wheels clean
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,14 @@ train: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest tests -q
+
+# Wheels for the GPU machine (Python 3.12, no network) of what it may lack; carry wheels/ along
+# with the device tool (carry: ["wheels"]) and bench/gpu_verify.sh installs the missing ones from it.
+gpu-wheels: $(VENV)/bin/python
+	$(PIP) download -q --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
+	  --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 -d wheels \
+	  scipy tqdm rich hypothesis matplotlib
+	rm -f wheels/numpy-*  # torch's machine has numpy; this keeps wheels/ under the 64 MiB carry limit
 
 clean:
 	rm -rf build $(VENV) mgg/_C*.so *.egg-info

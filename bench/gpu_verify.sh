@@ -4,7 +4,7 @@
 #   bash bench/gpu_verify.sh build tests sanitize     # then, in later calls:
 #   bash bench/gpu_verify.sh kernel                   # reddit + products, D 16..256, vs cuSPARSE
 #   bash bench/gpu_verify.sh tune
-#   bash bench/gpu_verify.sh nvshmem dist
+#   bash bench/gpu_verify.sh nvshmem dist scaling     # scaling ends with the 8-GPU projection
 #
 # Logs, CSVs, plots and JUnit XML go to $OUT (default ./gpu-out). Every stage runs even if an
 # earlier one failed; the exit status says whether all passed. Python modules the machine lacks
@@ -57,8 +57,14 @@ for s in "$@"; do
     tune) stage tune $PY -m bench tune --graphs reddit products rmat:2000000:40000000 --dims 64 \
               --out "$OUT" --tag h100 --quiet ;;
     nvshmem) stage nvshmem $PY -m pytest tests/test_nvshmem.py -q -x --junitxml="$OUT/nvshmem.xml" ;;
-    dist) stage dist $PY -m bench dist scaling --graphs reddit:scale=0.25 products:scale=0.25 --dims 64 \
+    dist) stage dist $PY -m bench dist --graphs reddit:scale=0.25 products:scale=0.25 --dims 64 \
               --pes 1 2 4 --out "$OUT" --tag h100 --quiet ;;
+    scaling)
+      stage scaling $PY -m bench scaling --graphs reddit products --dims 64 --pes 1 2 3 4 6 8 \
+              --out "$OUT" --tag h100-scaling --quiet
+      for g in reddit products; do
+        stage "project-$g" $PY -m bench.project "$(ls -t "$OUT"/scaling-*h100-scaling*.csv | head -1)" --graph $g --dim 64
+      done ;;
     *) echo "unknown stage $s"; status=1 ;;
   esac
 done

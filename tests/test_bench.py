@@ -42,3 +42,21 @@ def test_mgg_bench_alias(tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
     assert len(list(tmp_path.glob("scaling-*.csv"))) == 1
+
+
+def test_projection_from_scaling_rows(tmp_path):
+    """bench.project fits the in-process scaling runs and brackets an 8-GPU time."""
+    r = subprocess.run([sys.executable, "-m", "bench", "scaling", "--graphs", "rmat:3000:40000", "--dims", "16",
+                        "--pes", "1", "2", "3", "4", "--quiet", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (csv_path,) = tmp_path.glob("*.csv")
+    from bench.project import project
+    rows = list(csv.DictReader(open(csv_path)))
+    p = project(rows, "rmat:3000:40000", 16, gpus=8, nvlink_gbps=450, eta=0.7)
+    assert p["measured_pes"] == [1, 2, 3, 4]
+    assert 0 < p["overlap_ms"] <= p["no_overlap_ms"]
+    assert 0.8 < p["remote_fraction"] < 1.0  # R-MAT over 8 contiguous ranges: mostly remote
+    out = subprocess.run([sys.executable, "-m", "bench.project", str(csv_path), "--graph", "rmat:3000:40000",
+                          "--dim", "16"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "8 GPUs, full overlap" in out.stdout, out.stderr
