@@ -92,6 +92,15 @@ def test_opcheck():
     torch.library.opcheck(torch.ops.mgg.aggregate.default, _raw_args(random_graph(60, 500), dtype=torch.bfloat16))
 
 
+def test_opcheck_peers():
+    g = random_graph(60, 500, weighted=True)
+    plan = Plan(g, 3)
+    x = torch.randn(60, 8)
+    tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])].contiguous() for r in range(3)]
+    rp = plan.rank_plan(1, Config(4, 2, 2))
+    torch.library.opcheck(torch.ops.mgg.aggregate_peers.default, (tables[1], tables, 1, *rp.peer_op_args(), 0, False))
+
+
 def test_torch_compile_traces_the_op():
     g = random_graph(80, 600, weighted=True)
     args = _raw_args(g)
