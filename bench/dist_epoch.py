@@ -20,6 +20,8 @@ from mgg.distributed.trainer import allreduce_grads, init_from_env
 from mgg.io import load_graph
 from mgg.nn.models import build
 
+from bench.report import format_rank_edges
+
 
 def main():
     spec, dim, backend, device, warmup, reps, out = sys.argv[1:8]
@@ -52,14 +54,14 @@ def main():
         if i >= warmup:
             times.append((time.perf_counter() - t0) * 1e3)
     peak = torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else float("nan")
-    stats = dg._plans and next(iter(dg._plans.values())).plan.stats()
+    stats = next(iter(dg._plans.values())).plan.stats()  # the normalised graph the model aggregates
     peaks = [None] * dg.world
     dist.all_gather_object(peaks, peak)
     if dg.rank == 0:
         a = np.asarray(times)
         json.dump(dict(median_ms=float(np.median(a)), p10_ms=float(np.percentile(a, 10)),
                        p90_ms=float(np.percentile(a, 90)), epochs=len(a), peak_mem_mb=float(max(peaks)),
-                       rank_edges=";".join(f"r{s['rank']}:{s['local_edges']}/{s['remote_edges']}" for s in stats)),
+                       rank_edges=format_rank_edges(stats)),
                   open(out, "w"))
     dist.barrier()
     if backend == "nvshmem":

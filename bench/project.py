@@ -31,13 +31,7 @@ import numpy as np
 from mgg import Plan
 from mgg.io import load_graph
 
-
-def parse_rank_edges(s: str) -> list[tuple[int, int]]:
-    out = []
-    for part in filter(None, s.split(";")):
-        local, remote = part.split(":", 1)[1].split("/")
-        out.append((int(local), int(remote)))
-    return out
+from .report import parse_rank_edges
 
 
 def fit(rows: list[dict]) -> tuple[float, float, float]:

@@ -15,6 +15,7 @@ from mgg.runtime import DeviceLimits, MggSearch, feasible, grid
 from mgg.runtime.timing import Timing, measure
 
 from .peers import PEERS, prepare_mgg
+from .report import format_rank_edges
 
 
 @dataclass
@@ -121,11 +122,6 @@ def _inproc_ranks(plan: Plan, x: torch.Tensor, cfg: Config, via: str):
     return lambda: [_run(tables[r].contiguous(), x.index_select(0, halo), rp, False) for r, rp, halo in ranks]
 
 
-def _rank_edges(plan: Plan) -> str:
-    """Per rank: local/remote edges."""
-    return ";".join(f"r{s['rank']}:{s['local_edges']}/{s['remote_edges']}" for s in plan.stats())
-
-
 def scaling(opt: Options) -> Iterator[dict]:
     """1, 2, 4 ... PEs on one device, in one process (the multi-process runs are the dist suite)."""
     elem = torch.tensor([], dtype=opt.dtype).element_size()
@@ -139,7 +135,7 @@ def scaling(opt: Options) -> Iterator[dict]:
         remote = sum(s["remote_edges"] for s in plan.stats()) / max(g.num_edges, 1)
         row = _row("scaling", f"{spec}/d{dim}/remote={remote:.3f}", spec, g, dim, opt, f"mgg-{via}-inproc", pes,
                    opt.config, "fwd", t, peak, _bytes_moved(g, dim, elem) / (t.median_ms * 1e-3) / 1e9)
-        yield dict(row, rank_edges=_rank_edges(plan))
+        yield dict(row, rank_edges=format_rank_edges(plan.stats()))
 
 
 def dist(opt: Options) -> Iterator[dict]:

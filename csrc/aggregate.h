@@ -47,7 +47,7 @@ struct PlanFacts {
 // The plan's content (every index in bounds, the schedule covers every row exactly once within
 // the kernel's limits), with ATen ops on the plan's device. Runs once per set of plan tensors
 // (remembered by identity and version), so a plan is checked on its first use only.
-PlanFacts check_plan_content(const char* op, int64_t local_rows, const PartArgs& local, const RemoteRows& remote_rows,
+PlanFacts check_plan_content(const char* op, int64_t local_src_rows, const PartArgs& local, const RemoteRows& remote_rows,
                         const PartArgs& remote, const ScheduleArgs& s);
 
 // The row cap of a block: the 2 * wpb partial sums of MGG eq. 1.

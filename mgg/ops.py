@@ -33,6 +33,11 @@ def _aggregate_peers_fake(x, peers, my_pe, local_part_ptr, local_part_row, local
 FETCH = {"direct": 0, "get-thread": 1, "get-warp": 2, "get-block": 3}
 
 
+def check_fetch(fetch: str) -> None:
+    if fetch not in FETCH:
+        raise MggError(f"fetch must be one of {tuple(FETCH)}, got {fetch!r}")
+
+
 def _run(x: torch.Tensor, x_remote: torch.Tensor, plan: RankPlan, deterministic: bool) -> torch.Tensor:
     return torch.ops.mgg.aggregate(x, x_remote, *plan.to(x.device).op_args(), deterministic)
 
@@ -40,8 +45,7 @@ def _run(x: torch.Tensor, x_remote: torch.Tensor, plan: RankPlan, deterministic:
 def _run_peers(x: torch.Tensor, peers: list, my_pe: int, plan: RankPlan, fetch: str,
                deterministic: bool) -> torch.Tensor:
     """One rank's aggregation reading remote rows from each PE's table, peers[pe]."""
-    if fetch not in FETCH:
-        raise MggError(f"fetch must be one of {tuple(FETCH)}, got {fetch!r}")
+    check_fetch(fetch)
     return torch.ops.mgg.aggregate_peers(x, peers, my_pe, *plan.to(x.device).peer_op_args(), FETCH[fetch],
                                          deterministic)
 

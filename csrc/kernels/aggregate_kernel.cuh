@@ -130,7 +130,7 @@ __device__ __forceinline__ void add_edges_landing(float (&acc)[kMaxPerLane], con
 }
 
 // Adds a warp's run for `row` into the block's partial sums (shared-memory float adds).
-__device__ __forceinline__ void commit(float (&acc)[kMaxPerLane], float* partial, int tile, int width, int lane) {
+__device__ __forceinline__ void commit(float (&acc)[kMaxPerLane], float* partial, int width, int lane) {
 #pragma unroll
   for (int j = 0; j < kMaxPerLane; ++j) {
     const int d = lane + j * kWarp;
@@ -173,12 +173,12 @@ struct Run {
   // Before adding a partition of `r`: commits the run of the previous row.
   __device__ __forceinline__ void enter(int64_t r, float* partial, int64_t row0, int tile, int width, int lane) {
     if (r != row) {
-      if (row >= 0) commit(acc, partial + (row - row0) * tile, tile, width, lane);
+      finish(partial, row0, tile, width, lane);
       row = r;
     }
   }
   __device__ __forceinline__ void finish(float* partial, int64_t row0, int tile, int width, int lane) {
-    if (row >= 0) commit(acc, partial + (row - row0) * tile, tile, width, lane);
+    if (row >= 0) commit(acc, partial + (row - row0) * tile, width, lane);
   }
 };
 

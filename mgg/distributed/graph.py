@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from ..errors import MggError
 from ..graph import Graph
-from ..ops import _run
+from ..ops import _run, check_fetch
 from ..plan import Config, Plan
 from . import nvshmem
 from .halo import HaloExchange
@@ -78,7 +78,7 @@ class DistGraph:
         if not dist.is_initialized():
             raise MggError("mgg.distributed: torch.distributed is not initialised (launch with torchrun)")
         if backend == "nvshmem":
-            nvshmem.check_fetch(fetch)
+            check_fetch(fetch)
             nvshmem.init(group)
         self.graph, self.group, self.backend, self.fetch = graph, group, backend, fetch
         self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)

@@ -25,8 +25,9 @@ import torch
 import torch.distributed as dist
 
 from ..errors import MggError
-from ..ops import FETCH, _run_peers
+from ..ops import _run_peers
 from ..plan import RankPlan
+
 
 class Runtime:
     """This process's NVSHMEM: the extension's host API (`lib`: mgg._C.nvshmem) and the
@@ -141,8 +142,3 @@ def aggregate(x_own: torch.Tensor, plan: RankPlan, range_rows: list[int], fetch:
     t.own.copy_(x_own)
     rt.lib.barrier_all_on_stream()  # every PE's rows of this layer are written before any PE reads
     return _run_peers(t.own, t.peers, rt.lib.my_pe(), plan, fetch, deterministic)
-
-
-def check_fetch(fetch: str) -> None:
-    if fetch not in FETCH:
-        raise MggError(f"fetch must be one of {tuple(FETCH)}, got {fetch!r}")
