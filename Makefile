@@ -5,7 +5,7 @@ TORCH   ?= torch==2.14.1
 PIP      = $(VENV)/bin/pip
 STAMP    = $(VENV)/.mgg-installed
 
-.PHONY: train test bench-smoke gpu-wheels clean
+.PHONY: train test lint format bench-smoke gpu-wheels clean
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,21 @@ train: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest tests -q
+
+# Style: ruff (pyproject.toml) for Python, clang-format (.clang-format) for csrc/. CI runs `make lint`.
+CSRC = $(shell find csrc -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh')
+LINTERS = $(VENV)/.mgg-linters
+$(LINTERS): $(VENV)/bin/python pyproject.toml
+	$(PIP) install -q "ruff==0.17.6" "clang-format==23.1.5"
+	touch $(LINTERS)
+
+lint: $(LINTERS)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/clang-format --dry-run --Werror $(CSRC)
+
+format: $(LINTERS)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/clang-format -i $(CSRC)
 
 # Wheels for the GPU machine (Python 3.12, no network) of what it may lack; carry wheels/ along
 # with the device tool (carry: ["wheels"]) and bench/gpu_verify.sh installs the missing ones from it.

@@ -1,7 +1,9 @@
-"""python -m bench SUITE [options]: runs suites, writes CSV, plots and a markdown summary."""
+"""python -m bench SUITE [options]: runs suites, writing the CSV row by row as cases are measured,
+then one plot per suite and a markdown summary."""
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from datetime import datetime, timezone
@@ -12,6 +14,7 @@ import torch
 from mgg import Config, MggError
 
 from . import report
+from .budget import Budget
 from .env import copy_bandwidth_gbps, environment
 from .peers import PEERS
 from .suites import SUITES, Options
@@ -28,14 +31,21 @@ def parser():
     ap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
     ap.add_argument("--impls", nargs="+", choices=list(PEERS), default=list(PEERS))
     ap.add_argument("--pes", nargs="+", type=int, default=[1, 2, 4])
-    ap.add_argument("--ps", type=int, default=16)
-    ap.add_argument("--dist", type=int, default=1)
-    ap.add_argument("--wpb", type=int, default=4)
+    ap.add_argument("--ps", type=int, default=Config().ps)
+    ap.add_argument("--dist", type=int, default=Config().dist)
+    ap.add_argument("--wpb", type=int, default=Config().wpb)
     ap.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=20, help="timed repetitions (at least 20)")
     ap.add_argument("--flush-l2", action="store_true", help="flush the GPU L2 cache before each repetition")
     ap.add_argument("--tune-budget", type=int, default=15)
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="seconds per suite: no case starts unless the time left covers the longest case of its "
+                         "kind so far; skipped cases are listed in the summary")
+    ap.add_argument("--worker-timeout", type=float, default=600.0, help="seconds for one torchrun of the dist suite")
+    ap.add_argument("--prep-only", action="store_true",
+                    help="prepare every case (graphs, plans, device copies) and record prep_s, but time nothing: "
+                         "how long a stage's preparation takes, without running the kernels")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--tag", default="", help="added to the output file names")
@@ -53,34 +63,48 @@ def main(argv=None) -> int:
         for k, v in SMOKE.items():
             setattr(args, k, v)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    suites = list(SUITES) if "all" in args.suites else args.suites
+    suites = list(SUITES) if "all" in args.suites else list(dict.fromkeys(args.suites))
     try:
         opt = Options(device=device, graphs=args.graphs, dims=args.dims, dtype=getattr(torch, args.dtype),
                       impls=args.impls, pes=args.pes, config=Config(args.ps, args.dist, args.wpb), warmup=args.warmup,
                       reps=args.reps, flush_l2=args.flush_l2, data_dir=args.data_dir, tune_budget=args.tune_budget,
-                      progress=not args.quiet)
-        if args.data_dir is None:
-            from mgg.datasets import bundled_planetoid_dir
-            opt.data_dir = bundled_planetoid_dir()
-        opt.copy_gbps = copy_bandwidth_gbps(device, 64 if device.type == "cpu" else 1024)
-        env = environment(device)
-        rows = []
-        for s in suites:
-            rows += [{**r, **env} for r in SUITES[s](opt)]
+                      progress=not args.quiet, budget_s=args.budget_s, worker_timeout_s=args.worker_timeout,
+                      prep_only=args.prep_only)
     except MggError as e:
         print(f"python -m bench: error: {e}", file=sys.stderr)
         return 2
+    if args.data_dir is None:
+        from mgg.datasets import bundled_planetoid_dir
+        opt.data_dir = bundled_planetoid_dir()
+    env = environment(device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     dev = re.sub(r"[^A-Za-z0-9]+", "-", env["device"].split(" (")[0]).strip("-").lower()
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    stem = f"{'-'.join(suites) if len(suites) < len(SUITES) else 'all'}-{dev}{'-' + args.tag if args.tag else ''}-{stamp}"
-    report.write_csv(rows, out / f"{stem}.csv")
+    name = "-".join(suites) if len(suites) < len(SUITES) else "all"
+    stem = f"{name}-{dev}{'-' + args.tag if args.tag else ''}-{stamp}"
+    log = report.CsvLog(out / f"{stem}.csv")
+    print(f"writing {log.path} row by row", flush=True)
+    skipped, status = [], 0
+    try:
+        opt.copy_gbps = copy_bandwidth_gbps(device, 64 if device.type == "cpu" else 1024)
+        for s in suites:
+            opt.budget = Budget(args.budget_s)
+            try:
+                for row in SUITES[s](opt):
+                    log.add({**row, **env})
+            except MggError as e:
+                print(f"python -m bench: error in suite {s}: {e}", file=sys.stderr)
+                status = 2
+            skipped += opt.budget.skipped
+    finally:
+        log.close()
+    rows = log.rows
     for s in suites:
-        if any(r["suite"] == s for r in rows):
+        if any(r["suite"] == s and not math.isnan(float(r["median_ms"])) for r in rows):
             report.plot(rows, s, out / f"{stem}-{s}.png")
-    md = report.summary(rows, opt.copy_gbps)
+    md = report.summary(rows, opt.copy_gbps, skipped)
     (out / f"{stem}.md").write_text(md)
     print(md)
     print(f"wrote {out / stem}.csv, .md and one .png per suite")
-    return 0
+    return status

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from collections import defaultdict
 from pathlib import Path
 
 COLUMNS = ["suite", "case", "graph", "nodes", "edges", "dim", "dtype", "impl", "pes", "ps", "dist", "wpb", "pass",
-           "median_ms", "p10_ms", "p90_ms", "gbps", "bw_fraction", "peak_mem_mb", "rank_edges", "device", "torch",
-           "cuda", "date"]
+           "median_ms", "p10_ms", "p90_ms", "gbps", "bw_fraction", "peak_mem_mb", "prep_s", "rank_edges", "device",
+           "torch", "cuda", "date"]
 
 
 def format_rank_edges(stats: list[dict]) -> str:
@@ -25,12 +26,33 @@ def parse_rank_edges(s: str) -> list[tuple[int, int]]:
     return out
 
 
+class CsvLog:
+    """The run's CSV, written row by row as cases are measured (flushed to disk at once), so a
+    run cut off keeps every row it finished."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.rows: list[dict] = []
+        self._f = open(self.path, "w", newline="")
+        self._w = csv.DictWriter(self._f, COLUMNS, extrasaction="ignore")
+        self._w.writeheader()
+        self._f.flush()
+
+    def add(self, row: dict) -> None:
+        self.rows.append(row)
+        self._w.writerow({k: row.get(k, "") for k in COLUMNS})
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+
 def write_csv(rows: list[dict], path: Path) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, COLUMNS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: r.get(k, "") for k in COLUMNS})
+    log = CsvLog(path)
+    for r in rows:
+        log.add(r)
+    log.close()
 
 
 def _geomean(xs):
@@ -79,7 +101,7 @@ def plot(rows: list[dict], suite: str, path: Path) -> None:
                 grid_best[key] = min(grid_best.get(key, float("inf")), float(r["median_ms"]))
             else:
                 series[key].append(float(r["median_ms"]))
-        for i, (k, ts) in enumerate(series.items()):
+        for k, ts in series.items():
             best = [min(ts[:j + 1]) for j in range(len(ts))]
             line, = ax.plot(range(1, len(ts) + 1), best, marker="o", label=f"{k}: best so far")
             if k in grid_best:
@@ -103,11 +125,15 @@ def plot(rows: list[dict], suite: str, path: Path) -> None:
     plt.close(fig)
 
 
-def summary(rows: list[dict], copy_gbps: float) -> str:
+def summary(rows: list[dict], copy_gbps: float, skipped: tuple = ()) -> str:
+    """The run's markdown summary: speedups over each peer, gather bandwidth, ablation, scaling,
+    tuner; and the cases a time budget skipped."""
+    tail = ["## skipped: the time budget ran out before these cases", ""] + [f"- {c}" for c in skipped] + [""] \
+        if skipped else []
     if not rows:
-        return "no rows\n"
+        return "\n".join(["no rows", ""] + tail)
     r0 = rows[0]
-    lines = [f"# Benchmark summary", "",
+    lines = ["# Benchmark summary", "",
              f"device: {r0['device']} · torch {r0['torch']} · CUDA {r0['cuda']} · {r0['date']} · "
              f"device copy bandwidth {copy_gbps:.1f} GB/s", ""]
     for suite in ("kernel", "e2e"):
@@ -135,7 +161,8 @@ def summary(rows: list[dict], copy_gbps: float) -> str:
                   "| case | variant | ms | relative |", "| --- | --- | --- | --- |"]
         for r in abl:
             base, variant = r["case"].rsplit("/", 1)
-            lines.append(f"| {base} | {variant} | {float(r['median_ms']):.3f} | {float(r['median_ms']) / full[base]:.2f} |")
+            ms = float(r["median_ms"])
+            lines.append(f"| {base} | {variant} | {ms:.3f} | {ms / full[base]:.2f} |")
         lines.append("")
     for suite, what in (("scaling", "aggregation, all PEs in one process"),
                         ("dist", "training epoch, one process per PE")):
@@ -143,8 +170,8 @@ def summary(rows: list[dict], copy_gbps: float) -> str:
         if sc:
             lines += [f"## {suite}: {what}", "", "| case | impl | PEs | ms | local/remote edges per rank |",
                       "| --- | --- | --- | --- | --- |"]
-            lines += [f"| {r['case']} | {r['impl']} | {r['pes']} | {float(r['median_ms']):.3f} | {r.get('rank_edges', '')} |"
-                      for r in sc]
+            lines += [f"| {r['case']} | {r['impl']} | {r['pes']} | {float(r['median_ms']):.3f} | "
+                      f"{r.get('rank_edges', '')} |" for r in sc]
             lines.append("")
     tu = defaultdict(lambda: dict(search=[], grid=[]))
     for r in rows:
@@ -160,4 +187,4 @@ def summary(rows: list[dict], copy_gbps: float) -> str:
                 lines.append(f"| {g} | {d} | {len(s)} | {min(s):.3f} | {min(gr):.3f} | "
                              f"{(min(s) / min(gr) - 1) * 100:.1f}% | {(1 - min(s) / s[0]) * 100:.1f}% |")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + tail)

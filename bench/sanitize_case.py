@@ -11,7 +11,7 @@ import torch
 
 import mgg
 from mgg import Config, Graph, Plan
-from mgg.ops import _run_peers
+from mgg.ops import run_peers
 
 
 def main() -> int:
@@ -31,7 +31,7 @@ def main() -> int:
                     bad += not torch.allclose(out, want, rtol=tol, atol=tol * 10)
             plan = Plan(g, 2)
             tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])] for r in range(2)]
-            out = torch.cat([_run_peers(tables[r], tables, r, plan.rank_plan(r, cfg), "direct", False) for r in range(2)])
+            out = torch.cat([run_peers(tables[r], tables, r, plan.rank_plan(r, cfg), "direct") for r in range(2)])
             bad += not torch.allclose(out, want, rtol=1e-4, atol=1e-4)
         xg = x.clone().requires_grad_()
         mgg.aggregate(xg, Plan(g)).sum().backward()

@@ -1,19 +1,24 @@
-"""The suites. Each yields rows (dicts with the CSV columns); timing goes through
-mgg.runtime.timing.measure, so every suite follows the same discipline."""
+"""The suites. Each yields rows (dicts with the CSV columns) as it measures them; timing goes
+through mgg.runtime.timing.measure, so every suite follows the same discipline. Graphs come from
+bench.cache (made once per process, kept on disk for later processes), plans are shared across
+dims and fetch policies, and every suite stops starting cases when its time budget runs out."""
 from __future__ import annotations
 
+import functools
 import itertools
+import time
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import torch
 from tqdm.auto import tqdm
 
-from mgg import Config, Graph, Plan
-from mgg.io import load_graph
+from mgg import Config, Graph
 from mgg.runtime import DeviceLimits, MggSearch, feasible, grid
 from mgg.runtime.timing import Timing, measure
 
+from . import cache
+from .budget import Budget
 from .peers import PEERS, prepare_mgg
 from .report import format_rank_edges
 
@@ -34,12 +39,14 @@ class Options:
     tune_budget: int = 15
     progress: bool = True
     copy_gbps: float = float("nan")
+    budget_s: Optional[float] = None  # per suite
+    worker_timeout_s: float = 600.0  # one torchrun of the dist suite
+    prep_only: bool = False  # prepare every case (graphs, plans, device copies) but time nothing
+    budget: Budget = field(default_factory=lambda: Budget(None))
 
 
-def _graphs(opt: Options) -> Iterator[tuple[str, Graph]]:
-    for spec in opt.graphs:
-        g = load_graph(spec, opt.data_dir)
-        yield spec, g.gcn_norm(add_self_loops=False) if g.weight is None else g
+def _elem(opt: Options) -> int:
+    return torch.tensor([], dtype=opt.dtype).element_size()
 
 
 def _bytes_moved(g: Graph, dim: int, elem: int) -> int:
@@ -48,6 +55,9 @@ def _bytes_moved(g: Graph, dim: int, elem: int) -> int:
 
 
 def _timed(opt: Options, fn) -> tuple[Timing, float]:
+    if opt.prep_only:
+        nan = float("nan")
+        return Timing(nan, nan, nan, 0), nan
     if opt.device.type == "cuda":
         torch.cuda.synchronize(opt.device)
         torch.cuda.reset_peak_memory_stats(opt.device)
@@ -56,30 +66,45 @@ def _timed(opt: Options, fn) -> tuple[Timing, float]:
     return t, peak
 
 
-def _row(suite, case, spec, g, dim, opt, impl, pes, config, pass_, t: Timing, peak, gbps=float("nan")):
+def _row(suite, case, spec, g, dim, opt, impl, pes, config, pass_, t: Timing, peak, gbps=float("nan"), prep_s=0.0):
     return dict(suite=suite, case=case, graph=spec, nodes=g.num_nodes, edges=g.num_edges, dim=dim,
                 dtype=str(opt.dtype).split(".")[-1], impl=impl, pes=pes,
                 ps=config.ps if config else "", dist=config.dist if config else "", wpb=config.wpb if config else "",
                 **{"pass": pass_}, median_ms=round(t.median_ms, 5), p10_ms=round(t.p10_ms, 5),
                 p90_ms=round(t.p90_ms, 5), gbps=round(gbps, 3),
                 bw_fraction=round(gbps / opt.copy_gbps, 4) if gbps == gbps else float("nan"),
-                peak_mem_mb=round(peak, 2))
+                peak_mem_mb=round(peak, 2), prep_s=round(prep_s, 3))
+
+
+def _cases(opt: Options, suite: str, cases: list, name: Callable) -> Iterator:
+    """The cases a suite may start within its budget (progress bar; skipped ones recorded)."""
+    for case in tqdm(cases, desc=suite, disable=not opt.progress):
+        if opt.budget.start(suite, f"{suite} {name(case)}"):
+            yield case
+
+
+@functools.lru_cache(maxsize=None)
+def _features(num_nodes: int, dim: int, device: str, dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    return torch.randn(num_nodes, dim, generator=torch.Generator().manual_seed(seed)).to(device, dtype)
 
 
 def kernel(opt: Options) -> Iterator[dict]:
     """Forward and backward of mgg.aggregate against cuSPARSE (torch.sparse), cupy and PyG."""
-    cases = list(itertools.product(list(_graphs(opt)), opt.dims, opt.impls))
-    elem = torch.tensor([], dtype=opt.dtype).element_size()
-    for (spec, g), dim, impl in tqdm(cases, desc="kernel", disable=not opt.progress):
-        x = torch.randn(g.num_nodes, dim, device=opt.device).to(opt.dtype)
-        prep = PEERS[impl](g, x, config=opt.config) if impl == "mgg" else PEERS[impl](g, x)
+    cases = list(itertools.product(opt.graphs, opt.dims, opt.impls))
+    for spec, dim, impl in _cases(opt, "kernel", cases, lambda c: f"{c[0]} D={c[1]} {c[2]}"):
+        t0 = time.perf_counter()
+        g, _ = cache.normalized(spec, opt.data_dir)
+        x = _features(g.num_nodes, dim, str(opt.device), opt.dtype)
+        prep = PEERS[impl](g, x, config=opt.config, plan=cache.plan(g)) if impl == "mgg" else PEERS[impl](g, x)
+        prep_s = time.perf_counter() - t0
         if prep is None:
             continue
         for pass_, fn in (("fwd", prep.fwd), ("bwd", prep.bwd)):
             t, peak = _timed(opt, fn)
-            gbps = _bytes_moved(g, dim, elem) / (t.median_ms * 1e-3) / 1e9
+            gbps = _bytes_moved(g, dim, _elem(opt)) / (t.median_ms * 1e-3) / 1e9
             yield _row("kernel", f"{spec}/d{dim}", spec, g, dim, opt, impl, 1,
-                       opt.config if impl == "mgg" else None, pass_, t, peak, gbps)
+                       opt.config if impl == "mgg" else None, pass_, t, peak, gbps, prep_s)
+        opt.budget.done("kernel", time.perf_counter() - t0)
 
 
 ABLATIONS = {  # MGG Fig. 10: each switch against the full design
@@ -89,63 +114,82 @@ ABLATIONS = {  # MGG Fig. 10: each switch against the full design
 }
 
 
-def ablation(opt: Options) -> Iterator[dict]:
-    """Neighbor partitioning and interleaving on/off on a multi-rank plan (remote work present).
-    The thread/warp/block-level NVSHMEM get study needs the multi-GPU runtime and a GPU."""
-    pes = max(opt.pes)
-    elem = torch.tensor([], dtype=opt.dtype).element_size()
-    cases = list(itertools.product(list(_graphs(opt)), opt.dims, ABLATIONS.items()))
-    for (spec, g), dim, (name, mk) in tqdm(cases, desc="ablation", disable=not opt.progress):
-        plan = Plan(g, pes)
-        cfg = mk(opt.config)
-        x = torch.randn(g.num_nodes, dim, device=opt.device).to(opt.dtype)
-        fn = _inproc_ranks(plan, x, cfg, "peers")
-        t, peak = _timed(opt, fn)
-        gbps = _bytes_moved(g, dim, elem) / (t.median_ms * 1e-3) / 1e9
-        yield _row("ablation", f"{spec}/d{dim}/{name}", spec, g, dim, opt, f"mgg[{name}]", pes, cfg, "fwd", t, peak, gbps)
-
-
-def _inproc_ranks(plan: Plan, x: torch.Tensor, cfg: Config, via: str):
+def _inproc_ranks(plan, x: torch.Tensor, cfg: Config, via: str):
     """All ranks of a plan run one after another in this process: the work of P PEs
     time-sliced on one device. via='peers': each rank reads remote rows straight from the
     other ranks' slices of x (aggregate_peers with direct loads, what PEs do through
     nvshmem_ptr); via='halo': each rank first gathers its halo rows into a buffer."""
-    from mgg.ops import _run, _run_peers
+    from mgg.ops import run_peers, run_step
 
     tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])] for r in range(plan.num_ranks)]
     ranks = []
     for r in range(plan.num_ranks):
-        rp = plan.rank_plan(r, cfg).to(x.device)
-        ranks.append((r, rp, rp.partition.halo_nodes.to(x.device)))
+        rp = plan.rank_plan(r, cfg)
+        rp.op_args(x.device, peers=via == "peers", transposed=False)  # device copies outside the timing
+        ranks.append((rp, torch.from_numpy(rp.partition.halo_nodes).to(x.device)))
     if via == "peers":
-        return lambda: [_run_peers(tables[r], tables, r, rp, "direct", False) for r, rp, _ in ranks]
-    return lambda: [_run(tables[r].contiguous(), x.index_select(0, halo), rp, False) for r, rp, halo in ranks]
+        return lambda: [run_peers(tables[r], tables, r, rp, "direct") for r, (rp, _) in enumerate(ranks)]
+    return lambda: [run_step(tables[r].contiguous(), x.index_select(0, halo), rp) for r, (rp, halo) in enumerate(ranks)]
+
+
+def ablation(opt: Options) -> Iterator[dict]:
+    """Neighbor partitioning and interleaving on/off on a multi-rank plan (remote work present).
+    The thread/warp/block-level NVSHMEM get study needs the multi-GPU runtime and a GPU."""
+    pes = max(opt.pes)
+    cases = list(itertools.product(opt.graphs, opt.dims, ABLATIONS.items()))
+    for spec, dim, (name, mk) in _cases(opt, "ablation", cases, lambda c: f"{c[0]} D={c[1]} {c[2][0]}"):
+        t0 = time.perf_counter()
+        g, _ = cache.normalized(spec, opt.data_dir)
+        if pes > g.num_nodes:
+            continue
+        cfg = mk(opt.config)
+        x = _features(g.num_nodes, dim, str(opt.device), opt.dtype)
+        fn = _inproc_ranks(cache.plan(g, pes), x, cfg, "peers")
+        prep_s = time.perf_counter() - t0
+        t, peak = _timed(opt, fn)
+        gbps = _bytes_moved(g, dim, _elem(opt)) / (t.median_ms * 1e-3) / 1e9
+        yield _row("ablation", f"{spec}/d{dim}/{name}", spec, g, dim, opt, f"mgg[{name}]", pes, cfg, "fwd", t, peak,
+                   gbps, prep_s)
+        opt.budget.done("ablation", time.perf_counter() - t0)
 
 
 def scaling(opt: Options) -> Iterator[dict]:
     """1, 2, 4 ... PEs on one device, in one process (the multi-process runs are the dist suite)."""
-    elem = torch.tensor([], dtype=opt.dtype).element_size()
-    cases = list(itertools.product(list(_graphs(opt)), opt.dims, opt.pes, ("peers", "halo")))
-    for (spec, g), dim, pes, via in tqdm(cases, desc="scaling", disable=not opt.progress):
+    cases = list(itertools.product(opt.graphs, opt.dims, opt.pes, ("peers", "halo")))
+    for spec, dim, pes, via in _cases(opt, "scaling", cases, lambda c: f"{c[0]} D={c[1]} P={c[2]} {c[3]}"):
+        t0 = time.perf_counter()
+        g, _ = cache.normalized(spec, opt.data_dir)
         if pes > g.num_nodes:
             continue
-        plan = Plan(g, pes)
-        x = torch.randn(g.num_nodes, dim, device=opt.device).to(opt.dtype)
-        t, peak = _timed(opt, _inproc_ranks(plan, x, opt.config, via))
-        remote = sum(s["remote_edges"] for s in plan.stats()) / max(g.num_edges, 1)
+        plan = cache.plan(g, pes)
+        x = _features(g.num_nodes, dim, str(opt.device), opt.dtype)
+        fn = _inproc_ranks(plan, x, opt.config, via)
+        prep_s = time.perf_counter() - t0
+        t, peak = _timed(opt, fn)
+        stats = plan.stats()
+        remote = sum(s["remote_edges"] for s in stats) / max(g.num_edges, 1)
         row = _row("scaling", f"{spec}/d{dim}/remote={remote:.3f}", spec, g, dim, opt, f"mgg-{via}-inproc", pes,
-                   opt.config, "fwd", t, peak, _bytes_moved(g, dim, elem) / (t.median_ms * 1e-3) / 1e9)
-        yield dict(row, rank_edges=format_rank_edges(plan.stats()))
+                   opt.config, "fwd", t, peak, _bytes_moved(g, dim, _elem(opt)) / (t.median_ms * 1e-3) / 1e9, prep_s)
+        yield dict(row, rank_edges=format_rank_edges(stats))
+        opt.budget.done("scaling", time.perf_counter() - t0)
+
+
+def _torchrun(cmd: list, env: dict, timeout: float):
+    import subprocess
+
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        return subprocess.CompletedProcess(cmd, -9, e.stdout or "", f"timed out after {timeout:.0f} s")
 
 
 def dist(opt: Options) -> Iterator[dict]:
     """Epoch time of full-graph GCN training under torchrun with 1, 2, 4 ... processes on this
     device, for each backend that can run here (halo always; nvshmem with a GPU and an NVSHMEM
-    build). Each run is a child torchrun (bench/dist_epoch.py); the epoch time is the slowest
-    rank's, per epoch, and the median over epochs."""
+    build). Each run is a child torchrun (bench/dist_epoch.py) that reads the graph from the disk
+    cache; the epoch time is the slowest rank's, per epoch, and the median over epochs."""
     import json
     import os
-    import subprocess
     import sys
     import tempfile
     from pathlib import Path
@@ -154,28 +198,47 @@ def dist(opt: Options) -> Iterator[dict]:
 
     backends = ["halo"] + (["nvshmem"] if nvshmem.available() is None and opt.device.type == "cuda" else [])
     worker = Path(__file__).with_name("dist_epoch.py")
+    root = str(Path(__file__).resolve().parent.parent)
     cases = list(itertools.product(opt.graphs, opt.dims, opt.pes, backends))
-    for spec, dim, pes, backend in tqdm(cases, desc="dist", disable=not opt.progress):
+    for spec, dim, pes, backend in _cases(opt, "dist", cases, lambda c: f"{c[0]} D={c[1]} P={c[2]} {c[3]}"):
+        t0 = time.perf_counter()
+        g, _ = cache.graph(spec, opt.data_dir)  # made once here; the workers read the disk cache
+        prep_s = time.perf_counter() - t0
+        if opt.prep_only:
+            t, peak = _timed(opt, None)
+            yield _row("dist", f"{spec}/d{dim}/gcn2-h16", spec, g, dim, opt, f"mgg-{backend}", pes, opt.config,
+                       "epoch", t, peak, prep_s=prep_s)
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "r.json"
             cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={pes}", "--standalone",
                    str(worker), spec, str(dim), backend, opt.device.type, str(opt.warmup), str(opt.reps), str(out),
                    str(opt.data_dir or "")]
-            env = dict(os.environ, OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // pes)))
+            env = dict(os.environ, OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // pes)),
+                       PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
             env.setdefault("NVSHMEM_REMOTE_TRANSPORT", "none")
-            for attempt in (1, 2):  # a rendezvous can fail on a busy machine: one retry, reported
-                r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-                if r.returncode == 0:
-                    break
-                print(f"dist suite: {backend} with {pes} PEs failed (attempt {attempt}):\n{r.stderr[-2000:]}",
-                      file=sys.stderr)
-            if r.returncode != 0:
-                raise RuntimeError(f"dist suite: {backend} with {pes} PEs failed twice; see the output above")
+            env.setdefault("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "lo")  # one node: bootstrap over loopback
+            timeout = min(opt.worker_timeout_s, max(opt.budget.left(), 1.0))
+            r = _torchrun(cmd, env, timeout)
+            if r.returncode != 0:  # reported and skipped: one failed case does not end the suite
+                print(f"dist suite: {backend} with {pes} PEs on {spec} failed (exit {r.returncode}):\n"
+                      f"{r.stderr[-2000:]}", file=sys.stderr)
+                opt.budget.skipped.append(f"dist {spec} D={dim} P={pes} {backend} (failed: exit {r.returncode})")
+                opt.budget.done("dist", time.perf_counter() - t0)
+                continue
             res = json.loads(out.read_text())
-        g = load_graph(spec, opt.data_dir)
         t = Timing(res["median_ms"], res["p10_ms"], res["p90_ms"], res["epochs"])
         yield dict(_row("dist", f"{spec}/d{dim}/gcn2-h16", spec, g, dim, opt, f"mgg-{backend}", pes, opt.config,
-                        "epoch", t, res["peak_mem_mb"]), rank_edges=res["rank_edges"])
+                        "epoch", t, res["peak_mem_mb"], prep_s=prep_s + res["prep_s"]), rank_edges=res["rank_edges"])
+        opt.budget.done("dist", time.perf_counter() - t0)
+
+
+def _epoch_fn(model, optimizer, x, graph_arg, y):
+    def epoch():
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x, graph_arg), y).backward()
+        optimizer.step()
+    return epoch
 
 
 def e2e(opt: Options) -> Iterator[dict]:
@@ -188,50 +251,62 @@ def e2e(opt: Options) -> Iterator[dict]:
     from mgg.nn.models import build
 
     models = [("gcn2-h16", "gcn", 16, 2), ("gin5-h64", "gin", 64, 5)]
-    cases = list(itertools.product(list(_graphs(opt)), opt.dims, models))
-    for (spec, g), dim, (name, kind, hidden, layers) in tqdm(cases, desc="e2e", disable=not opt.progress):
+    cases = list(itertools.product(opt.graphs, opt.dims, models))
+    for spec, dim, (name, kind, hidden, layers) in _cases(opt, "e2e", cases, lambda c: f"{c[0]} D={c[1]} {c[2][0]}"):
+        t0 = time.perf_counter()
+        g, _ = cache.graph(spec, opt.data_dir)
         torch.manual_seed(0)
-        x = torch.randn(g.num_nodes, dim, device=opt.device)
+        x = _features(g.num_nodes, dim, str(opt.device), torch.float32)
         y = torch.randint(0, 8, (g.num_nodes,), device=opt.device)
         plain = Graph(g.rowptr, g.col)  # layers normalise themselves
         ei = plain.edge_index().to(opt.device)
         ref = build(kind, dim, 8, hidden, conv_module=pyg_nn, num_layers=layers).to(opt.device)
         ours = build(kind, dim, 8, hidden, num_layers=layers, config=opt.config).to(opt.device)
         ours.load_state_dict(ref.state_dict())
+        prep_s = time.perf_counter() - t0
         for impl, model, graph_arg in (("mgg", ours, plain), ("pyg", ref, ei)):
-            o = torch.optim.Adam(model.parameters(), lr=0.01)
-
-            def epoch():
-                o.zero_grad()
-                torch.nn.functional.cross_entropy(model(x, graph_arg), y).backward()
-                o.step()
-
+            epoch = _epoch_fn(model, torch.optim.Adam(model.parameters(), lr=0.01), x, graph_arg, y)
             t, peak = _timed(opt, epoch)
             yield _row("e2e", f"{spec}/d{dim}/{name}", spec, g, dim, opt, impl, 1,
-                       opt.config if impl == "mgg" else None, "epoch", t, peak)
+                       opt.config if impl == "mgg" else None, "epoch", t, peak, prep_s=prep_s)
+        opt.budget.done("e2e", time.perf_counter() - t0)
+
+
+def _time_config(opt: Options, g: Graph, x: torch.Tensor, plan, best: dict, c: Config) -> tuple[Timing, float]:
+    """One config's forward; its schedule is dropped afterwards unless it is the best so far
+    (the tuner keeps what it may still use, and device memory stays bounded)."""
+    t, peak = _timed(opt, prepare_mgg(g, x, c, plan).fwd)
+    if t.median_ms < best.get("ms", float("inf")):
+        if "config" in best:
+            plan.drop(0, best["config"])
+        best.update(ms=t.median_ms, config=c)
+    else:
+        plan.drop(0, c)
+    return t, peak
 
 
 def tune(opt: Options) -> Iterator[dict]:
     """The tuner's trajectory (one measured config per iteration) against the exhaustive grid."""
-    for (spec, g), dim in tqdm(list(itertools.product(list(_graphs(opt)), opt.dims)), desc="tune",
-                               disable=not opt.progress):
-        x = torch.randn(g.num_nodes, dim, device=opt.device).to(opt.dtype)
-        plan = Plan(g)
-        limits = DeviceLimits.of(opt.device)
-
-        def time_config(c):
-            prep = prepare_mgg(g, x, c, plan)
-            return _timed(opt, prep.fwd)
-
-        search = MggSearch(lambda c: feasible(c, dim, limits), opt.tune_budget)
+    cases = list(itertools.product(opt.graphs, opt.dims))
+    for spec, dim in _cases(opt, "tune", cases, lambda c: f"{c[0]} D={c[1]}"):
+        t0 = time.perf_counter()
+        g, _ = cache.normalized(spec, opt.data_dir)
+        x = _features(g.num_nodes, dim, str(opt.device), opt.dtype)
+        plan, limits, best = cache.plan(g), DeviceLimits.of(opt.device), {}
+        search = MggSearch(functools.partial(feasible, dim=dim, limits=limits), opt.tune_budget)
         while (c := search.propose()) is not None:
-            t, peak = time_config(c)
+            t, peak = _time_config(opt, g, x, plan, best, c)
             search.report(c, t.median_ms)
             yield _row("tune", f"{spec}/d{dim}/search{len(search.trajectory):02d}", spec, g, dim, opt, "mgg-tuner",
                        1, c, "fwd", t, peak)
         for c in grid(dim, limits):
-            t, peak = time_config(c)
+            if not opt.budget.start("tune-grid", f"tune grid {spec} D={dim} {c.as_tuple()}"):
+                continue
+            t1 = time.perf_counter()
+            t, peak = _time_config(opt, g, x, plan, best, c)
             yield _row("tune", f"{spec}/d{dim}/grid", spec, g, dim, opt, "grid", 1, c, "fwd", t, peak)
+            opt.budget.done("tune-grid", time.perf_counter() - t1)
+        opt.budget.done("tune", time.perf_counter() - t0)
 
 
 SUITES = {"kernel": kernel, "ablation": ablation, "scaling": scaling, "dist": dist, "e2e": e2e, "tune": tune}

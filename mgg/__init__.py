@@ -1,11 +1,15 @@
 """mgg: full-graph GNN training on the GPUs of one node, MGG-style (OSDI'23).
 
 The aggregation op is torch.ops.mgg.aggregate; `mgg.aggregate` is its differentiable front."""
-from .errors import GraphError, MggError, PlanError
-from .graph import Graph
-from .plan import Config, Plan, split_ranges
-from .ops import aggregate, make_plan
-from . import io, synthetic
+from ._extension import load as _load_extension
+
+_load_extension()  # before anything touches mgg._C: a build for another torch is one clear ImportError
+
+from . import io, synthetic  # noqa: E402
+from .errors import GraphError, MggError, PlanError  # noqa: E402
+from .graph import Graph  # noqa: E402
+from .ops import aggregate, make_plan  # noqa: E402
+from .plan import Config, Plan, split_ranges  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["Graph", "Plan", "Config", "aggregate", "make_plan", "split_ranges", "io", "synthetic",

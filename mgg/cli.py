@@ -88,7 +88,11 @@ def cmd_tune(args):
 
 
 def cmd_bench(args):
-    from bench.cli import main as bench_main
+    try:
+        from bench.cli import main as bench_main
+    except ImportError:
+        raise MggError("the benchmark harness is the bench/ folder of mgg's repository: run `mgg bench` (or "
+                       "`python -m bench`) from a checkout") from None
 
     rc = bench_main(args.rest)
     if rc:
@@ -96,9 +100,19 @@ def cmd_bench(args):
 
 
 def _add_config(p):
-    p.add_argument("--ps", type=int, default=16, help="neighbor-partition size (1-32)")
-    p.add_argument("--dist", type=int, default=1, help="interleave distance (1-16)")
-    p.add_argument("--wpb", type=int, default=4, help="warps per block (1-16)")
+    from .plan import DIST_RANGE, PS_RANGE, WPB_RANGE, Config
+
+    d = Config()
+    p.add_argument("--ps", type=int, default=d.ps,
+                   help=f"neighbor-partition size ({PS_RANGE[0]}-{PS_RANGE[1]}; 0 turns partitioning off)")
+    p.add_argument("--dist", type=int, default=d.dist, help=f"interleave distance ({DIST_RANGE[0]}-{DIST_RANGE[1]})")
+    p.add_argument("--wpb", type=int, default=d.wpb, help=f"warps per block ({WPB_RANGE[0]}-{WPB_RANGE[1]})")
+
+
+def _fetch_names() -> list:
+    from .ops import FETCH
+
+    return list(FETCH)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -131,7 +145,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["halo", "nvshmem"], default="halo",
                    help="peer access under torchrun: halo (all-to-all over torch.distributed) or nvshmem "
                         "(MGG: symmetric memory, the kernel reads peers; needs --device cuda)")
-    p.add_argument("--fetch", choices=["get-warp", "get-thread", "get-block", "direct"], default="get-warp",
+    p.add_argument("--fetch", choices=_fetch_names(), default="get-warp",
                    help="how the nvshmem backend reads peers' rows: NVSHMEM get at warp/thread/block scope, "
                         "or direct loads through nvshmem_ptr")
     p.add_argument("--deterministic", action="store_true")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 import numpy as np
@@ -18,12 +19,23 @@ from .errors import GraphError
 
 @dataclass(frozen=True)
 class Graph:
+    """A directed graph in CSR over destination rows. Constructing one validates it (once);
+    graphs derived by mgg's own transformations are valid by construction and skip the check."""
     rowptr: torch.Tensor  # int64 [num_nodes + 1]
     col: torch.Tensor  # int64 [num_edges], source node of each edge
     weight: Optional[torch.Tensor] = None  # float32 [num_edges]
 
     def __post_init__(self):
         self.validate()
+
+    @classmethod
+    def _unchecked(cls, rowptr: torch.Tensor, col: torch.Tensor, weight: Optional[torch.Tensor] = None) -> "Graph":
+        """A graph that is valid by construction (mgg's own transformations): no second check."""
+        g = object.__new__(cls)
+        object.__setattr__(g, "rowptr", rowptr)
+        object.__setattr__(g, "col", col)
+        object.__setattr__(g, "weight", weight)
+        return g
 
     # ---- construction -------------------------------------------------------------------
     @staticmethod
@@ -61,7 +73,10 @@ class Graph:
         w = None if weight is None else np.asarray(weight, dtype=np.float32).ravel()
         if w is not None and w.size != src.size:
             raise GraphError(f"{what}: {w.size} edge weights for {src.size} edges")
-        return Graph.from_csr(rowptr, src[order], None if w is None else w[order], what)
+        if w is not None and not np.isfinite(w).all():
+            raise GraphError(f"{what}: edge weights have non-finite entries")
+        return Graph._unchecked(torch.from_numpy(rowptr), torch.from_numpy(np.ascontiguousarray(src[order])),
+                                None if w is None else torch.from_numpy(np.ascontiguousarray(w[order])))
 
     @staticmethod
     def from_edge_index(edge_index, num_nodes: Optional[int] = None, edge_weight=None) -> "Graph":
@@ -97,6 +112,11 @@ class Graph:
         """In-degree of every node (edges per row)."""
         return self.rowptr[1:] - self.rowptr[:-1]
 
+    @cached_property
+    def symmetric(self) -> bool:
+        """Whether every edge u -> v has a reverse v -> u of the same weight (computed once)."""
+        return self.is_symmetric()
+
     def validate(self) -> None:
         rp, col = self.rowptr, self.col
         if rp.dtype != torch.int64 or col.dtype != torch.int64:
@@ -110,7 +130,8 @@ class Graph:
         bad = torch.nonzero(rp[1:] < rp[:-1])
         if bad.numel():
             i = int(bad[0])
-            raise GraphError(f"rowptr is not monotonic: rowptr[{i + 1}] = {int(rp[i + 1])} < rowptr[{i}] = {int(rp[i])}")
+            raise GraphError(f"rowptr is not monotonic: rowptr[{i + 1}] = {int(rp[i + 1])} < "
+                             f"rowptr[{i}] = {int(rp[i])}")
         if col.numel():
             lo, hi = int(col.min()), int(col.max())
             if lo < 0 or hi >= self.num_nodes:
@@ -140,8 +161,8 @@ class Graph:
         n = self.num_nodes
         return torch.sparse_csr_tensor(self.rowptr, self.col, w.to(dtype), (n, n), check_invariants=False)
 
-    def fingerprint(self) -> str:
-        """A stable hash of the structure and weights (for the tuner's config cache)."""
+    @cached_property
+    def _fingerprint(self) -> str:
         h = hashlib.sha1()
         h.update(np.int64(self.num_nodes).tobytes())
         h.update(self.rowptr.numpy().tobytes())
@@ -150,13 +171,18 @@ class Graph:
             h.update(self.weight.numpy().tobytes())
         return h.hexdigest()[:16]
 
+    def fingerprint(self) -> str:
+        """A stable hash of the structure and weights (for caches keyed by graph; computed once)."""
+        return self._fingerprint
+
     # ---- transformations -------------------------------------------------------------------
     def transpose(self) -> "Graph":
         """The graph with every edge reversed (the backward pass aggregates over it)."""
         t = self.to_scipy().T.tocsr()
         t.sort_indices()
-        w = None if self.weight is None else t.data
-        return Graph.from_csr(t.indptr.astype(np.int64), t.indices.astype(np.int64), w, "transposed graph")
+        w = None if self.weight is None else torch.from_numpy(np.ascontiguousarray(t.data, dtype=np.float32))
+        return Graph._unchecked(torch.from_numpy(t.indptr.astype(np.int64)),
+                                torch.from_numpy(t.indices.astype(np.int64)), w)
 
     def is_symmetric(self) -> bool:
         a = self.to_scipy()
@@ -185,13 +211,13 @@ class Graph:
         deg = torch.zeros(g.num_nodes).index_add_(0, g.rows(), w)
         dis = deg.pow(-0.5)
         dis[torch.isinf(dis)] = 0
-        return Graph(g.rowptr, g.col, (dis[g.rows()] * w * dis[g.col]).float())
+        return Graph._unchecked(g.rowptr, g.col, (dis[g.rows()] * w * dis[g.col]).float())
 
     def mean_norm(self) -> "Graph":
         """Weights 1/in-degree: aggregation becomes the mean over neighbors."""
         deg = self.degree().clamp(min=1).float()
         w = self.weight if self.weight is not None else torch.ones(self.num_edges)
-        return Graph(self.rowptr, self.col, (w / deg[self.rows()]).float())
+        return Graph._unchecked(self.rowptr, self.col, (w / deg[self.rows()]).float())
 
     def __repr__(self) -> str:
         return f"Graph(nodes={self.num_nodes}, edges={self.num_edges}, weighted={self.weight is not None})"

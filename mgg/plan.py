@@ -1,33 +1,46 @@
-"""The MGG plan, built on the host as plain tensors (MGG §4, §5.1).
+"""The MGG plan, built on the host (MGG §4, §5.1), and the arguments the mgg ops receive.
 
-- split_ranges: MGG Algorithm 1, the range-constrained binary search that cuts the row pointer
+- `split_ranges`: MGG Algorithm 1, the range-constrained binary search that cuts the row pointer
   into P contiguous node ranges of about nnz/P edges each.
-- RankPartition: one rank's rows split into a local CSR (neighbors the rank owns, ids rebased to
-  the rank's range) and a remote CSR (neighbors on peers, with MGG's address translation: the
-  owner rank and the offset inside the owner's range, plus the slot in the rank's halo list).
-- neighbor_partitions: each row's neighbors cut into chunks of ps (LNPs / RNPs).
-- block_schedule: rows packed in order into thread blocks of at most 2*wpb rows and wpb*dist
-  local and remote partitions; warp w of a block takes local and remote partitions
-  [w*dist, (w+1)*dist) of its block as pairs (MGG's interleaved mapping), and the block writes
-  each of its rows once. A row with more partitions is cut across blocks and summed by a fixup.
-  (Layout: csrc/kernels/aggregate_core.h.)
-- RankPlan: a partition plus a schedule, the tensors that the mgg ops walk.
+- `RankPartition`: one rank's rows split into a local CSR (neighbors the rank owns, ids rebased
+  to its range) and a remote CSR (neighbors on peers, with MGG's address translation: the owner
+  rank and the offset inside the owner's range, and the slot in the rank's halo list), plus the
+  CSR of the transposed step that the backward pass runs (rows: the rank's rows, then its halo
+  rows; sources: the rank's rows). Built once per rank; its device copies are made once per
+  device and shared by every config.
+- `Schedule`: the block schedule of one step under one `Config` (csrc/core/schedule.h): the only
+  per-config state, O(blocks). Neighbor partitions are implied by the row pointers and ps.
+- `RankPlan`: a partition under a config; `op_args` gives the `plan` and `params` lists of
+  `torch.ops.mgg.aggregate` / `aggregate_peers` (fields: `mgg._C.STEP_FIELDS`, `STEP_PARAMS`).
+- `Plan`: every rank of one graph; partitions built once, rank plans on demand in a bounded
+  cache (the tuner tries many configs; old schedules are evicted, partitions stay).
+
+Limits and layouts (config ranges, fields) come from the extension, which defines them once.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections import OrderedDict
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
+from . import _C
 from .errors import PlanError
 from .graph import Graph
 
-PS_RANGE = (1, 32)
-DIST_RANGE = (1, 16)
-WPB_RANGE = (1, 16)
+PS_RANGE = tuple(_C.limits["ps"])
+DIST_RANGE = tuple(_C.limits["dist"])
+WPB_RANGE = tuple(_C.limits["wpb"])
+STEP_FIELDS = tuple(_C.STEP_FIELDS)
+STEP_PARAMS = tuple(_C.STEP_PARAMS)
+BLOCK_FIELDS = tuple(_C.BLOCK_FIELDS)
+FIXUP_FIELDS = tuple(_C.FIXUP_FIELDS)
+_F = {name: i for i, name in enumerate(STEP_FIELDS)}
+_P = {name: i for i, name in enumerate(STEP_PARAMS)}
 
 
 @dataclass(frozen=True)
@@ -51,15 +64,25 @@ class Config:
                 extra = " or 0 (partitioning off)" if name == "ps" else ""
                 raise PlanError(f"{name} must be an integer in [{lo}, {hi}]{extra}, got {v!r}")
 
-    def as_tuple(self):
+    def as_tuple(self) -> tuple:
+        """(ps, dist, wpb)."""
         return (self.ps, self.dist, self.wpb)
 
 
 def split_ranges(rowptr, num_ranks: int) -> np.ndarray:
-    """MGG Algorithm 1: node boundaries b[0]=0 <= b[1] <= ... <= b[P]=N such that rank r owns rows
-    [b[r], b[r+1]) with about nnz/P edges. Each boundary is found by binary search on rowptr,
-    constrained to lie at or after the previous one; it is the row boundary nearest to the
-    edge target r*ceil(nnz/P), so each rank is within one row's degree of the target."""
+    """MGG Algorithm 1: node boundaries of P contiguous, edge-balanced ranges.
+
+    Each boundary is found by binary search on rowptr, constrained to lie at or after the
+    previous one; it is the row boundary nearest to the edge target r * ceil(nnz / P), so each
+    rank is within one row's degree of the target.
+
+    Args:
+        rowptr: the CSR row pointer ([N + 1]).
+        num_ranks: P.
+
+    Returns:
+        int64 [P + 1]: b[0] = 0 <= b[1] <= ... <= b[P] = N; rank r owns rows [b[r], b[r+1]).
+    """
     rowptr = np.asarray(rowptr, dtype=np.int64)
     n = rowptr.size - 1
     if not isinstance(num_ranks, (int, np.integer)) or num_ranks < 1:
@@ -84,27 +107,92 @@ def split_ranges(rowptr, num_ranks: int) -> np.ndarray:
     return bounds
 
 
-def _csr_from_rows(counts: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True)
+class Csr:
+    """A CSR over output rows: row r aggregates edges [rowptr[r], rowptr[r+1]) from rows `col`
+    of a source table, scaled by `weight` (None: 1)."""
+    rowptr: np.ndarray  # int64 [rows + 1]
+    col: np.ndarray  # int32 [edges]
+    weight: Optional[np.ndarray]  # float32 [edges]
+
+    @property
+    def num_rows(self) -> int:
+        return self.rowptr.size - 1
+
+    @property
+    def num_edges(self) -> int:
+        return self.col.size
+
+    @cached_property
+    def max_degree(self) -> int:
+        return int(np.diff(self.rowptr).max(initial=0))
+
+
+def _rowptr(counts: np.ndarray) -> np.ndarray:
     ptr = np.zeros(counts.size + 1, dtype=np.int64)
     np.cumsum(counts, out=ptr[1:])
     return ptr
 
 
-@dataclass(frozen=True)
-class RankPartition:
-    """One rank's share of the graph: rows [row_begin, row_end) split into local and remote."""
-    rank: int
-    bounds: np.ndarray  # [P + 1] node boundaries of all ranks
-    local_rowptr: torch.Tensor  # int64 [rows + 1]
-    local_col: torch.Tensor  # int32, offset inside this rank's range
-    local_weight: Optional[torch.Tensor]
-    remote_rowptr: torch.Tensor  # int64 [rows + 1]
-    remote_col: torch.Tensor  # int32, slot in halo_nodes
-    remote_pe: torch.Tensor  # int32, owner rank of each remote edge
-    remote_offset: torch.Tensor  # int32, offset of the neighbor inside its owner's range
-    remote_weight: Optional[torch.Tensor]
-    halo_nodes: torch.Tensor  # int64, sorted global ids of this rank's remote neighbors
+def _transpose(csr: Csr, num_sources: int) -> Csr:
+    """The transpose of a CSR whose sources are rows [0, num_sources) of a table: rows become
+    sources and sources rows. Edges of a transposed row are in the order of their original rows
+    (scipy's CSR -> CSC conversion is a stable counting sort, which keeps duplicates apart)."""
+    order = np.arange(csr.num_edges, dtype=np.int64)
+    m = sp.csr_matrix((order, csr.col, csr.rowptr), shape=(csr.num_rows, num_sources)).tocsc()
+    w = None if csr.weight is None else csr.weight[m.data]
+    return Csr(m.indptr.astype(np.int64), m.indices.astype(np.int32), w)
 
+
+def _stack(a: Csr, b: Csr) -> Csr:
+    """The rows of a, then the rows of b."""
+    rowptr = np.concatenate([a.rowptr, a.rowptr[-1] + b.rowptr[1:]])
+    if a.weight is None and b.weight is None:
+        w = None
+    else:
+        w = np.concatenate([x.weight if x.weight is not None else np.ones(x.num_edges, np.float32) for x in (a, b)])
+    return Csr(rowptr, np.concatenate([a.col, b.col]), w)
+
+
+class RankPartition:
+    """One rank's share of the graph: rows [row_begin, row_end) split into local and remote
+    parts, with MGG's address translation, and the transposed step the backward runs."""
+
+    def __init__(self, graph: Graph, bounds: np.ndarray, rank: int, owner_of: Optional[np.ndarray] = None):
+        lo, hi = int(bounds[rank]), int(bounds[rank + 1])
+        if hi - lo >= 2**31:
+            raise PlanError(f"rank {rank} owns {hi - lo} nodes; rebased ids are 32-bit (use more ranks)")
+        self.rank, self.bounds = rank, np.asarray(bounds, np.int64)
+        n = graph.num_nodes
+        if owner_of is None:  # owner rank of every node (Plan shares one among its ranks)
+            owner_of = np.repeat(np.arange(self.bounds.size - 1, dtype=np.int32), np.diff(self.bounds))
+        rp = graph.rowptr.numpy()
+        e0, e1 = int(rp[lo]), int(rp[hi])
+        col = graph.col.numpy()[e0:e1]
+        w = None if graph.weight is None else graph.weight.numpy()[e0:e1]
+        rows = np.repeat(np.arange(hi - lo), np.diff(rp[lo:hi + 1]))
+        is_local = (col >= lo) & (col < hi)
+        rcol = col[~is_local]
+        # the halo: distinct remote sources in id order, found by marking (O(E + N), no sort)
+        marked = np.zeros(n, dtype=bool)
+        marked[rcol] = True
+        halo = np.flatnonzero(marked)
+        slot_of = np.empty(n, dtype=np.int32)
+        slot_of[halo] = np.arange(halo.size, dtype=np.int32)
+        owner = owner_of[rcol]
+        halo_owner = owner_of[halo]
+        sub = (lambda mask: None if w is None else np.ascontiguousarray(w[mask]))  # noqa: E731
+        self.local = Csr(_rowptr(np.bincount(rows[is_local], minlength=hi - lo)), (col[is_local] - lo).astype(np.int32),
+                         sub(is_local))
+        self.remote = Csr(_rowptr(np.bincount(rows[~is_local], minlength=hi - lo)), slot_of[rcol], sub(~is_local))
+        self.remote_pe = owner
+        self.remote_offset = (rcol - self.bounds[owner]).astype(np.int32)
+        self.halo_nodes = halo.astype(np.int64)
+        self.halo_pe = halo_owner
+        self.halo_offset = (halo - self.bounds[halo_owner]).astype(np.int32)
+        self._devices: dict = {}
+
+    # ---- facts -----------------------------------------------------------------------------
     @property
     def num_ranks(self) -> int:
         return self.bounds.size - 1
@@ -122,103 +210,110 @@ class RankPartition:
         return self.row_end - self.row_begin
 
     @property
+    def num_halo(self) -> int:
+        return self.halo_nodes.size
+
+    @property
     def num_local_edges(self) -> int:
-        return self.local_col.numel()
+        return self.local.num_edges
 
     @property
     def num_remote_edges(self) -> int:
-        return self.remote_col.numel()
+        return self.remote.num_edges
+
+    @cached_property
+    def transposed(self) -> Csr:
+        """The backward's step: rows [0, rows) are the rank's rows, rows [rows, rows + halo) its
+        halo rows; row s sums over the edges that read source s, from the rank's rows (the
+        gradient of the output). With no remote part and a symmetric local part, it is the
+        local part itself (no copy)."""
+        local_t = _transpose(self.local, self.num_rows)
+        if self.num_halo == 0:
+            return self.local if _same_csr(local_t, self.local) else local_t
+        return _stack(local_t, _transpose(self.remote, self.num_halo))
+
+    def device_arrays(self, device: torch.device) -> dict:
+        """This partition's arrays as tensors on `device`, made once per device and shared by
+        every config. The transposed step is included once it has been built."""
+        key = str(device)
+        have = self._devices.get(key)
+        need_t = "transposed" in self.__dict__
+        if have is None or (need_t and "t_rowptr" not in have):
+            t = lambda a: None if a is None else torch.from_numpy(a).to(device)  # noqa: E731
+            have = dict(have or {})
+            if "local_rowptr" not in have:
+                for name, csr in (("local", self.local), ("remote", self.remote)):
+                    have[f"{name}_rowptr"], have[f"{name}_col"], have[f"{name}_weight"] = (
+                        t(csr.rowptr), t(csr.col), t(csr.weight))
+                for name in ("remote_pe", "remote_offset", "halo_pe", "halo_offset"):
+                    have[name] = t(getattr(self, name))
+            if need_t:
+                tr = self.transposed
+                if tr is self.local:
+                    have["t_rowptr"], have["t_col"], have["t_weight"] = (
+                        have["local_rowptr"], have["local_col"], have["local_weight"])
+                else:
+                    have["t_rowptr"], have["t_col"], have["t_weight"] = t(tr.rowptr), t(tr.col), t(tr.weight)
+            self._devices[key] = have
+        return have
 
     def halo_owner(self) -> torch.Tensor:
         """Owner rank of each halo node."""
-        return torch.from_numpy(np.searchsorted(self.bounds, self.halo_nodes.numpy(), side="right") - 1)
+        return torch.from_numpy(self.halo_pe.astype(np.int64))
 
 
-def partition_rank(graph: Graph, bounds: np.ndarray, rank: int) -> RankPartition:
-    lo, hi = int(bounds[rank]), int(bounds[rank + 1])
-    if hi - lo >= 2**31:
-        raise PlanError(f"rank {rank} owns {hi - lo} nodes; rebased ids are 32-bit (use more ranks)")
-    rp = graph.rowptr.numpy()
-    e0, e1 = int(rp[lo]), int(rp[hi])
-    col = graph.col.numpy()[e0:e1]
-    w = None if graph.weight is None else graph.weight.numpy()[e0:e1]
-    rows = np.repeat(np.arange(hi - lo), np.diff(rp[lo:hi + 1]))
-    is_local = (col >= lo) & (col < hi)
-    local_counts = np.bincount(rows[is_local], minlength=hi - lo)
-    remote_counts = np.bincount(rows[~is_local], minlength=hi - lo)
-    rcol = col[~is_local]
-    halo, slot = np.unique(rcol, return_inverse=True)
-    owner = np.searchsorted(bounds, rcol, side="right") - 1
-    t = torch.from_numpy
-    return RankPartition(
-        rank=rank, bounds=np.asarray(bounds, np.int64),
-        local_rowptr=t(_csr_from_rows(local_counts)),
-        local_col=t((col[is_local] - lo).astype(np.int32)),
-        local_weight=None if w is None else t(np.ascontiguousarray(w[is_local])),
-        remote_rowptr=t(_csr_from_rows(remote_counts)),
-        remote_col=t(slot.astype(np.int32).ravel()),
-        remote_pe=t(owner.astype(np.int32)),
-        remote_offset=t((rcol - bounds[owner]).astype(np.int32)),
-        remote_weight=None if w is None else t(np.ascontiguousarray(w[~is_local])),
-        halo_nodes=t(halo.astype(np.int64)),
-    )
+def _same_csr(a: Csr, b: Csr) -> bool:
+    if not (np.array_equal(a.rowptr, b.rowptr) and np.array_equal(a.col, b.col)):
+        return False
+    if a.weight is None or b.weight is None:
+        return a.weight is None and b.weight is None
+    return np.array_equal(a.weight, b.weight)
 
 
-def neighbor_partitions(rowptr: torch.Tensor, ps: int):
-    """Cuts every row of a CSR into chunks of at most ps neighbors. Returns (part_ptr int64
-    [n+1], part_row int32 [n]): partition k covers edges [part_ptr[k], part_ptr[k+1]) of row
-    part_row[k]. Partitions are in row order and cover the edges exactly once."""
-    rp = rowptr.numpy()
-    deg = np.diff(rp)
-    if ps == 0:  # partitioning off: each non-empty row is one partition
-        ps = max(int(deg.max(initial=0)), 1)
-    nparts = -(-deg // ps)
-    part_row = np.repeat(np.arange(deg.size, dtype=np.int64), nparts)
-    first = np.repeat(_csr_from_rows(nparts)[:-1], nparts)
-    begin = rp[part_row] + (np.arange(part_row.size) - first) * ps
-    part_ptr = np.append(begin, rp[-1]).astype(np.int64)
-    return torch.from_numpy(part_ptr), torch.from_numpy(part_row.astype(np.int32))
+class Schedule:
+    """The block schedule of one step (a CSR pair) under one config: blocks [B, 9] and fixups
+    [H, 3] (fields BLOCK_FIELDS, FIXUP_FIELDS), built by the extension's mgg::block_schedule."""
+
+    def __init__(self, local: Csr, remote: Optional[Csr], config: Config):
+        self.blocks, self.fixups = torch.ops.mgg.block_schedule(
+            torch.from_numpy(local.rowptr), None if remote is None else torch.from_numpy(remote.rowptr),
+            config.ps, config.dist, config.wpb)
+        self.num_slots = int(self.fixups[-1, 2]) if self.fixups.size(0) else 0
+        max_deg = 0 if remote is None else remote.max_degree
+        self.max_remote_part = max_deg if config.ps == 0 else min(config.ps, max_deg)
+        self.config = config
+        self._devices: dict = {}
+
+    @property
+    def num_blocks(self) -> int:
+        return self.blocks.size(0)
+
+    def params(self) -> list[int]:
+        c = self.config
+        return [c.ps, c.dist, c.wpb, int(c.interleave), self.num_slots, self.max_remote_part]
+
+    def on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        key = str(device)
+        if key not in self._devices:
+            self._devices[key] = (self.blocks.to(device), self.fixups.to(device))
+        return self._devices[key]
 
 
-BLOCK_FIELDS = ("row_begin", "row_end", "local_begin", "local_end", "remote_begin", "remote_end", "scratch")
-FIXUP_FIELDS = ("row", "slot_begin", "slot_end")
+_NO_STEP = [None] * len(STEP_FIELDS)
+_NO_PARAMS = [0, 1, 1, 1, 0, 0]
 
 
-def block_row_cap(wpb: int) -> int:
-    """Rows of one block: the 2 * wpb partial sums of MGG eq. 1."""
-    return 2 * wpb
-
-
-def block_schedule(local_part_row: torch.Tensor, remote_part_row: torch.Tensor, num_rows: int, dist: int, wpb: int):
-    """The block schedule of a plan: (blocks int64 [B, 7], fixups int64 [H, 3]), fields as in
-    BLOCK_FIELDS and FIXUP_FIELDS. Built by the extension's mgg::block_schedule op."""
-    from . import _C  # noqa: F401  (registers the op)
-
-    counts = [torch.bincount(r.long(), minlength=num_rows) if r.numel() else torch.zeros(num_rows, dtype=torch.int64)
-              for r in (local_part_row, remote_part_row)]
-    return torch.ops.mgg.block_schedule(counts[0], counts[1], wpb * dist, block_row_cap(wpb))
-
-
-@dataclass(frozen=True)
 class RankPlan:
-    """What the aggregation kernel walks for one rank under one Config."""
-    partition: RankPartition
-    config: Config
-    local_part_ptr: torch.Tensor
-    local_part_row: torch.Tensor
-    remote_part_ptr: torch.Tensor
-    remote_part_row: torch.Tensor
-    blocks: torch.Tensor
-    fixups: torch.Tensor
-    device: torch.device = field(default=torch.device("cpu"))
-    _dev: dict = field(default_factory=dict, compare=False, repr=False)
+    """A rank's partition under one config: what the mgg ops walk."""
 
-    @staticmethod
-    def build(partition: RankPartition, config: Config) -> "RankPlan":
-        lp, lr = neighbor_partitions(partition.local_rowptr, config.ps)
-        rp, rr = neighbor_partitions(partition.remote_rowptr, config.ps)
-        blocks, fixups = block_schedule(lr, rr, partition.num_rows, config.dist, config.wpb)
-        return RankPlan(partition, config, lp, lr, rp, rr, blocks, fixups)
+    def __init__(self, partition: RankPartition, config: Config):
+        self.partition, self.config = partition, config
+        self.schedule = Schedule(partition.local, partition.remote if partition.remote.num_edges else None, config)
+        self._args: dict = {}
+
+    @cached_property
+    def schedule_t(self) -> Schedule:
+        return Schedule(self.partition.transposed, None, self.config)
 
     @property
     def num_rows(self) -> int:
@@ -226,50 +321,73 @@ class RankPlan:
 
     @property
     def num_blocks(self) -> int:
-        return self.blocks.size(0)
+        return self.schedule.num_blocks
 
     @property
     def num_warps(self) -> int:
         return self.num_blocks * self.config.wpb
 
-    def to(self, device) -> "RankPlan":
+    @property
+    def blocks(self) -> torch.Tensor:
+        return self.schedule.blocks
+
+    @property
+    def fixups(self) -> torch.Tensor:
+        return self.schedule.fixups
+
+    def op_args(self, device, peers: bool = False, transposed: bool = True) -> tuple[list, list]:
+        """The `plan` and `params` lists of the mgg ops on `device`.
+
+        Args:
+            device: where the op runs.
+            peers: for aggregate_peers (remote sources named by owner PE and offset) rather than
+                aggregate (remote sources are rows of one halo table).
+            transposed: include the transposed step, which the backward pass needs.
+
+        Returns:
+            (plan, params): the forward step's tensors then the transposed step's (None where
+            absent), and their integer parameters.
+        """
         device = torch.device(device)
-        if device == self.device:
-            return self
-        key = str(device)
-        if key not in self._dev:
-            p = self.partition
-            mv = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
-            part = replace(p, **{k: mv(getattr(p, k)) for k in (
-                "local_rowptr", "local_col", "local_weight", "remote_rowptr", "remote_col", "remote_pe",
-                "remote_offset", "remote_weight", "halo_nodes")})
-            self._dev[key] = RankPlan(part, self.config, *(mv(t) for t in (
-                self.local_part_ptr, self.local_part_row, self.remote_part_ptr, self.remote_part_row,
-                self.blocks, self.fixups)), device=device)
-        return self._dev[key]
-
-    def _schedule_args(self):
-        c = self.config
-        return (self.blocks, self.fixups, self.num_rows, c.dist, c.wpb, c.interleave)
-
-    def op_args(self):
-        """The plan in the order of torch.ops.mgg.aggregate's schema (after x, x_remote;
-        before deterministic): remote edges index the halo buffer."""
+        key = (str(device), peers, transposed)
+        hit = self._args.get(key)
+        if hit is not None:
+            return hit
         p = self.partition
-        return (self.local_part_ptr, self.local_part_row, p.local_col, p.local_weight,
-                self.remote_part_ptr, self.remote_part_row, p.remote_col, p.remote_weight, *self._schedule_args())
-
-    def peer_op_args(self):
-        """The plan in the order of torch.ops.mgg.aggregate_peers's schema (after x, peers, my_pe;
-        before fetch, deterministic): remote edges name their owner PE and the offset there."""
-        p = self.partition
-        return (self.local_part_ptr, self.local_part_row, p.local_col, p.local_weight, self.remote_part_ptr,
-                self.remote_part_row, p.remote_offset, p.remote_pe, p.remote_weight, *self._schedule_args())
+        if transposed:
+            p.transposed  # noqa: B018  (built before the device copy is taken)
+        a = p.device_arrays(device)
+        blocks, fixups = self.schedule.on(device)
+        remote = p.remote.num_edges > 0
+        step = {
+            "local_rowptr": a["local_rowptr"], "local_col": a["local_col"], "local_weight": a["local_weight"],
+            "remote_rowptr": a["remote_rowptr"] if remote else None,
+            "remote_col": (a["remote_offset"] if peers else a["remote_col"]) if remote else None,
+            "remote_weight": a["remote_weight"] if remote else None,
+            "remote_pe": a["remote_pe"] if remote and peers else None,
+            "halo_pe": a["halo_pe"], "halo_offset": a["halo_offset"], "blocks": blocks, "fixups": fixups,
+        }
+        plan = [step[f] for f in STEP_FIELDS]
+        params = self.schedule.params()
+        if transposed:
+            tb, tf = self.schedule_t.on(device)
+            tstep = dict.fromkeys(STEP_FIELDS)
+            tstep.update(local_rowptr=a["t_rowptr"], local_col=a["t_col"], local_weight=a["t_weight"], blocks=tb,
+                         fixups=tf)
+            plan += [tstep[f] for f in STEP_FIELDS]
+            params += self.schedule_t.params()
+        else:
+            plan += _NO_STEP
+            params += _NO_PARAMS
+        self._args[key] = (plan, params)
+        return plan, params
 
 
 class Plan:
-    """The plans of all ranks of one graph, for any Config (built on demand and cached), and
-    the plan of the transposed graph for the backward pass."""
+    """The plans of all ranks of one graph, for any Config: partitions are built once, rank
+    plans on demand and kept in a bounded cache."""
+
+    max_cached_plans = 8
 
     def __init__(self, graph: Graph, num_ranks: int = 1, bounds: Optional[np.ndarray] = None):
         self.graph = graph
@@ -277,42 +395,49 @@ class Plan:
         if self.bounds[0] != 0 or self.bounds[-1] != graph.num_nodes or np.any(np.diff(self.bounds) < 0):
             raise PlanError(f"bounds must rise from 0 to {graph.num_nodes}, got {self.bounds.tolist()}")
         self._partitions: dict[int, RankPartition] = {}
-        self._plans: dict[tuple, RankPlan] = {}
+        self._plans: OrderedDict = OrderedDict()
+        self._owner_of: Optional[np.ndarray] = None
 
     @property
     def num_ranks(self) -> int:
         return self.bounds.size - 1
 
     def partition(self, rank: int) -> RankPartition:
+        """Rank `rank`'s partition (built on first use)."""
         if not 0 <= rank < self.num_ranks:
             raise PlanError(f"rank {rank} outside [0, {self.num_ranks})")
         if rank not in self._partitions:
-            self._partitions[rank] = partition_rank(self.graph, self.bounds, rank)
+            if self._owner_of is None:
+                self._owner_of = np.repeat(np.arange(self.num_ranks, dtype=np.int32), np.diff(self.bounds))
+            self._partitions[rank] = RankPartition(self.graph, self.bounds, rank, self._owner_of)
         return self._partitions[rank]
 
     def rank_plan(self, rank: int = 0, config: Config = Config()) -> RankPlan:
+        """Rank `rank`'s plan under `config`; the least recently used plans beyond
+        `max_cached_plans` are dropped (their partitions stay)."""
         key = (rank, config)
-        if key not in self._plans:
-            self._plans[key] = RankPlan.build(self.partition(rank), config)
-        return self._plans[key]
+        rp = self._plans.get(key)
+        if rp is None:
+            rp = self._plans[key] = RankPlan(self.partition(rank), config)
+            while len(self._plans) > self.max_cached_plans:
+                self._plans.popitem(last=False)
+        else:
+            self._plans.move_to_end(key)
+        return rp
 
-    @cached_property
-    def transposed(self) -> "Plan":
-        """The plan of the reversed graph over the same ranges: the backward pass aggregates
-        gradients over it. For a symmetric graph it is this plan."""
-        if self.graph.is_symmetric():
-            return self
-        return Plan(self.graph.transpose(), bounds=self.bounds)
+    def drop(self, rank: int, config: Config) -> None:
+        """Forgets rank `rank`'s plan under `config` (its schedule; the partition stays)."""
+        self._plans.pop((rank, config), None)
 
     def stats(self) -> list[dict]:
-        """Per rank: nodes, edges, local and remote edges, remote fraction, edge imbalance."""
+        """Per rank: nodes, edges, local and remote edges, halo rows, remote fraction, imbalance."""
         rows = []
         mean = self.graph.num_edges / self.num_ranks
         for r in range(self.num_ranks):
             p = self.partition(r)
             e = p.num_local_edges + p.num_remote_edges
             rows.append(dict(rank=r, nodes=p.num_rows, edges=e, local_edges=p.num_local_edges,
-                             remote_edges=p.num_remote_edges, halo_nodes=p.halo_nodes.numel(),
+                             remote_edges=p.num_remote_edges, halo_nodes=p.num_halo,
                              remote_fraction=round(p.num_remote_edges / e, 4) if e else 0.0,
                              imbalance=round(e / mean, 4) if mean else 1.0))
         return rows

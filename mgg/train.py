@@ -1,4 +1,6 @@
-"""Full-graph node-classification training (Kipf & Welling's protocol) on one process."""
+"""Full-graph node-classification training (Kipf & Welling's protocol): one training loop for
+one process and for the ranks of a torch.distributed group (mgg.distributed.trainer), so that
+torchrun reproduces the single-process run's model, optimiser set-up and loss."""
 from __future__ import annotations
 
 import statistics
@@ -47,8 +49,19 @@ def normalize_features(x: torch.Tensor) -> torch.Tensor:
 
 
 def build_model(cfg: TrainConfig, in_dim: int, num_classes: int) -> torch.nn.Module:
+    """The model of a training config, with mgg layers."""
     return models.build(cfg.model, in_dim, num_classes, cfg.hidden, num_layers=cfg.layers, dropout=cfg.dropout,
                         config=cfg.config, autotune=cfg.autotune, deterministic=cfg.deterministic)
+
+
+def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """Adam; for GCN, weight decay on the first layer only (Kipf & Welling), else on every parameter."""
+    if cfg.model == "gcn":
+        first = list(model.convs[0].parameters())
+        rest = [p for p in model.parameters() if all(p is not q for q in first)]
+        return torch.optim.Adam([dict(params=first, weight_decay=cfg.weight_decay),
+                                 dict(params=rest, weight_decay=0.0)], lr=cfg.lr)
+    return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
 def summarize(ds: NodeDataset, cfg: TrainConfig, runs: list) -> dict:
@@ -57,49 +70,79 @@ def summarize(ds: NodeDataset, cfg: TrainConfig, runs: list) -> dict:
                 std=statistics.pstdev(accs), epoch_ms=statistics.median(r.epoch_ms for r in runs))
 
 
-def _accuracy(logits, y, mask) -> float:
-    return float((logits[mask].argmax(1) == y[mask]).float().mean())
+class Nodes:
+    """The nodes one process trains on: all of them, or (with a DistGraph) its rank's range.
+
+    Args:
+        ds: the dataset.
+        dg: an mgg.distributed.DistGraph, or None for one process.
+    """
+
+    def __init__(self, ds: NodeDataset, dg=None):
+        self.dg = dg
+        self.graph = ds.graph if dg is None else dg  # what the model's layers receive
+        self.rank = 0 if dg is None else dg.rank
+
+    def own(self, t: torch.Tensor) -> torch.Tensor:
+        """This process's rows of a per-node tensor."""
+        return t if self.dg is None else self.dg.local(t)
+
+    def sum(self, t: torch.Tensor) -> torch.Tensor:
+        """t summed over the processes (in place)."""
+        if self.dg is not None:
+            from .distributed.trainer import all_reduce
+            all_reduce(t, self.dg.group)
+        return t
+
+    def sync_grads(self, model: torch.nn.Module) -> None:
+        """Weight gradients summed over the processes."""
+        if self.dg is not None:
+            from .distributed.trainer import allreduce_grads
+            allreduce_grads(model, self.dg.group)
 
 
-def train_once(ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool = True) -> RunResult:
+def train_once(ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool = True, dg=None) -> RunResult:
+    """One seed: trains for cfg.epochs; test accuracy is taken at the epoch of best validation
+    accuracy. The loss is the mean cross-entropy over all training nodes, whichever process owns
+    them, so the summed weight gradients equal one process's."""
+    nodes = Nodes(ds, dg)
     torch.manual_seed(seed)
-    dev = torch.device(cfg.device)
-    x = normalize_features(ds.x).to(dev)
-    y = ds.y.to(dev)
-    masks = [m.to(dev) for m in (ds.train_mask, ds.val_mask, ds.test_mask)]
-    model = build_model(cfg, x.size(1), ds.num_classes).to(dev)
-    if cfg.model == "gcn":  # weight decay on the first layer only, as in Kipf & Welling
-        first = list(model.convs[0].parameters())
-        rest = [p for p in model.parameters() if all(p is not q for q in first)]
-        opt = torch.optim.Adam([dict(params=first, weight_decay=cfg.weight_decay),
-                                dict(params=rest, weight_decay=0.0)], lr=cfg.lr)
-    else:
-        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    graph = ds.graph
-    best = (-1.0, 0.0, 0)
-    times = []
-    bar = tqdm(range(cfg.epochs), desc=f"seed {seed}", disable=not progress, leave=False)
+    dev = torch.device(cfg.device, torch.cuda.current_device()) if cfg.device.startswith("cuda") and dg is not None \
+        else torch.device(cfg.device)
+    model = build_model(cfg, ds.x.size(1), ds.num_classes).to(dev)
+    opt = build_optimizer(model, cfg)
+    if dg is not None:
+        torch.manual_seed(seed * 1000 + nodes.rank)  # dropout masks differ per rank, as they do per node
+    x = nodes.own(normalize_features(ds.x)).to(dev)
+    y = nodes.own(ds.y).to(dev)
+    masks = [nodes.own(m).to(dev) for m in (ds.train_mask, ds.val_mask, ds.test_mask)]
+    totals = torch.tensor([float(m.sum()) for m in (ds.train_mask, ds.val_mask, ds.test_mask)])
+    best, times = (-1.0, 0.0, 0), []
+    bar = tqdm(range(cfg.epochs), desc=f"seed {seed}", disable=not progress or nodes.rank != 0, leave=False)
     for epoch in bar:
         t0 = time.perf_counter()
         model.train()
         opt.zero_grad()
-        loss = F.cross_entropy(model(x, graph)[masks[0]], y[masks[0]])
+        logits = model(x, nodes.graph)
+        loss = F.cross_entropy(logits[masks[0]], y[masks[0]], reduction="sum") / totals[0]
         loss.backward()
+        nodes.sync_grads(model)
         opt.step()
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         times.append((time.perf_counter() - t0) * 1e3)
         model.eval()
         with torch.no_grad():
-            logits = model(x, graph)
-        val, test = _accuracy(logits, y, masks[1]), _accuracy(logits, y, masks[2])
+            pred = model(x, nodes.graph).argmax(1)
+        correct = nodes.sum(torch.tensor([float((pred[m] == y[m]).sum()) for m in masks[1:]]))
+        val, test = (correct / totals[1:]).tolist()
         if val > best[0]:
             best = (val, test, epoch)
         bar.set_postfix(loss=f"{loss.item():.3f}", val=f"{val:.3f}", test=f"{best[1]:.3f}")
     return RunResult(seed, best[1], best[0], best[2], statistics.median(times))
 
 
-def train(ds: NodeDataset, cfg: TrainConfig, progress: bool = True) -> dict:
-    """Trains once per seed; test accuracy is taken at the epoch of best validation accuracy."""
-    runs = [train_once(ds, cfg, s, progress) for s in tqdm(cfg.seeds, desc="seeds", disable=not progress)]
+def train(ds: NodeDataset, cfg: TrainConfig, progress: bool = True, dg=None) -> dict:
+    """Trains once per seed (see train_once) and summarises the test accuracy."""
+    runs = [train_once(ds, cfg, s, progress, dg) for s in tqdm(cfg.seeds, desc="seeds", disable=not progress)]
     return summarize(ds, cfg, runs)

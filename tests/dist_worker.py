@@ -6,21 +6,17 @@ torchrun each rank computes its rows and rank 0 writes the assembled result.
     torchrun --standalone --nproc-per-node N dist_worker.py KIND OUT [--backend nvshmem] ...
 """
 import argparse
-import os
 import pickle
-import sys
 
 import torch
 import torch.distributed as dist
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conftest import random_graph  # noqa: E402
-
-from mgg.datasets import bundled_planetoid_dir  # noqa: E402
-from mgg.distributed import DistGraph  # noqa: E402
-from mgg.distributed.trainer import all_reduce  # noqa: E402
-from mgg.io import load_planetoid  # noqa: E402
-from mgg.nn.models import build  # noqa: E402
+from mgg.datasets import bundled_planetoid_dir
+from mgg.distributed import DistGraph
+from mgg.distributed.trainer import all_reduce
+from mgg.io import load_planetoid
+from mgg.nn.models import build
+from mgg.testing import random_graph
 
 
 def case(kind):

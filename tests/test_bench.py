@@ -3,6 +3,8 @@ import csv
 import subprocess
 import sys
 
+import torch
+
 from bench.report import COLUMNS
 
 
@@ -60,3 +62,82 @@ def test_projection_from_scaling_rows(tmp_path):
     out = subprocess.run([sys.executable, "-m", "bench.project", str(csv_path), "--graph", "rmat:3000:40000",
                           "--dim", "16"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "8 GPUs, full overlap" in out.stdout, out.stderr
+
+
+def _bench(tmp_path, *args, env=None):
+    import os
+
+    e = dict(os.environ, MGG_GRAPH_CACHE=str(tmp_path / "graphs"), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "bench", *args, "--quiet", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, env=e)
+
+
+def test_budget_stops_starting_cases_and_says_what_it_skipped(tmp_path):
+    r = _bench(tmp_path, "kernel", "--graphs", "rmat:2000:20000", "rmat:3000:30000", "--dims", "16", "32",
+               "--impls", "mgg", "--budget-s", "0.01")
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = list(csv.DictReader(open(next(tmp_path.glob("*.csv")))))
+    assert [(row["case"], row["pass"]) for row in rows] == [("rmat:2000:20000/d16", "fwd"), ("rmat:2000:20000/d16", "bwd")]
+    md = next(tmp_path.glob("*.md")).read_text()
+    assert "skipped: the time budget ran out" in md
+    for case in ("rmat:2000:20000 D=32 mgg", "rmat:3000:30000 D=16 mgg", "rmat:3000:30000 D=32 mgg"):
+        assert f"- kernel {case}" in md
+
+
+def test_rows_are_on_disk_as_soon_as_they_are_measured(tmp_path):
+    """A run cut off (a device call's time limit) keeps every row it finished."""
+    import os
+    import signal
+    import time
+
+    e = dict(os.environ, MGG_GRAPH_CACHE=str(tmp_path / "graphs"))
+    p = subprocess.Popen([sys.executable, "-m", "bench", "kernel", "--graphs", "rmat:4000:60000", "--dims", "8", "16",
+                          "32", "64", "128", "256", "--impls", "mgg", "pyg", "--quiet", "--out", str(tmp_path)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=e)
+    deadline = time.monotonic() + 300
+    rows = []
+    while time.monotonic() < deadline and len(rows) < 2:
+        time.sleep(0.5)
+        paths = list(tmp_path.glob("*.csv"))
+        rows = list(csv.DictReader(open(paths[0]))) if paths else []
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert len(rows) >= 2 and all(float(r["median_ms"]) > 0 for r in rows)
+    assert not list(tmp_path.glob("*.md"))  # it was cut off before the summary
+
+
+def test_graphs_are_made_once_and_cached_on_disk(tmp_path, monkeypatch):
+    import numpy as np
+
+    from bench import cache
+
+    monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path))
+    monkeypatch.setattr(cache, "_GRAPHS", {})
+    g, _ = cache.graph("rmat:3000:40000")
+    (path,) = tmp_path.glob("*.npz")
+    assert cache.graph("rmat:3000:40000")[0] is g  # this process: from memory
+    monkeypatch.setattr(cache, "_GRAPHS", {})  # a later process: from disk, equal
+    h, _ = cache.graph("rmat:3000:40000")
+    assert h is not g and np.array_equal(h.rowptr.numpy(), g.rowptr.numpy()) and np.array_equal(h.col, g.col)
+    path.write_bytes(b"not an npz")  # a corrupt file is ignored and replaced
+    monkeypatch.setattr(cache, "_GRAPHS", {})
+    k, _ = cache.graph("rmat:3000:40000")
+    assert np.array_equal(k.col, g.col) and path.stat().st_size > 1000
+
+
+def test_plans_are_shared_across_dims_and_tune_evicts(monkeypatch, tmp_path):
+    from bench import cache, suites
+    from bench.budget import Budget
+
+    monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path))
+    monkeypatch.setattr(cache, "_PLANS", {})
+    opt = suites.Options(device=torch.device("cpu"), graphs=["rmat:800:6000"], dims=[8, 16, 24], impls=["mgg"],
+                         reps=20, warmup=1, progress=False, tune_budget=5, budget=Budget(None))
+    rows = list(suites.kernel(opt))
+    assert len(rows) == 6 and len(cache._PLANS) == 1
+    (plan,) = [p for _, p in cache._PLANS.values()]
+    assert len(plan._plans) == 1  # one rank plan (one config) served the three dims
+    rows = list(suites.tune(opt))
+    assert any(r["impl"] == "grid" for r in rows)
+    for _, p in cache._PLANS.values():
+        assert len(p._plans) <= 2  # the best so far and at most one other schedule stay

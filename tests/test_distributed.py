@@ -9,13 +9,20 @@ import pytest
 import torch
 
 WORKER = os.path.join(os.path.dirname(__file__), "dist_worker.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TIMEOUT = float(os.environ.get("MGG_WORKER_TIMEOUT", "600"))  # seconds for one worker run (GPU calls set less)
+
+
+def worker_env(extra=None) -> dict:
+    """The workers import mgg from this checkout whether or not it is installed."""
+    path = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path, **(extra or {}))
 
 
 def run_worker(args, nproc=None, env=None):
-    env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--standalone"] \
         if nproc else [sys.executable]
-    r = subprocess.run(cmd + [WORKER, *args], capture_output=True, text=True, timeout=600, env=env)
+    r = subprocess.run(cmd + [WORKER, *args], capture_output=True, text=True, timeout=TIMEOUT, env=worker_env(env))
     assert r.returncode == 0, r.stderr[-3000:]
 
 
@@ -39,10 +46,9 @@ def test_ranks_match_single_process(tmp_path, kind, nproc):
 
 
 def test_torchrun_train_cli():
-    env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
                         "-m", "mgg", "train", "--epochs", "30", "--seeds", "1", "--quiet"],
-                       capture_output=True, text=True, timeout=600, env=env)
+                       capture_output=True, text=True, timeout=TIMEOUT, env=worker_env())
     assert r.returncode == 0, r.stderr[-3000:]
     assert "2 ranks, backend halo" in r.stdout and "test accuracy" in r.stdout
 
@@ -60,15 +66,15 @@ def test_needs_initialised_group():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where no GPU is visible")
 def test_nvshmem_backend_without_a_gpu_is_one_clear_error():
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = worker_env()
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
                         "-m", "mgg", "train", "--epochs", "2", "--seeds", "1", "--quiet", "--backend", "nvshmem",
-                        "--device", "cuda"], capture_output=True, text=True, timeout=600, env=env)
+                        "--device", "cuda"], capture_output=True, text=True, timeout=TIMEOUT, env=env)
     assert r.returncode != 0
     assert "needs a CUDA GPU" in r.stderr or "has no NVSHMEM" in r.stderr or "no CUDA" in r.stderr, r.stderr[-2000:]
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
                         "-m", "mgg", "train", "--epochs", "2", "--seeds", "1", "--quiet", "--backend", "nvshmem"],
-                       capture_output=True, text=True, timeout=600, env=env)
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env)
     assert r.returncode != 0 and "add --device cuda" in r.stderr, r.stderr[-2000:]
 
 
@@ -122,9 +128,9 @@ def test_nvshmem_protocol_with_threads_as_pes(monkeypatch):
 
     import numpy as np
 
-    from conftest import random_graph
     from mgg import Config, Plan
     from mgg.distributed import nvshmem
+    from mgg.testing import random_graph
 
     pes, layers = 3, 4
     g = random_graph(200, 3000, seed=12, weighted=True, skew=0.5)
@@ -138,8 +144,8 @@ def test_nvshmem_protocol_with_threads_as_pes(monkeypatch):
     def pe_main(pe):
         try:
             local.rt = nvshmem.Runtime(_FakeLib(world, pe))
-            results[pe] = [nvshmem.aggregate(x[b[pe]:b[pe + 1]], plan.rank_plan(pe, Config(4, 2, 2)), range_rows,
-                                             "direct", False) for x in xs]
+            rp = plan.rank_plan(pe, Config(4, 2, 2))
+            results[pe] = [nvshmem.aggregate(x[b[pe]:b[pe + 1]], rp, rp, range_rows, "direct", False) for x in xs]
             assert len(local.rt.tables) == 1 and len(next(iter(local.rt.tables.values()))) == 2
         except Exception as e:  # surfaced below
             errors.append(e)

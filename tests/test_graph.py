@@ -11,8 +11,7 @@ from mgg import GraphError
 from mgg.graph import Graph
 from mgg.io import NodeDataset, load_edge_list, load_graph, load_npz, load_planetoid
 from mgg.synthetic import PRESETS, from_spec, rmat
-
-from conftest import random_graph
+from mgg.testing import random_graph
 
 
 def test_edge_list_comments_whitespace_and_weights(tmp_path):
@@ -186,7 +185,7 @@ def test_rmat_is_seeded_and_exact():
 def test_rmat_matches_edge_generator():
     from mgg.synthetic import rmat_edges
 
-    src, dst = map(np.concatenate, zip(*rmat_edges(300, 5000, seed=4)))
+    src, dst = map(np.concatenate, zip(*rmat_edges(300, 5000, seed=4), strict=True))
     g = rmat(300, 5000, seed=4)
     ref = Graph.from_edges(src, dst, 300)
     assert torch.equal(g.rowptr, ref.rowptr)

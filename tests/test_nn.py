@@ -28,7 +28,7 @@ def test_gcnconv_loads_pyg_state_and_matches(cora, kw):
     torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
     ga = torch.autograd.grad(a.square().sum(), [x, ours.lin.weight])
     gb = torch.autograd.grad(b.square().sum(), [x, ref.lin.weight])
-    for u, v in zip(ga, gb):
+    for u, v in zip(ga, gb, strict=True):
         torch.testing.assert_close(u, v, rtol=1e-4, atol=1e-5)
 
 
@@ -90,3 +90,54 @@ def test_plan_is_cached_per_input(cora):
     ei2[0, 0] = 5  # a different graph is planned anew
     conv(x, ei2)
     assert len(graph_cache._CACHE) == size + 1
+
+
+@pytest.mark.parametrize("kw", [dict(flow="target_to_source"), dict(aggr="mean"), dict(node_dim=0),
+                                dict(aggr="sum", decomposed_layers=2)])
+def test_message_passing_arguments_match_pyg(kw):
+    """PyG's MessagePassing arguments do what they do in PyG (on a directed graph, where flow
+    matters)."""
+    from mgg.testing import random_graph
+
+    g = random_graph(200, 1500, seed=9, skew=0.5)
+    ei = g.edge_index()
+    x = torch.randn(200, 6)
+    torch.manual_seed(4)
+    ref = pyg_nn.GCNConv(6, 5, **kw)
+    ours = mnn.GCNConv(6, 5, **kw)
+    ours.load_state_dict(ref.state_dict())
+    torch.testing.assert_close(ours(x, ei), ref(x, ei), rtol=1e-4, atol=1e-5)
+    mlp = torch.nn.Linear(6, 5)
+    gin_kw = {k: v for k, v in kw.items() if k != "decomposed_layers"}
+    ref_gin, ours_gin = pyg_nn.GINConv(mlp, eps=0.1, **gin_kw), mnn.GINConv(mlp, eps=0.1, **gin_kw)
+    torch.testing.assert_close(ours_gin(x, ei), ref_gin(x, ei), rtol=1e-4, atol=1e-5)
+
+
+def test_cached_keeps_the_first_graph_as_pyg_does(cora):
+    ei = _edge_index(cora)
+    x = torch.randn(cora.graph.num_nodes, 4)
+    ref, ours = pyg_nn.GCNConv(4, 3, cached=True), mnn.GCNConv(4, 3, cached=True)
+    ours.load_state_dict(ref.state_dict())
+    first = ours(x, ei)
+    torch.testing.assert_close(first, ref(x, ei), rtol=1e-4, atol=1e-5)
+    tiny = ei[:, :2]  # PyG ignores the graph of later calls once cached
+    torch.testing.assert_close(ours(x, tiny), ref(x, tiny), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(ours(x, tiny), first)
+    ours.reset_parameters()  # clears the cache, as in PyG
+    assert ours._cached_plan is None
+
+
+@pytest.mark.parametrize("make, err, msg", [
+    (lambda: mnn.GCNConv(4, 4, aggr="max"), "MggError", "aggr must be one of"),
+    (lambda: mnn.GCNConv(4, 4, node_dim=1), "MggError", "node_dim must be -2 or 0"),
+    (lambda: mnn.GCNConv(4, 4, flow="sideways"), "MggError", "flow must be one of"),
+    (lambda: mnn.GCNConv(4, 4, normalize=False, add_self_loops=True), "MggError", "add_self_loops=True needs"),
+    (lambda: mnn.GCNConv(4, 4, bogus=1), "TypeError", "unexpected keyword argument"),
+    (lambda: mnn.GINConv(torch.nn.Identity(), aggr="max"), "MggError", "aggr must be one of"),
+])
+def test_unsupported_arguments_are_refused_in_one_line(make, err, msg):
+    import mgg
+
+    with pytest.raises(getattr(mgg, err, TypeError), match=msg) as e:
+        make()
+    assert "\n" not in str(e.value)

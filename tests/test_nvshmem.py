@@ -4,10 +4,9 @@ Skipped without a GPU; run on the H100/H200 (bench/gpu_verify.sh)."""
 import pickle
 
 import pytest
-import torch
-
-from conftest import requires_cuda
 from test_distributed import compare, run_worker
+
+from mgg.testing import requires_cuda
 
 pytestmark = [requires_cuda, pytest.mark.gpu]
 

@@ -1,47 +1,65 @@
-"""torch.ops.mgg.aggregate on the CPU against torch.sparse and PyG; autograd, opcheck,
-torch.compile, multi-rank plans and bad input."""
+"""torch.ops.mgg.aggregate and aggregate_peers against a float64 reference, torch.sparse and PyG,
+on every available device (one body for CPU and CUDA): autograd registered on the ops, opcheck,
+torch.compile, multi-rank plans, deterministic mode, and bad input."""
 import numpy as np
 import pytest
 import torch
 
 import mgg
 from mgg import Config, Graph, MggError, Plan, make_plan
-from mgg.ops import _run, _run_peers
+from mgg.ops import run_peers, run_step
+from mgg.plan import STEP_FIELDS, STEP_PARAMS
+from mgg.testing import assert_matches_reference, dense_reference, random_graph, with_devices
 
-from conftest import random_graph
-
-CONFIGS = [Config(1, 1, 1), Config(4, 3, 2), Config(32, 16, 16)]
-
-
-def dense_ref(g: Graph, x: torch.Tensor) -> torch.Tensor:
-    return (g.to_torch_sparse(torch.float64) @ x.double())
+CONFIGS = [Config(1, 1, 1), Config(4, 3, 2), Config(32, 16, 16), Config(0, 2, 4)]
+F = {name: i for i, name in enumerate(STEP_FIELDS)}
 
 
+@pytest.fixture(scope="module", params=["uniform", "skewed"])
+def graph(request):
+    """Weighted, with hub rows of thousands of edges in the skewed case (cut across blocks)."""
+    return random_graph(2000, 40000, seed=7, weighted=True, skew=0.0 if request.param == "uniform" else 0.9)
+
+
+@with_devices
 @pytest.mark.parametrize("config", CONFIGS, ids=str)
-@pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("dim", [1, 7, 32, 33, 130])
-def test_matches_torch_sparse(config, weighted, dim):
-    g = random_graph(300, 3000, seed=dim, weighted=weighted, skew=0.7)
-    x = torch.randn(300, dim)
-    out = mgg.aggregate(x, Plan(g), config)
-    torch.testing.assert_close(out, dense_ref(g, x).float(), rtol=1e-4, atol=1e-4)
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("dim", [1, 16, 31, 64, 257, 1030])
+def test_forward_matches_reference(graph, device, config, deterministic, dim):
+    x = torch.randn(graph.num_nodes, dim, device=device)
+    out = mgg.aggregate(x, Plan(graph), config, deterministic=deterministic)
+    assert out.device.type == device and out.shape == (graph.num_nodes, dim)
+    assert_matches_reference(out, graph, x)
 
 
-@pytest.mark.parametrize("dtype, tol", [(torch.float16, 2e-3), (torch.bfloat16, 1e-2), (torch.float64, 1e-12)])
-def test_dtypes_accumulate_in_fp32(dtype, tol):
-    g = random_graph(200, 4000, weighted=True)
-    x = torch.randn(200, 40).to(dtype)
-    out = mgg.aggregate(x, g)
+@with_devices
+def test_cusparse_oracle(device):
+    """The outside oracle: torch.sparse (cuSPARSE on a GPU) gives the same sums."""
+    g = random_graph(3000, 60000, seed=2, weighted=True, skew=0.5)
+    x = torch.randn(3000, 96, device=device)
+    ref = torch.sparse.mm(g.to_torch_sparse().to(device), x)
+    torch.testing.assert_close(mgg.aggregate(x, g), ref, rtol=1e-4, atol=1e-4)
+
+
+@with_devices
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dim", [33, 256])
+def test_dtypes_forward_backward(graph, device, dtype, dim):
+    """Storage in the dtype, accumulation in fp32; the backward runs the transposed step."""
+    x = torch.randn(graph.num_nodes, dim).to(dtype).to(device).requires_grad_()
+    out = mgg.aggregate(x, Plan(graph), Config(8, 2, 4))
     assert out.dtype == dtype
-    ref = dense_ref(g, x.double())  # exact sum of the stored (rounded) inputs
-    # fp32 accumulation: only the final rounding to the storage type remains
-    torch.testing.assert_close(out.double(), ref.to(dtype).double(), rtol=tol, atol=tol)
+    assert_matches_reference(out, graph, x)
+    g = torch.randn_like(out)
+    (grad,) = torch.autograd.grad(out, x, g)
+    assert grad.dtype == dtype
+    assert_matches_reference(grad, graph.transpose(), g)
 
 
-def test_large_dim():
-    g = random_graph(50, 400, weighted=True)
-    x = torch.randn(50, 1030)
-    torch.testing.assert_close(mgg.aggregate(x, g), dense_ref(g, x).float(), rtol=1e-5, atol=1e-5)
+def test_float64_on_cpu():
+    g = random_graph(200, 4000, weighted=True)
+    x = torch.randn(200, 40, dtype=torch.float64)
+    torch.testing.assert_close(mgg.aggregate(x, g), dense_reference(g, x), rtol=1e-12, atol=1e-12)
 
 
 def test_reductions_match_pyg(cora):
@@ -66,46 +84,72 @@ def test_gcn_weights_match_pyg_propagate(cora):
 
 
 @pytest.mark.parametrize("directed", [True, False])
-def test_gradcheck_through_transposed_plan(directed):
+def test_gradcheck(directed):
     g = random_graph(25, 120, seed=5, weighted=True)
     if not directed:
         g = Graph.from_scipy(g.to_scipy() + g.to_scipy().T)
     plan = Plan(g)
-    assert (plan.transposed is plan) == (not directed)
     x = torch.randn(25, 3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda t: mgg.aggregate(t, plan, Config(3, 2, 1)), (x,))
-    # and the gradient equals A^T g exactly
     g_out = torch.randn(25, 3, dtype=torch.float64)
     (grad,) = torch.autograd.grad(mgg.aggregate(x, plan), x, g_out)
     torch.testing.assert_close(grad, g.to_torch_sparse(torch.float64).t() @ g_out)
+    # a symmetric graph's transposed step is its own local part: no second copy of the edges
+    p = plan.partition(0)
+    assert (p.transposed is p.local) == (not directed)
 
 
-def _raw_args(g, dim=8, dtype=torch.float32, config=Config(4, 2, 2)):
-    rp = Plan(g).rank_plan(0, config)
-    x = torch.randn(g.num_nodes, dim, dtype=dtype)
-    return (x, x.new_empty((0, dim)), *rp.op_args(), False)
+def _op_args(g, dim=8, dtype=torch.float32, config=Config(4, 2, 2), device="cpu", requires_grad=False):
+    plan, params = Plan(g).rank_plan(0, config).op_args(device)
+    x = torch.randn(g.num_nodes, dim, dtype=dtype, device=device, requires_grad=requires_grad)
+    return (x, x.new_empty((0, dim)), plan, params, False)
 
 
-def test_opcheck():
+@with_devices
+def test_raw_op_is_differentiable(device):
+    """Autograd lives on the op: a direct call differentiates (here on a directed graph)."""
+    g = random_graph(300, 4000, seed=3, weighted=True, skew=0.6)
+    x, x_remote, plan, params, det = _op_args(g, 70, device=device, requires_grad=True)
+    out = torch.ops.mgg.aggregate(x, x_remote, plan, params, det)
+    go = torch.randn_like(out)
+    out.backward(go)
+    torch.testing.assert_close(x.grad.cpu(), (g.to_torch_sparse().t() @ go.cpu()), rtol=1e-4, atol=1e-4)
+
+
+@with_devices
+def test_opcheck(device):
     g = random_graph(60, 500, weighted=True)
-    torch.library.opcheck(torch.ops.mgg.aggregate.default, _raw_args(g))
-    torch.library.opcheck(torch.ops.mgg.aggregate.default, _raw_args(random_graph(60, 500), dtype=torch.bfloat16))
+    for dtype in (torch.float32, torch.bfloat16):
+        for rg in (False, True):
+            torch.library.opcheck(torch.ops.mgg.aggregate.default,
+                                  _op_args(g, dtype=dtype, device=device, requires_grad=rg and dtype == torch.float32))
 
 
-def test_opcheck_peers():
+@with_devices
+def test_opcheck_peers(device):
     g = random_graph(60, 500, weighted=True)
     plan = Plan(g, 3)
-    x = torch.randn(60, 8)
-    tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])].contiguous() for r in range(3)]
-    rp = plan.rank_plan(1, Config(4, 2, 2))
-    torch.library.opcheck(torch.ops.mgg.aggregate_peers.default, (tables[1], tables, 1, *rp.peer_op_args(), 0, False))
+    for rg in (False, True):
+        x = torch.randn(60, 8, device=device)
+        tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])].clone().requires_grad_(rg) for r in range(3)]
+        p, params = plan.rank_plan(1, Config(4, 2, 2)).op_args(device, peers=True)
+        torch.library.opcheck(torch.ops.mgg.aggregate_peers.default, (tables[1], tables, 1, p, params, 0, False))
 
 
-def test_torch_compile_traces_the_op():
+@with_devices
+def test_torch_compile_forward_and_backward(device):
     g = random_graph(80, 600, weighted=True)
-    args = _raw_args(g)
-    f = torch.compile(lambda x: torch.ops.mgg.aggregate(x, *args[1:]) * 2, fullgraph=True, backend="aot_eager")
-    torch.testing.assert_close(f(args[0]), 2 * dense_ref(g, args[0]).float(), rtol=1e-5, atol=1e-5)
+    x, x_remote, plan, params, det = _op_args(g, device=device, requires_grad=True)
+    backend = "aot_eager" if device == "cpu" else "inductor"
+    f = torch.compile(lambda t: torch.ops.mgg.aggregate(t, x_remote, plan, params, det).relu() * 2, fullgraph=True,
+                      backend=backend)
+    out = f(x)
+    ref = (dense_reference(g, x).float().relu() * 2).to(device)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    out.sum().backward()
+    xr = x.detach().clone().requires_grad_()
+    (torch.ops.mgg.aggregate(xr, x_remote, plan, params, det).relu() * 2).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad, rtol=1e-5, atol=1e-5)
 
 
 def test_deterministic_and_thread_count_independent():
@@ -122,19 +166,89 @@ def test_deterministic_and_thread_count_independent():
     assert torch.equal(a, b)
 
 
+@with_devices
+def test_deterministic_mode_is_bit_identical(device):
+    g = random_graph(3000, 90000, seed=9, weighted=True, skew=0.9)
+    x = torch.randn(3000, 96, device=device, requires_grad=True)
+    plan = Plan(g)
+    first = mgg.aggregate(x, plan, Config(4, 2, 4), deterministic=True)
+    (gfirst,) = torch.autograd.grad(first.sum(), x)
+    for _ in range(20 if device == "cuda" else 3):
+        out = mgg.aggregate(x, plan, Config(4, 2, 4), deterministic=True)
+        assert torch.equal(out, first)
+        assert torch.equal(torch.autograd.grad(out.sum(), x)[0], gfirst)
+
+
+@with_devices
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_every_row_written_over_garbage(device, deterministic):
+    """The output is torch.empty: memory handed back full of NaN shows any row the kernels
+    failed to write (an isolated node, a cut row)."""
+    g = Graph.from_edges(np.arange(5000) % 400, np.r_[np.zeros(3000, int), np.arange(2000) % 350], 500)
+    plan = Plan(g)
+    x = torch.randn(500, 72, device=device)
+    for cfg in (Config(1, 1, 1), Config(4, 2, 2), Config(16, 4, 4)):
+        torch.full((500 * 72 * 4,), float("nan"), device=device)  # freed at once, reused below
+        out = mgg.aggregate(x, plan, cfg, deterministic=deterministic)
+        assert not out.isnan().any()
+        assert_matches_reference(out, g, x)
+
+
+@with_devices
 @pytest.mark.parametrize("ranks", [2, 3, 5])
-def test_multi_rank_plan_reassembles_global_result(ranks):
+def test_multi_rank_plan_reassembles_and_differentiates(device, ranks):
     """Each rank aggregates its rows from its own range (local) and a halo of peers' rows
-    (remote); stacked, the ranks give the single-rank answer."""
+    (remote); stacked, the ranks give the single-rank answer, and the op's adjoint gives the
+    gradients of both the rank's rows and its halo rows."""
     g = random_graph(150, 2000, weighted=True, skew=0.5)
-    x = torch.randn(150, 20)
+    x = torch.randn(150, 20, device=device)
     plan = Plan(g, ranks)
-    parts = []
+    parts, grad = [], torch.zeros_like(x)
+    go = torch.randn(150, 20, device=device)
     for r in range(ranks):
-        rp = plan.rank_plan(r, Config(3, 2, 2))
-        p = rp.partition
-        parts.append(_run(x[p.row_begin:p.row_end].contiguous(), x[p.halo_nodes].contiguous(), rp, False))
-    torch.testing.assert_close(torch.cat(parts), dense_ref(g, x).float(), rtol=1e-5, atol=1e-5)
+        p = plan.partition(r)
+        own = x[p.row_begin:p.row_end].clone().requires_grad_()
+        halo = x[torch.from_numpy(p.halo_nodes).to(device)].clone().requires_grad_()
+        out = run_step(own, halo, plan.rank_plan(r, Config(3, 2, 2)))
+        parts.append(out.detach())
+        out.backward(go[p.row_begin:p.row_end])
+        grad[p.row_begin:p.row_end] += own.grad
+        grad.index_add_(0, torch.from_numpy(p.halo_nodes).to(device), halo.grad)
+    assert_matches_reference(torch.cat(parts), g, x)
+    torch.testing.assert_close(grad.cpu(), (g.to_torch_sparse().t() @ go.cpu()), rtol=1e-4, atol=1e-4)
+
+
+def test_heavy_rows_are_cut_and_fixed_up():
+    """A hub row with far more partitions than a block holds is cut across blocks; the fixup
+    sums the pieces (here most rows are heavy)."""
+    g = Graph.from_edges(np.arange(3000) % 97, np.arange(3000) % 3, 97)
+    rp = Plan(g).rank_plan(0, Config(2, 1, 2))
+    assert rp.fixups.size(0) == 3 and rp.num_blocks > 3
+    x = torch.randn(97, 40, dtype=torch.float64)
+    for det in (False, True):
+        torch.testing.assert_close(mgg.aggregate(x, Plan(g), Config(2, 1, 2), deterministic=det), dense_reference(g, x))
+
+
+@with_devices
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_peers_op_reads_each_pes_table(device, ranks, deterministic):
+    """aggregate_peers: remote rows addressed by (owner PE, offset) in each PE's own table, as
+    under NVSHMEM; in one process the PEs' tables are slices of one tensor. Its adjoint gives
+    each table's gradient."""
+    g = random_graph(120, 2500, seed=6, weighted=True, skew=0.7)
+    dtype = torch.float64 if device == "cpu" else torch.float32
+    x = torch.randn(120, 19, dtype=dtype, device=device)
+    plan = Plan(g, ranks)
+    tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])].clone().requires_grad_() for r in range(ranks)]
+    out = torch.cat([run_peers(tables[r], tables, r, plan.rank_plan(r, Config(3, 2, 2)), "direct", deterministic)
+                     for r in range(ranks)])
+    assert_matches_reference(out, g, x)
+    go = torch.randn_like(out)
+    out.backward(go)
+    grad = torch.cat([t.grad for t in tables])
+    torch.testing.assert_close(grad.cpu().double(), g.to_torch_sparse(torch.float64).t() @ go.cpu().double(),
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_bad_input_errors():
@@ -147,44 +261,66 @@ def test_bad_input_errors():
         make_plan(g, "max")
     with pytest.raises(MggError, match="runs one rank"):
         mgg.aggregate(torch.randn(30, 4), Plan(g, 2))
-    args = list(_raw_args(g))
+    x, xr, plan, params, det = _op_args(g)
     with pytest.raises(RuntimeError, match="x must be float32, float64, float16 or bfloat16"):
-        torch.ops.mgg.aggregate(args[0].int(), args[1].int(), *args[2:])
-    bad = list(args)
-    bad[4] = args[4].clone()
-    bad[4][3] = 1000  # local_col out of range
+        torch.ops.mgg.aggregate(x.int(), xr.int(), plan, params, det)
+    bad = list(plan)
+    bad[F["local_col"]] = plan[F["local_col"]].clone()
+    bad[F["local_col"]][3] = 1000
     with pytest.raises(RuntimeError, match=r"local_col\[3\] = 1000 is outside \[0, 30\)"):
-        torch.ops.mgg.aggregate(*bad)
-    bad = list(args)
-    bad[3] = args[3].long()
-    with pytest.raises(RuntimeError, match="local_part_row must be Int"):
-        torch.ops.mgg.aggregate(*bad)
-    bad = list(args)
-    bad[2] = args[2].flip(0).contiguous()
-    with pytest.raises(RuntimeError, match="local_part_ptr must start at 0"):
-        torch.ops.mgg.aggregate(*bad)
-    bad = list(args)
-    bad[14] = 0
+        torch.ops.mgg.aggregate(x, xr, bad, params, det)
+    bad = list(plan)
+    bad[F["local_col"]] = plan[F["local_col"]].long()
+    with pytest.raises(RuntimeError, match="local_col must be Int"):
+        torch.ops.mgg.aggregate(x, xr, bad, params, det)
+    bad = list(plan)
+    bad[F["local_rowptr"]] = plan[F["local_rowptr"]].flip(0).contiguous()
+    with pytest.raises(RuntimeError, match="local_rowptr must start at 0"):
+        torch.ops.mgg.aggregate(x, xr, bad, params, det)
+    bad = list(params)
+    bad[STEP_PARAMS.index("wpb")] = 0
     with pytest.raises(RuntimeError, match="warps_per_block must be in"):
-        torch.ops.mgg.aggregate(*bad)
+        torch.ops.mgg.aggregate(x, xr, plan, bad, det)
+    with pytest.raises(RuntimeError, match="plan must list 22 tensors"):
+        torch.ops.mgg.aggregate(x, xr, plan[:11], params, det)
+    with pytest.raises(RuntimeError, match="remote_rowptr has 5 entries, expected 31"):
+        bad = list(plan)
+        bad[F["remote_rowptr"]] = torch.zeros(5, dtype=torch.long)
+        bad[F["remote_col"]] = torch.zeros(0, dtype=torch.int)
+        torch.ops.mgg.aggregate(x, xr, bad, params, det)
+    plan_f, params_f = Plan(g).rank_plan(0, Config()).op_args("cpu", transposed=False)
+    xg = torch.randn(30, 4, requires_grad=True)
+    out = torch.ops.mgg.aggregate(xg, xg.new_empty((0, 4)), plan_f, params_f, False)
+    with pytest.raises(RuntimeError, match="has no transposed step"):
+        out.sum().backward()
 
 
-def _corrupt(args, index, fn):
-    bad = list(args)
-    bad[index] = args[index].clone()
-    fn(bad[index])
+def _corrupt(plan, field, fn):
+    bad = list(plan)
+    bad[F[field]] = plan[F[field]].clone()
+    fn(bad[F[field]])
     return bad
 
 
-@pytest.mark.parametrize("index, fn, msg", [
-    (10, lambda b: b.__setitem__((0, 1), b[0, 1] + 1), r"block 0 has rows|written 2 times|outside its block"),
-    (10, lambda b: b.__setitem__((-1, 1), b[-1, 1] - 1), r"lies outside its block|is written 0 times"),
-    (10, lambda b: b.__setitem__((0, 3), b[0, 3] + 100), r"local partitions; the schedule allows 0 to"),
-    (10, lambda b: b.__setitem__((1, 2), b[1, 2] + 1), r"partitions do not follow block 0"),
-    (7, lambda r: r.__setitem__(0, 10**6), r"remote_part_row\[0\] = 1000000 is outside"),
-    (2, lambda p: p.__setitem__(3, p[2] - 1), r"local_part_ptr decreases at partition"),
+B = {name: i for i, name in enumerate(mgg.plan.BLOCK_FIELDS)}
+
+
+@pytest.mark.parametrize("field, fn, msg", [
+    ("blocks", lambda b: b.__setitem__((0, B["row_end"]), b[0, B["row_end"]] + 1),
+     r"block 0 has rows|written 2 times|lie outside its rows"),
+    ("blocks", lambda b: b.__setitem__((-1, B["row_end"]), b[-1, B["row_end"]] - 1),
+     r"lie outside its rows|is written 0 times"),
+    ("blocks", lambda b: b.__setitem__((0, B["local_end"]), b[0, B["local_end"]] + 100),
+     r"local partitions; the schedule allows 0 to"),
+    ("blocks", lambda b: b.__setitem__((1, B["local_begin"]), b[1, B["local_begin"]] + 1),
+     r"partitions do not follow block 0"),
+    ("blocks", lambda b: b.__setitem__((1, B["local_first"]), b[1, B["local_first"]] + 1),
+     r"block 1's local_first is"),
+    ("remote_col", lambda r: r.__setitem__(0, 10**6), r"remote_col\[0\] = 1000000 is outside"),
+    ("local_rowptr", lambda p: p.__setitem__(3, p[2] - 1), r"local_rowptr decreases at entry"),
+    ("fixups", lambda f: None, None),
 ])
-def test_bad_schedule_is_an_error(index, fn, msg):
+def test_bad_schedule_is_an_error(field, fn, msg):
     """A schedule that would read outside the plan or leave a row unwritten is refused."""
     g = random_graph(40, 600, seed=4)
     plan = Plan(g, 2)
@@ -192,35 +328,17 @@ def test_bad_schedule_is_an_error(index, fn, msg):
     assert rp.fixups.size(0) == 0 and rp.num_blocks > 2
     p = rp.partition
     x = torch.randn(g.num_nodes, 8)
-    args = (x[p.row_begin:p.row_end].contiguous(), x[p.halo_nodes].contiguous(), *rp.op_args(), False)
-    torch.ops.mgg.aggregate(*args)  # the plan itself is fine
+    args, params = rp.op_args("cpu")
+    own, halo = x[p.row_begin:p.row_end].contiguous(), x[torch.from_numpy(p.halo_nodes)].contiguous()
+    torch.ops.mgg.aggregate(own, halo, args, params, False)  # the plan itself is fine
+    if msg is None:  # num_slots that disagrees with the fixups
+        bad_params = list(params)
+        bad_params[STEP_PARAMS.index("num_slots")] = 3
+        with pytest.raises(RuntimeError, match="num_slots is 3 but there are no fixups"):
+            torch.ops.mgg.aggregate(own, halo, args, bad_params, False)
+        return
     with pytest.raises(RuntimeError, match=msg):
-        torch.ops.mgg.aggregate(*_corrupt(args, index, fn))
-
-
-def test_heavy_rows_are_cut_and_fixed_up():
-    """A hub row with far more partitions than a block holds is cut across blocks; the fixup
-    sums the pieces (here most rows are heavy)."""
-    g = Graph.from_edges(np.arange(3000) % 97, np.arange(3000) % 3, 97)
-    rp = Plan(g).rank_plan(0, Config(2, 1, 2))
-    assert rp.fixups.size(0) == 3 and rp.num_blocks > 3
-    x = torch.randn(97, 40, dtype=torch.float64)
-    for det in (False, True):
-        torch.testing.assert_close(mgg.aggregate(x, Plan(g), Config(2, 1, 2), deterministic=det), dense_ref(g, x))
-
-
-@pytest.mark.parametrize("ranks", [1, 2, 4])
-@pytest.mark.parametrize("deterministic", [False, True])
-def test_peers_op_reads_each_pes_table(ranks, deterministic):
-    """aggregate_peers: remote rows addressed by (owner PE, offset) in each PE's own table,
-    as under NVSHMEM; in one process the PEs' tables are slices of one tensor."""
-    g = random_graph(120, 2500, seed=6, weighted=True, skew=0.7)
-    x = torch.randn(120, 19, dtype=torch.float64)
-    plan = Plan(g, ranks)
-    tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])].contiguous() for r in range(ranks)]
-    out = torch.cat([_run_peers(tables[r], tables, r, plan.rank_plan(r, Config(3, 2, 2)), "direct", deterministic)
-                     for r in range(ranks)])
-    torch.testing.assert_close(out, dense_ref(g, x))
+        torch.ops.mgg.aggregate(own, halo, _corrupt(args, field, fn), params, False)
 
 
 def test_peers_op_bad_input():
@@ -229,15 +347,55 @@ def test_peers_op_bad_input():
     rp = plan.rank_plan(0, Config(2, 1, 2))
     x = torch.randn(50, 4)
     tables = [x[:int(plan.bounds[1])].contiguous(), x[int(plan.bounds[1]):].contiguous()]
-    with pytest.raises(RuntimeError, match="NVSHMEM get, which needs CUDA tensors"):
-        _run_peers(tables[0], tables, 0, rp, "get-warp", False)
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="NVSHMEM get, which needs CUDA tensors"):
+            run_peers(tables[0], tables, 0, rp, "get-warp")
     with pytest.raises(MggError, match="fetch must be one of"):
-        _run_peers(tables[0], tables, 0, rp, "teleport", False)
+        run_peers(tables[0], tables, 0, rp, "teleport")
     with pytest.raises(RuntimeError, match=r"my_pe 2 is outside \[0, 2\)"):
-        _run_peers(tables[0], tables, 2, rp, "direct", False)
+        run_peers(tables[0], tables, 2, rp, "direct")
     short = [tables[0], tables[1][:1]]  # PE 1's table lacks rows the plan reads
     if rp.partition.remote_offset.max() > 0:
-        with pytest.raises(RuntimeError, match=r"remote_offset\[\d+\] = \d+ is outside \[0, 1\) of PE 1"):
-            _run_peers(tables[0], short, 0, rp, "direct", False)
+        with pytest.raises(RuntimeError, match=r"remote_col\[\d+\] = \d+ is outside \[0, 1\) of PE 1"):
+            run_peers(tables[0], short, 0, rp, "direct")
     with pytest.raises(RuntimeError, match=r"peers\[1\] must be 2-D with the same dim"):
-        _run_peers(tables[0], [tables[0], tables[1][:, :2].contiguous()], 0, rp, "direct", False)
+        run_peers(tables[0], [tables[0], tables[1][:, :2].contiguous()], 0, rp, "direct")
+
+
+def _edge_storages(plan: Plan, device) -> dict:
+    """Distinct storages of the plans' edge arrays (col, weight) on a device, per step."""
+    seen = {}
+    for rp in list(plan._plans.values()):
+        args, _ = rp.op_args(device, transposed=True)
+        for step, base in (("forward", 0), ("transposed", len(STEP_FIELDS))):
+            for name in ("local_col", "local_weight", "remote_col", "remote_weight"):
+                t = args[base + F[name]]
+                if t is not None:
+                    seen.setdefault(f"{step} {name}", set()).add(t.untyped_storage().data_ptr())
+    return seen
+
+
+@with_devices
+def test_configs_share_one_copy_of_the_edges(device):
+    """Trying 20 configs (as the tuner does) keeps one device copy of the partition's edge
+    arrays; per config only the O(blocks) schedule is new, and old plans are evicted."""
+    g = random_graph(3000, 60000, seed=1, weighted=True, skew=0.5)
+    plan = Plan(g)
+    x = torch.randn(3000, 32, device=device, requires_grad=True)
+    configs = [Config(ps, d, w) for ps in (1, 4, 16, 32) for d in (1, 4) for w in (1, 4, 8)][:20]
+    mgg.aggregate(x, plan, configs[0]).sum().backward()
+    if device == "cuda":
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+    for c in configs[1:]:
+        mgg.aggregate(x, plan, c).sum().backward()
+    storages = _edge_storages(plan, device)
+    assert {k: len(v) for k, v in storages.items()} == {
+        "forward local_col": 1, "forward local_weight": 1, "transposed local_col": 1, "transposed local_weight": 1}
+    assert len(plan._plans) <= plan.max_cached_plans
+    if device == "cuda":  # what grew is the cached plans' schedules, not copies of the edges
+        torch.cuda.synchronize()
+        schedules = sum((t.numel() * 8) for rp in plan._plans.values()
+                        for t in (rp.blocks, rp.fixups, rp.schedule_t.blocks, rp.schedule_t.fixups))
+        grown = torch.cuda.memory_allocated() - base
+        assert grown <= schedules + (1 << 20), f"device memory grew by {grown} bytes; schedules hold {schedules}"

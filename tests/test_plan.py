@@ -2,13 +2,14 @@
 address translation, neighbor partitions and the block schedule."""
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mgg import Config, Plan, PlanError, split_ranges
 from mgg.graph import Graph
-from mgg.plan import block_row_cap, block_schedule, neighbor_partitions
+from mgg.plan import BLOCK_FIELDS, STEP_FIELDS, STEP_PARAMS
 
 
 @st.composite
@@ -43,8 +44,18 @@ def test_split_balance(g, p):
         assert edges.max() <= per + maxdeg
 
 
+def partitions_of(rowptr: np.ndarray, ps: int) -> tuple[np.ndarray, np.ndarray]:
+    """An independent statement of the partitions the schedule implies: (row, first edge) of each
+    partition in order, ps edges each (ps = 0: one per non-empty row)."""
+    deg = np.diff(rowptr)
+    n = (deg > 0).astype(np.int64) if ps == 0 else -(-deg // ps)
+    row = np.repeat(np.arange(deg.size), n)
+    j = np.arange(row.size) - np.repeat(np.cumsum(n) - n, n)
+    return row, rowptr[row] + j * (ps if ps else 0)
+
+
 @settings(max_examples=150, deadline=None)
-@given(g=graphs(), p=st.integers(1, 6), ps=st.integers(1, 32), dist=st.integers(1, 16), wpb=st.integers(1, 4))
+@given(g=graphs(), p=st.integers(1, 6), ps=st.integers(0, 32), dist=st.integers(1, 16), wpb=st.integers(1, 4))
 def test_plan_covers_every_edge_once(g, p, ps, dist, wpb):
     p = min(p, g.num_nodes)
     plan = Plan(g, p)
@@ -54,76 +65,90 @@ def test_plan_covers_every_edge_once(g, p, ps, dist, wpb):
         part = rp.partition
         lo, hi = part.row_begin, part.row_end
         # local: rebased ids inside the range
-        lrows = np.repeat(np.arange(lo, hi), np.diff(part.local_rowptr.numpy()))
-        lcol = part.local_col.numpy().astype(np.int64)
+        lrows = np.repeat(np.arange(lo, hi), np.diff(part.local.rowptr))
+        lcol = part.local.col.astype(np.int64)
         assert np.all((lcol >= 0) & (lcol < hi - lo))
         seen.append(np.stack([lrows, lcol + lo], 1))
-        # remote: owner and offset translate to the global id; halo slot agrees
-        rrows = np.repeat(np.arange(lo, hi), np.diff(part.remote_rowptr.numpy()))
-        pe, off = part.remote_pe.numpy(), part.remote_offset.numpy()
+        # remote: owner and offset translate to the global id; halo slot and halo owner agree
+        rrows = np.repeat(np.arange(lo, hi), np.diff(part.remote.rowptr))
+        pe, off = part.remote_pe, part.remote_offset
         glob = plan.bounds[pe] + off
         assert np.all(pe != r) and np.all((off >= 0) & (glob < plan.bounds[pe + 1]))
-        assert np.array_equal(part.halo_nodes.numpy()[part.remote_col.numpy()], glob)
-        assert np.all(np.diff(part.halo_nodes.numpy()) > 0)
+        assert np.array_equal(part.halo_nodes[part.remote.col], glob)
+        assert np.all(np.diff(part.halo_nodes) > 0)
+        assert np.array_equal(plan.bounds[part.halo_pe] + part.halo_offset, part.halo_nodes)
         seen.append(np.stack([rrows, glob], 1))
         # weights follow their edges
         if g.weight is not None:
             a = g.to_scipy()
-            ws = np.concatenate([part.local_weight.numpy(), part.remote_weight.numpy()])
+            ws = np.concatenate([part.local.weight, part.remote.weight])
             assert np.isclose(ws.sum(), a[lo:hi].sum(), rtol=1e-5, atol=1e-5)
-        # partitions: in row order, at most ps edges, exact cover of the part's edges
-        for ptr, row, rowptr in ((rp.local_part_ptr, rp.local_part_row, part.local_rowptr),
-                                 (rp.remote_part_ptr, rp.remote_part_row, part.remote_rowptr)):
-            ptr, row, rowptr = ptr.numpy(), row.numpy(), rowptr.numpy()
-            sizes = np.diff(ptr)
-            assert np.all(sizes >= 1) and np.all(sizes <= ps)
-            assert ptr[0] == 0 and ptr[-1] == rowptr[-1]
-            assert np.all(np.diff(row) >= 0)
-            assert np.all(ptr[:-1] >= rowptr[row]) and np.all(ptr[1:] <= rowptr[row + 1])
         check_block_schedule(rp)
+        check_transposed(part)
     got = np.concatenate(seen) if seen else np.zeros((0, 2))
     want = np.stack([g.rows().numpy(), g.col.numpy()], 1)
     key = lambda a: a[np.lexsort((a[:, 1], a[:, 0]))]  # noqa: E731
     assert np.array_equal(key(got), key(want))
 
 
+def check_transposed(part):
+    """The backward's step is the transpose of [local | remote] (remote sources after the rows)."""
+    n, h = part.num_rows, part.num_halo
+    def dense(c, cols):
+        w = c.weight if c.weight is not None else np.ones(c.num_edges, np.float32)
+        return sp.csr_matrix((w, c.col, c.rowptr), shape=(c.num_rows, cols)).toarray()
+    fwd = np.hstack([dense(part.local, n), dense(part.remote, h)]) if h else dense(part.local, n)
+    t = part.transposed
+    assert t.num_rows == n + h
+    assert np.allclose(dense(t, n), fwd.T)
+
+
 def check_block_schedule(rp):
-    """The invariants the kernels rely on (csrc/kernels/aggregate_core.h): blocks tile each
-    part's partitions in order, hold at most wpb*dist of each and 2*wpb rows, every partition's
-    row is in its block, every output row is written once (by a block or by one fixup), and a
-    row is cut across blocks only when it does not fit one."""
+    """The invariants the kernels rely on (csrc/core/schedule.h): blocks tile each part's
+    partitions in order, hold at most wpb*dist of each and 2*wpb rows, each block's first-partition
+    fields point at its first row's first partition, every partition's row is in its block, every
+    output row is written once (by a block or by one fixup), and a row is cut across blocks only
+    when it does not fit one."""
     c = rp.config
     b, f = rp.blocks.numpy(), rp.fixups.numpy()
-    cap, row_cap = c.wpb * c.dist, block_row_cap(c.wpb)
-    assert b.shape[1] == 7 and f.shape[1] == 3
-    for lo, hi, rows in ((2, 3, rp.local_part_row.numpy()), (4, 5, rp.remote_part_row.numpy())):
+    B = {name: i for i, name in enumerate(BLOCK_FIELDS)}
+    cap, row_cap = c.wpb * c.dist, 2 * c.wpb  # eq. 1's 2 * wpb partial rows
+    assert b.shape[1] == len(BLOCK_FIELDS) == 9 and f.shape[1] == 3
+    counts = {}
+    for part, csr in (("local", rp.partition.local), ("remote", rp.partition.remote)):
+        rows, _ = partitions_of(csr.rowptr, c.ps)
+        counts[part] = np.bincount(rows, minlength=rp.num_rows)
+        lo, hi, first = B[f"{part}_begin"], B[f"{part}_end"], B[f"{part}_first"]
         assert np.array_equal(b[1:, lo], b[:-1, hi]) and (b.size == 0 or (b[0, lo] == 0 and b[-1, hi] == rows.size))
         n = b[:, hi] - b[:, lo]
         assert np.all((n >= 0) & (n <= cap))
         blk = np.repeat(np.arange(len(b)), n)
         assert np.all((rows >= b[blk, 0]) & (rows < b[blk, 1]))
+        prefix = np.concatenate([[0], np.cumsum(counts[part])])
+        assert np.array_equal(b[:, first], prefix[b[:, B["row_begin"]]])
     nrows = b[:, 1] - b[:, 0]
     assert np.all((nrows >= 1) & (nrows <= row_cap))
-    direct = b[:, 6] < 0
+    direct = b[:, B["scratch"]] < 0
     written = np.concatenate([np.arange(s, e) for s, e in b[direct, :2]] + [f[:, 0], np.zeros(0, np.int64)])
     assert np.array_equal(np.sort(written), np.arange(rp.num_rows))
     # scratch blocks: one row each; the slots of fixup h are [begin, end), in order, used once
     assert np.all(nrows[~direct] == 1)
-    assert np.array_equal(np.sort(b[~direct, 6]), np.arange(f[-1, 2] if len(f) else 0))
+    assert np.array_equal(np.sort(b[~direct, B["scratch"]]), np.arange(f[-1, 2] if len(f) else 0))
+    assert rp.schedule.num_slots == (f[-1, 2] if len(f) else 0)
     for row, s0, s1 in f:
-        owners = b[(b[:, 6] >= s0) & (b[:, 6] < s1)]
+        owners = b[(b[:, B["scratch"]] >= s0) & (b[:, B["scratch"]] < s1)]
         assert np.all(owners[:, 0] == row) and len(owners) == s1 - s0 >= 2
-        nl, nr = (np.sum(rp.local_part_row.numpy() == row), np.sum(rp.remote_part_row.numpy() == row))
-        assert max(nl, nr) > cap  # only rows that do not fit one block are cut
+        assert max(counts["local"][row], counts["remote"][row]) > cap  # only rows that do not fit one block are cut
 
 
 def test_block_schedule_example():
-    # rows: 0 has 5 local partitions (heavy for cap 2), 1 empty, 2 and 3 one local + one remote
-    lrow = torch.tensor([0, 0, 0, 0, 0, 2, 3], dtype=torch.int32)
-    rrow = torch.tensor([2, 3], dtype=torch.int32)
-    blocks, fixups = block_schedule(lrow, rrow, 4, dist=2, wpb=1)
-    assert blocks.tolist() == [[0, 1, 0, 1, 0, 0, 0], [0, 1, 1, 3, 0, 0, 1], [0, 1, 3, 5, 0, 0, 2],
-                               [1, 3, 5, 6, 0, 1, -1], [3, 4, 6, 7, 1, 2, -1]]
+    # rows: 0 has 9 local edges (5 partitions of ps 2: heavy for cap 2), 1 empty, 2 and 3 one
+    # local + one remote edge
+    local = torch.tensor([0, 9, 9, 10, 11])
+    remote = torch.tensor([0, 0, 0, 1, 2])
+    blocks, fixups = torch.ops.mgg.block_schedule(local, remote, 2, 2, 1)
+    assert blocks.tolist() == [[0, 1, 0, 1, 0, 0, 0, 0, 0], [0, 1, 1, 3, 0, 0, 1, 0, 0], [0, 1, 3, 5, 0, 0, 2, 0, 0],
+                               [1, 3, 5, 6, 0, 1, -1, 5, 0], [3, 4, 6, 7, 1, 2, -1, 6, 1]]
     assert fixups.tolist() == [[0, 0, 3]]
 
 
@@ -131,17 +156,13 @@ def test_ablation_switches():
     g = Graph.from_edges(np.arange(40) % 7, np.arange(40) // 10, 7)  # rows 0..3 with 10 neighbors
     plan = Plan(g, 2)
     off = plan.rank_plan(0, Config(ps=0, dist=2, wpb=1))
-    assert off.local_part_row.numel() + off.remote_part_row.numel() <= 2 * off.num_rows
-    assert np.all(np.diff(off.local_part_row.numpy()) > 0)  # one partition per row
+    rows, _ = partitions_of(off.partition.local.rowptr, 0)
+    assert np.all(np.diff(rows) > 0)  # one partition per row
     check_block_schedule(off)
     contiguous = plan.rank_plan(0, Config(ps=2, dist=2, wpb=1, interleave=False))
     check_block_schedule(contiguous)
-    assert contiguous.op_args()[-1] is False  # the kernel's interleave switch
-
-
-def test_partition_example():
-    ptr, row = neighbor_partitions(Graph.from_csr([0, 5, 5, 7], [0] * 7).rowptr, 2)
-    assert ptr.tolist() == [0, 2, 4, 5, 7] and row.tolist() == [0, 0, 0, 2]
+    _, params = contiguous.op_args("cpu")
+    assert params[STEP_PARAMS.index("interleave")] == 0  # the kernel's interleave switch
 
 
 @pytest.mark.parametrize("kw, msg", [(dict(ps=-1), "ps must be an integer in \\[1, 32\\] or 0"),
@@ -152,10 +173,21 @@ def test_config_validation(kw, msg):
         Config(**kw)
 
 
-def test_transposed_plan():
+def test_limits_come_from_the_extension():
+    """The planner's ranges are the launcher's (defined once in csrc/core/limits.h)."""
+    from mgg import _C
+    from mgg.plan import DIST_RANGE, PS_RANGE, WPB_RANGE
+
+    assert (PS_RANGE, DIST_RANGE, WPB_RANGE) == tuple(tuple(_C.limits[k]) for k in ("ps", "dist", "wpb"))
+    assert BLOCK_FIELDS == tuple(_C.BLOCK_FIELDS) and len(STEP_FIELDS) == 11 and len(STEP_PARAMS) == 6
+    shape = _C.launch_shape(2100, 16, 32, 4, False, True, 100 * 1024)
+    assert 32 <= shape["tile"] < 256 and shape["smem"] <= 100 * 1024 and shape["threads"] == 512
+    assert _C.launch_shape(2100, 16, 32, 4, False, True, 1024)["tile"] == 0
+
+
+def test_transposed_step_of_a_symmetric_graph_is_shared():
     g = Graph.from_edges([0, 0, 1], [1, 2, 2], 3)
-    plan = Plan(g)
-    assert plan.transposed is not plan
-    assert (plan.transposed.graph.to_scipy() != g.to_scipy().T).nnz == 0
-    sym = Plan(Graph.from_edges([0, 1], [1, 0], 2))
-    assert sym.transposed is sym
+    p = Plan(g).partition(0)
+    assert p.transposed is not p.local
+    sym = Plan(Graph.from_edges([0, 1], [1, 0], 2)).partition(0)
+    assert sym.transposed is sym.local

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from mgg import Config, Plan
+from mgg import Config
 from mgg.runtime import ConfigCache, DeviceLimits, MggSearch, feasible, grid, resources
 from mgg.runtime.cache import cache_key
 from mgg.runtime.model import DIST_STEPS, PS_STEPS, WPB_STEPS
@@ -69,13 +69,20 @@ def test_search_follows_mgg_order():
 def test_resource_model():
     r = resources(Config(4, 2, 8), 64, num_local_parts=100, num_remote_parts=37)
     assert r["wpw"] == 2 * 4 * 64 * 2
-    assert r["smem"] == 4 * 8 * 4 + 2 * 8 * 64 * 4
+    assert r["smem"] == 4 * 8 * 4 + 2 * 8 * 64 * 4  # MGG eq. 1
     assert r["num_warps"] == 50 and r["num_blocks"] == 7
-    small = DeviceLimits(smem_per_block_optin=16 * 1024, smem_per_sm=16 * 1024)
-    assert feasible(Config(1, 1, 1), 64, small)
-    assert not feasible(Config(1, 1, 16), 256, small)  # 2*16*256*4 = 32 KB > 16 KB
+    assert r["tile"] == 64 and r["smem_kernel"] == 2 * 8 * 64 * 4  # the launcher's: partial rows over a tile
+    # D=256 at wpb 16 needs 32 KB at the widest tile; the kernel narrows its tile to fit 16 KB
+    small = DeviceLimits(smem_per_block_optin=16 * 1024, smem_per_sm=16 * 1024, static_smem=0)
+    r = resources(Config(1, 1, 16), 256, limits=small)
+    assert r["tile"] < 256 and r["smem_kernel"] <= 16 * 1024 and feasible(Config(1, 1, 16), 256, small)
+    # landing buffers of NVSHMEM gets count too
+    assert resources(Config(32, 1, 8), 256, get=True, limits=small)["smem_kernel"] <= 16 * 1024
+    tiny = DeviceLimits(smem_per_block_optin=2 * 1024, smem_per_sm=2 * 1024, static_smem=0)
+    assert feasible(Config(1, 1, 1), 64, tiny)
+    assert not feasible(Config(1, 1, 16), 256, tiny)  # 2*16*32*4 = 4 KB even at 32 columns
     assert len(grid(64, DeviceLimits())) == len(LATTICE)
-    assert len(grid(256, small)) < len(LATTICE)
+    assert len(grid(256, tiny)) < len(LATTICE)
 
 
 def test_cache_round_trip_and_second_run_starts_tuned(tmp_path):
@@ -105,10 +112,9 @@ def test_corrupt_or_foreign_cache_is_ignored_with_warning(tmp_path, content):
 
 
 def test_online_tuning_in_a_layer_is_correct_at_every_iteration(tmp_path):
-    from conftest import random_graph
-
     from mgg.nn import GCNConv
     from mgg.runtime.online import OnlineTuner
+    from mgg.testing import random_graph
 
     g = random_graph(400, 6000, seed=4)
     conv = GCNConv(8, 8, autotune=True)
@@ -139,4 +145,4 @@ def test_tune_cli(tmp_path):
     assert len(csvs) == 1 and len(pngs) == 1
     lines = csvs[0].read_text().splitlines()
     assert lines[0] == "kind,iteration,ps,dist,wpb,latency_ms"
-    assert sum(l.startswith("grid") for l in lines) == len(LATTICE)
+    assert sum(line.startswith("grid") for line in lines) == len(LATTICE)

@@ -27,8 +27,8 @@ std::vector<uint8_t> unique_id() {
 
 void init(const std::vector<uint8_t>& uid_bytes, int rank, int world_size) {
   nvshmemx_uniqueid_t uid = NVSHMEMX_UNIQUEID_INITIALIZER;
-  TORCH_CHECK(uid_bytes.size() == sizeof(uid), "mgg.nvshmem: unique id has ", uid_bytes.size(),
-              " bytes, expected ", sizeof(uid), " (ranks built against different NVSHMEM versions?)");
+  TORCH_CHECK(uid_bytes.size() == sizeof(uid), "mgg.nvshmem: unique id has ", uid_bytes.size(), " bytes, expected ",
+              sizeof(uid), " (ranks built against different NVSHMEM versions?)");
   std::memcpy(&uid, uid_bytes.data(), sizeof(uid));
   nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
   TORCH_CHECK(nvshmemx_set_attr_uniqueid_args(rank, world_size, &uid, &attr) == 0,
@@ -38,10 +38,11 @@ void init(const std::vector<uint8_t>& uid_bytes, int rank, int world_size) {
   nvshmemi_version_t version = {NVSHMEM_VENDOR_MAJOR_VERSION, NVSHMEM_VENDOR_MINOR_VERSION,
                                 NVSHMEM_VENDOR_PATCH_VERSION};
   int provided = 0;
-  const int status = nvshmemi_init_thread(NVSHMEM_THREAD_SERIALIZED, &provided, NVSHMEMX_INIT_WITH_UNIQUEID, &attr,
-                                          version);
+  const int status =
+      nvshmemi_init_thread(NVSHMEM_THREAD_SERIALIZED, &provided, NVSHMEMX_INIT_WITH_UNIQUEID, &attr, version);
   TORCH_CHECK(status == 0, "mgg.nvshmem: NVSHMEM failed to start (status ", status, ") on rank ", rank, " of ",
-              world_size, ": no peer access between the GPUs, an NVSHMEM version mismatch between ranks, or a "
+              world_size,
+              ": no peer access between the GPUs, an NVSHMEM version mismatch between ranks, or a "
               "symmetric heap larger than the GPU allows (NVSHMEM_SYMMETRIC_SIZE); NVSHMEM_DEBUG=INFO tells which. "
               "The halo backend (--backend halo) needs none of these.");
 }
@@ -74,8 +75,13 @@ std::optional<at::Tensor> peer_tensor(const at::Tensor& t, int pe) {
   return at::from_blob(p, t.sizes(), t.options());
 }
 
-bool is_symmetric(int64_t ptr) {
-  return initialized() && nvshmem_ptr(reinterpret_cast<void*>(ptr), nvshmem_my_pe()) != nullptr;
+bool is_symmetric(const void* ptr) { return initialized() && nvshmem_ptr(ptr, nvshmem_my_pe()) != nullptr; }
+
+bool reachable_by_loads(const void* ptr) {
+  for (int pe = 0; pe < n_pes(); ++pe) {
+    if (nvshmem_ptr(ptr, pe) == nullptr) return false;
+  }
+  return true;
 }
 
 void barrier_all_on_stream() { nvshmemx_barrier_all_on_stream(at::cuda::getCurrentCUDAStream().stream()); }

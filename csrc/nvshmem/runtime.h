@@ -23,6 +23,8 @@ void free_tensor(const at::Tensor& t);
 // PE pe's copy of a symmetric tensor, loadable from this device (nvshmem_ptr), or nullopt
 // where the peer is not reachable by loads (another node).
 std::optional<at::Tensor> peer_tensor(const at::Tensor& t, int pe);
-bool is_symmetric(int64_t ptr);
+bool is_symmetric(const void* ptr);
+// Every PE's copy of the symmetric object at ptr is reachable by loads from this device.
+bool reachable_by_loads(const void* ptr);
 void barrier_all_on_stream();
 }  // namespace mgg::shmem

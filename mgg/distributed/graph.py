@@ -5,21 +5,22 @@ peers' rows through the backend:
 - `nvshmem` (MGG's path): embeddings in NVSHMEM symmetric memory, the fused kernel reads peers'
   rows by NVSHMEM get or peer loads (nvshmem.py);
 - `halo`: a sparsity-aware all-to-all over torch.distributed (NCCL or gloo) brings each rank
-  exactly the peer rows its plan reads, then the same kernel runs on the halo buffer.
+  exactly the peer rows its plan reads, then the same op runs on the halo buffer. The op's own
+  autograd gives the gradients of the rank's rows and of the halo rows; the exchange's adjoint
+  returns the halo rows' gradients to their owners.
 
 The same model code runs on both."""
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable
 
 import numpy as np
-
 import torch
 import torch.distributed as dist
 
 from ..errors import MggError
 from ..graph import Graph
-from ..ops import _run, check_fetch
+from ..ops import check_fetch, run_step
 from ..plan import Config, Plan
 from . import nvshmem
 from .halo import HaloExchange
@@ -28,45 +29,30 @@ BACKENDS = ("halo", "nvshmem")
 
 
 class DistPlan:
-    """One normalised graph over the group: this rank's forward plan and the transposed plan for
-    the backward pass, each with its halo exchange."""
+    """One normalised graph over the group: this rank's plan and what its backend needs."""
 
     def __init__(self, graph: Graph, rank: int, bounds, group=None, backend: str = "halo", fetch: str = "get-warp"):
         self.rank, self.world, self.group = rank, len(bounds) - 1, group
         self.backend, self.fetch = backend, fetch
         self.plan = Plan(graph, bounds=bounds)  # the ranges of the DistGraph, whatever the normalisation
-        self.plan_t = self.plan.transposed
         self.range_rows = [int(b) for b in np.diff(bounds)]
         if backend == "halo":
             self.exchange = HaloExchange(self.plan.partition(rank), group)
-            self.exchange_t = self.exchange if self.plan_t is self.plan else HaloExchange(self.plan_t.partition(rank), group)
+        else:  # the fused kernel's adjoint reads peers' gradients through the transposed graph's plan
+            self.plan_t = self.plan if graph.symmetric else Plan(graph.transpose(), bounds=bounds)
 
     def aggregate(self, x_own: torch.Tensor, config: Config, deterministic: bool = False) -> torch.Tensor:
+        """This rank's output rows, differentiable in x_own (this rank's rows)."""
         p = self.plan.partition(self.rank)
         if x_own.dim() != 2 or x_own.size(0) != p.num_rows:
             raise MggError(f"rank {self.rank}: x has {tuple(x_own.shape)} rows but owns {p.num_rows} nodes "
                            f"[{p.row_begin}, {p.row_end})")
-        return _DistAggregate.apply(x_own.contiguous(), self, config, deterministic)
-
-    def _apply(self, x_own: torch.Tensor, transposed: bool, config: Config, deterministic: bool) -> torch.Tensor:
-        """One direction of the aggregation on this rank: the forward plan, or the transposed
-        plan for the backward pass (which reads peers' gradients of the rows ours feed)."""
-        plan = (self.plan_t if transposed else self.plan).rank_plan(self.rank, config)
+        x_own = x_own.contiguous()
+        rp = self.plan.rank_plan(self.rank, config)
         if self.backend == "nvshmem":
-            return nvshmem.aggregate(x_own, plan, self.range_rows, self.fetch, deterministic)
-        exchange = self.exchange_t if transposed else self.exchange
-        return _run(x_own, exchange(x_own), plan, deterministic)
-
-
-class _DistAggregate(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x_own, dp: DistPlan, config: Config, deterministic: bool):
-        ctx.dp, ctx.config, ctx.deterministic = dp, config, deterministic
-        return dp._apply(x_own, False, config, deterministic)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return ctx.dp._apply(grad.contiguous(), True, ctx.config, ctx.deterministic), None, None, None
+            return nvshmem.aggregate(x_own, rp, self.plan_t.rank_plan(self.rank, config), self.range_rows, self.fetch,
+                                     deterministic)
+        return run_step(x_own, self.exchange(x_own), rp, deterministic)
 
 
 class DistGraph:
@@ -93,6 +79,7 @@ class DistGraph:
         return t[self.row_begin:self.row_end]
 
     def plan_for(self, tag: str, make: Callable[[Graph], Graph]) -> DistPlan:
+        """The DistPlan of make(graph) (a layer's normalisation), built once per tag."""
         if tag not in self._plans:
             self._plans[tag] = DistPlan(make(self.graph), self.rank, self.bounds, self.group, self.backend, self.fetch)
         return self._plans[tag]

@@ -1,5 +1,6 @@
 """The halo exchange of the `halo` backend: each rank receives exactly the peer rows its plan
-reads (sparsity-aware all-to-all), in the order of its halo list."""
+reads (sparsity-aware all-to-all), in the order of its halo list. Differentiable: the adjoint
+sends each halo row's gradient back to its owner, which adds it to the row it sent."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,28 +16,66 @@ class HaloExchange:
     def __init__(self, part: RankPartition, group=None):
         self.group = group
         world = part.num_ranks
-        owners = part.halo_owner().numpy()
-        self.recv_counts = np.bincount(owners, minlength=world).tolist()
+        self.recv_counts = np.bincount(part.halo_pe, minlength=world).tolist()
         # tell each owner which of its rows we need (global ids), learn which rows peers need
         req_counts = torch.tensor(self.recv_counts, dtype=torch.int64)
         send_counts = torch.empty_like(req_counts)
         dist.all_to_all_single(send_counts, req_counts, group=group)
         self.send_counts = send_counts.tolist()
         requested = torch.empty(sum(self.send_counts), dtype=torch.int64)
-        dist.all_to_all_single(requested, part.halo_nodes.clone(), self.send_counts, self.recv_counts, group=group)
+        dist.all_to_all_single(requested, torch.from_numpy(part.halo_nodes.copy()), self.send_counts,
+                               self.recv_counts, group=group)
         self.send_index = requested - part.row_begin  # rows of ours, as offsets into our range
         if self.send_index.numel() and (int(self.send_index.min()) < 0 or int(self.send_index.max()) >= part.num_rows):
             raise RuntimeError("mgg.distributed: a peer requested rows outside this rank's range "
                                "(ranks built plans from different graphs?)")
-        self.num_halo = part.halo_nodes.numel()
+        self.num_halo = part.num_halo
+        self._devices: dict = {}
 
-    def __call__(self, x_own: torch.Tensor) -> torch.Tensor:
-        """x_own [own rows, D] -> the halo rows [num_halo, D] from their owners. Over gloo
-        (several ranks sharing a GPU, or the CPU), CUDA rows travel through host memory."""
-        send = x_own.index_select(0, self.send_index.to(x_own.device)).contiguous()
-        staged = x_own.is_cuda and dist.get_backend(self.group) == "gloo"
+    def _index(self, device) -> torch.Tensor:
+        key = str(device)
+        if key not in self._devices:
+            self._devices[key] = self.send_index.to(device)
+        return self._devices[key]
+
+    def _all_to_all(self, send: torch.Tensor, rows: int, out_counts: list, in_counts: list) -> torch.Tensor:
+        """Rows to each peer (grouped in rank order) -> rows from each peer. Over gloo (several
+        ranks sharing a GPU, or the CPU), CUDA rows travel through host memory."""
+        staged = send.is_cuda and dist.get_backend(self.group) == "gloo"
+        device = send.device
         if staged:
             send = send.cpu()
-        recv = send.new_empty((self.num_halo, x_own.size(1)))
-        dist.all_to_all_single(recv, send, self.recv_counts, self.send_counts, group=self.group)
-        return recv.to(x_own.device, non_blocking=True) if staged else recv
+        recv = send.new_empty((rows, send.size(1)))
+        dist.all_to_all_single(recv, send.contiguous(), in_counts, out_counts, group=self.group)
+        return recv.to(device, non_blocking=True) if staged else recv
+
+    def forward(self, x_own: torch.Tensor) -> torch.Tensor:
+        """x_own [own rows, D] -> the halo rows [num_halo, D] from their owners."""
+        send = x_own.index_select(0, self._index(x_own.device))
+        return self._all_to_all(send, self.num_halo, self.send_counts, self.recv_counts)
+
+    def backward(self, grad_halo: torch.Tensor, rows: int) -> torch.Tensor:
+        """The adjoint: each halo row's gradient goes back to its owner, which adds the gradients
+        of the rows it sent, peer by peer in rank order (each peer's rows are distinct, so the
+        result does not depend on scheduling)."""
+        back = self._all_to_all(grad_halo, int(self.send_index.numel()), self.recv_counts, self.send_counts)
+        grad = grad_halo.new_zeros((rows, grad_halo.size(1)))
+        index, start = self._index(grad.device), 0
+        for n in self.send_counts:
+            grad.index_add_(0, index[start:start + n], back[start:start + n])
+            start += n
+        return grad
+
+    def __call__(self, x_own: torch.Tensor) -> torch.Tensor:
+        return _Exchange.apply(x_own, self)
+
+
+class _Exchange(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x_own, exchange: HaloExchange):
+        ctx.exchange, ctx.rows = exchange, x_own.size(0)
+        return exchange.forward(x_own)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.exchange.backward(grad.contiguous(), ctx.rows), None

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from ..errors import MggError
-from ..ops import _run_peers
+from ..ops import run_peers
 from ..plan import RankPlan
 
 
@@ -125,15 +125,14 @@ class _Table:
         self.reachable = all(v is not None for v in views)
         # unreachable peers (another node) keep a placeholder of the right shape for the bounds
         # checks: gets address them through this PE's symmetric address
-        self.peers = [(v if v is not None else self.table)[:n] for v, n in zip(views, range_rows)]
+        self.peers = [(v if v is not None else self.table)[:n] for v, n in zip(views, range_rows, strict=True)]
         self.own = self.table[:range_rows[me]]
 
 
-def aggregate(x_own: torch.Tensor, plan: RankPlan, range_rows: list[int], fetch: str,
-              deterministic: bool) -> torch.Tensor:
-    """One rank's aggregation of one layer over the symmetric tables (not differentiable by
-    itself; see graph._DistAggregate): write this rank's rows into the next table, barrier,
-    then the kernel reads its own rows and peers' rows from their tables."""
+def _pull(x_own: torch.Tensor, plan: RankPlan, range_rows: list[int], fetch: str,
+          deterministic: bool) -> torch.Tensor:
+    """One aggregation over the symmetric tables: write this rank's rows into the next table,
+    barrier, then the kernel reads its own rows and peers' rows from their tables."""
     rt = runtime()
     t = rt.next_table(x_own.size(1), x_own.dtype, range_rows)
     if fetch == "direct" and not t.reachable:
@@ -141,4 +140,36 @@ def aggregate(x_own: torch.Tensor, plan: RankPlan, range_rows: list[int], fetch:
                        "use fetch 'get-warp'")
     t.own.copy_(x_own)
     rt.lib.barrier_all_on_stream()  # every PE's rows of this layer are written before any PE reads
-    return _run_peers(t.own, t.peers, rt.lib.my_pe(), plan, fetch, deterministic)
+    return run_peers(t.own, t.peers, rt.lib.my_pe(), plan, fetch, deterministic)
+
+
+class _Aggregate(torch.autograd.Function):
+    """The fused kernel reads peers' rows itself, so the communication is inside the kernel and so
+    is its adjoint: the backward is the same pull over the transposed graph's plan, reading
+    peers' gradient rows (MGG's design applied to the backward pass)."""
+
+    @staticmethod
+    def forward(ctx, x_own, plan, plan_t, range_rows, fetch, deterministic):
+        ctx.args = (plan_t, range_rows, fetch, deterministic)
+        return _pull(x_own, plan, range_rows, fetch, deterministic)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _pull(grad.contiguous(), *ctx.args), None, None, None, None, None
+
+
+def aggregate(x_own: torch.Tensor, plan: RankPlan, plan_t: RankPlan, range_rows: list[int], fetch: str,
+              deterministic: bool) -> torch.Tensor:
+    """One rank's aggregation of one layer over the symmetric tables, differentiable in x_own.
+
+    Args:
+        x_own: this rank's rows [rows, D].
+        plan: this rank's plan of the graph; plan_t: of the transposed graph (the backward's).
+        range_rows: every rank's row count.
+        fetch: how peers' rows are read (mgg._C.FETCH).
+        deterministic: bit-identical results from run to run.
+
+    Returns:
+        [rows, D], this rank's output rows.
+    """
+    return _Aggregate.apply(x_own, plan, plan_t, range_rows, fetch, deterministic)

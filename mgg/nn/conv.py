@@ -1,5 +1,6 @@
 """GCNConv and GINConv with PyG's constructors, forward signatures and state_dict layout,
-aggregating through mgg.aggregate."""
+aggregating through mgg's op. Arguments PyG's MessagePassing takes are implemented (flow, aggr
+where the reduction is a sum or mean, node_dim for 2-D features, cached) or refused with one line."""
 from __future__ import annotations
 
 import math
@@ -8,9 +9,9 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ..ops import aggregate
+from ..errors import MggError
 from ..plan import Config
-from .graph_cache import cached_plan
+from .graph_cache import cached_plan, run_plan
 
 
 def _glorot(w: torch.Tensor):
@@ -19,10 +20,30 @@ def _glorot(w: torch.Tensor):
         w.uniform_(-a, a)
 
 
-class _Aggregating(nn.Module):
-    """What both layers share: the plan config, the optional autotuner, deterministic mode."""
+FLOWS = ("source_to_target", "target_to_source")
 
-    def _setup(self, config: Optional[Config], autotune: bool, deterministic: bool):
+
+class _Aggregating(nn.Module):
+    """What the layers share: PyG's MessagePassing arguments, the plan config, the optional
+    autotuner, deterministic mode."""
+
+    def _setup(self, config: Optional[Config], autotune: bool, deterministic: bool, kwargs: dict,
+               aggregations: tuple, default_aggr: str):
+        name = type(self).__name__
+        self.aggr = kwargs.pop("aggr", default_aggr)
+        self.flow = kwargs.pop("flow", "source_to_target")
+        self.node_dim = kwargs.pop("node_dim", -2)
+        decomposed = kwargs.pop("decomposed_layers", 1)  # PyG's feature chunking: same result
+        if kwargs:
+            raise TypeError(f"{name}: unexpected keyword argument(s) {', '.join(sorted(kwargs))}")
+        if not isinstance(self.aggr, str) or self.aggr not in aggregations:
+            raise MggError(f"{name}: aggr must be one of {aggregations} in mgg, got {self.aggr!r}")
+        if self.flow not in FLOWS:
+            raise MggError(f"{name}: flow must be one of {FLOWS}, got {self.flow!r}")
+        if self.node_dim not in (-2, 0):
+            raise MggError(f"{name}: node_dim must be -2 or 0 (features are [nodes, channels]), got {self.node_dim!r}")
+        if not isinstance(decomposed, int) or decomposed < 1:
+            raise MggError(f"{name}: decomposed_layers must be a positive integer, got {decomposed!r}")
         self.config = config or Config()
         self.deterministic = deterministic
         self.tuner = None
@@ -31,21 +52,17 @@ class _Aggregating(nn.Module):
             self.tuner = OnlineTuner()
 
     def _aggregate(self, x: torch.Tensor, plan) -> torch.Tensor:
-        from ..distributed.graph import DistPlan
-
-        if isinstance(plan, DistPlan):
-            return plan.aggregate(x, self.config, self.deterministic)
-        if self.tuner is not None:
-            return self.tuner.aggregate(x, plan, self.deterministic)
-        return aggregate(x, plan, self.config, deterministic=self.deterministic)
+        return run_plan(x, plan, self.config, self.deterministic, self.tuner)
 
 
 class GCNConv(_Aggregating):
     """out = D^-1/2 (A + I) D^-1/2 (x W) + b (Kipf & Welling), as torch_geometric.nn.GCNConv.
 
     `edge_index` may be a [2, E] tensor (with optional `edge_weight`), a torch sparse
-    adjacency, an mgg.Graph, or an mgg.Plan that is already normalised. `improved=True` uses
-    A + 2I whether or not edge weights are given (PyG 2.8 applies it only with edge weights)."""
+    adjacency, an mgg.Graph, an mgg.Plan that is already normalised, or an
+    mgg.distributed.DistGraph. `improved=True` uses A + 2I whether or not edge weights are given
+    (PyG 2.8 applies it only with edge weights). `cached=True` keeps the first call's normalised
+    graph and ignores the graph passed later, as PyG does (transductive use only)."""
 
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False, cached: bool = False,
                  add_self_loops: Optional[bool] = None, normalize: bool = True, bias: bool = True,
@@ -54,24 +71,34 @@ class GCNConv(_Aggregating):
         self.in_channels, self.out_channels = in_channels, out_channels
         self.improved, self.cached, self.normalize = improved, cached, normalize
         self.add_self_loops = normalize if add_self_loops is None else add_self_loops
+        if self.add_self_loops and not normalize:
+            raise MggError("GCNConv: add_self_loops=True needs normalize=True (as in PyG)")
+        self._setup(config, autotune, deterministic, kwargs, ("add", "sum", "mean"), "add")
         self.lin = nn.Linear(in_channels, out_channels, bias=False)
         self.register_parameter("bias", nn.Parameter(torch.empty(out_channels)) if bias else None)
-        self._setup(config, autotune, deterministic)
+        self._cached_plan = None
         self.reset_parameters()
 
     def reset_parameters(self):
         _glorot(self.lin.weight)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
+        self._cached_plan = None
+
+    def _normalised(self, g):
+        if self.normalize:
+            g = g.gcn_norm(self.add_self_loops, self.improved)
+        return g.mean_norm() if self.aggr == "mean" else g
 
     def forward(self, x: torch.Tensor, edge_index, edge_weight: Optional[torch.Tensor] = None) -> torch.Tensor:
         h = self.lin(x)
-        if self.normalize:
-            make = lambda g: g.gcn_norm(self.add_self_loops, self.improved)  # noqa: E731
+        if self.cached and self._cached_plan is not None:
+            plan = self._cached_plan
         else:
-            make = lambda g: g.add_self_loops() if self.add_self_loops else g  # noqa: E731
-        tag = f"gcn:{self.normalize}:{self.add_self_loops}:{self.improved}"
-        plan = cached_plan(edge_index, x.size(0), edge_weight, tag, make)
+            tag = f"gcn:{self.normalize}:{self.add_self_loops}:{self.improved}:{self.aggr}"
+            plan = cached_plan(edge_index, x.size(0), edge_weight, tag, self._normalised, self.flow)
+            if self.cached:
+                self._cached_plan = plan
         out = self._aggregate(h, plan)
         return out + self.bias if self.bias is not None else out
 
@@ -80,7 +107,8 @@ class GCNConv(_Aggregating):
 
 
 class GINConv(_Aggregating):
-    """out = nn((1 + eps) * x + sum_{u -> v} x_u), as torch_geometric.nn.GINConv."""
+    """out = nn((1 + eps) * x + sum_{u -> v} x_u), as torch_geometric.nn.GINConv (aggr 'add',
+    or 'mean')."""
 
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
                  config: Optional[Config] = None, autotune: bool = False, deterministic: bool = False, **kwargs):
@@ -91,7 +119,7 @@ class GINConv(_Aggregating):
             self.eps = torch.nn.Parameter(torch.empty(1))
         else:
             self.register_buffer("eps", torch.empty(1))
-        self._setup(config, autotune, deterministic)
+        self._setup(config, autotune, deterministic, kwargs, ("add", "sum", "mean"), "add")
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -101,7 +129,10 @@ class GINConv(_Aggregating):
         self.eps.data.fill_(self.initial_eps)
 
     def forward(self, x: torch.Tensor, edge_index, size=None) -> torch.Tensor:
-        plan = cached_plan(edge_index, x.size(0), None, "gin", lambda g: g)
+        if size is not None:
+            raise MggError("GINConv: size (bipartite message passing) is not supported by mgg")
+        make = (lambda g: g.mean_norm()) if self.aggr == "mean" else (lambda g: g)
+        plan = cached_plan(edge_index, x.size(0), None, f"gin:{self.aggr}", make, self.flow)
         out = self._aggregate(x, plan) + (1 + self.eps) * x
         return self.nn(out)
 

@@ -1,6 +1,6 @@
 """Turns what a PyG layer receives as its graph (edge_index [+ edge_weight], a torch sparse
-tensor, an mgg Graph or Plan) into an mgg Plan, and remembers it per input tensor, so a
-full-graph model plans its graph once and not once per epoch."""
+tensor, an mgg Graph or Plan, a DistGraph) into an mgg plan, and remembers it per input, so a
+full-graph model plans its graph once and not once per epoch; and runs a plan."""
 from __future__ import annotations
 
 import weakref
@@ -10,7 +10,8 @@ import torch
 
 from ..errors import MggError
 from ..graph import Graph
-from ..plan import Plan
+from ..ops import aggregate
+from ..plan import Config, Plan
 
 _CACHE: dict = {}
 _MAX = 32
@@ -21,10 +22,20 @@ def _key_part(t: Optional[torch.Tensor]):
 
 
 def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
+    """The mgg Graph of a layer's graph input.
+
+    Args:
+        edge_index: a [2, E] tensor (row 0 sources, row 1 targets), a torch sparse adjacency
+            (adj[target, source], PyG's convention), or an mgg Graph.
+        num_nodes: the node count (rows of x).
+        edge_weight: optional [E] weights of a [2, E] edge_index.
+
+    Returns:
+        The Graph (validated once).
+    """
     if isinstance(edge_index, Graph):
         return edge_index
     if isinstance(edge_index, torch.Tensor) and edge_index.layout == torch.sparse_csr:
-        # PyG's SparseTensor convention: adj[target, source]
         w = edge_index.values()
         w = None if bool((w == 1).all()) else w
         return Graph.from_csr(edge_index.crow_indices().cpu(), edge_index.col_indices().cpu(),
@@ -36,31 +47,58 @@ def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
                                 "sparse adjacency")
     if isinstance(edge_index, torch.Tensor):
         return Graph.from_edge_index(edge_index.cpu(), num_nodes, None if edge_weight is None else edge_weight.cpu())
-    raise MggError(f"edge_index must be a tensor [2, E], a sparse adjacency, an mgg Graph or Plan; "
+    raise MggError(f"edge_index must be a tensor [2, E], a sparse adjacency, an mgg Graph, Plan or DistGraph; "
                    f"got {type(edge_index).__name__}")
 
 
-def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callable[[Graph], Graph]):
-    """The Plan of make(graph) for this input, built once per (input tensors, tag); for an
-    mgg.distributed.DistGraph, its DistPlan."""
+def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callable[[Graph], Graph],
+                flow: str = "source_to_target"):
+    """The plan of make(graph) for this input, built once per (input tensors, tag, flow).
+
+    Args:
+        edge_index: the layer's graph input (see to_graph), or an mgg Plan (used as given) or
+            DistGraph (its DistPlan for the tag).
+        num_nodes: rows of x.
+        edge_weight: optional edge weights of a [2, E] edge_index.
+        tag: names the normalisation `make` applies.
+        make: Graph -> Graph, the layer's normalisation.
+        flow: PyG's message direction; 'target_to_source' reverses every edge.
+
+    Returns:
+        A Plan (one process) or a DistPlan (mgg.distributed).
+    """
     if isinstance(edge_index, Plan):
         return edge_index
     from ..distributed.graph import DistGraph
 
+    reverse = flow == "target_to_source"
+    prepare = (lambda g: make(g.transpose())) if reverse else make  # noqa: E731
     if isinstance(edge_index, DistGraph):
-        return edge_index.plan_for(tag, make)
+        return edge_index.plan_for(f"{tag}:{flow}", prepare)
     if edge_weight is not None and edge_weight.requires_grad:
         raise MggError("edge_weight that requires grad is not supported by mgg layers")
     key = (_key_part(edge_index) if isinstance(edge_index, torch.Tensor) else id(edge_index),
-           _key_part(edge_weight), num_nodes, tag)
+           _key_part(edge_weight), num_nodes, tag, flow)
     hit = _CACHE.get(key)
     if hit is not None:
         refs, plan = hit
-        if all(r() is o for r, o in zip(refs, (edge_index, edge_weight)) if o is not None):
+        if all(r() is o for r, o in zip(refs, (edge_index, edge_weight), strict=True) if o is not None):
             return plan
-    plan = Plan(make(to_graph(edge_index, num_nodes, edge_weight)))
+    plan = Plan(prepare(to_graph(edge_index, num_nodes, edge_weight)))
     if len(_CACHE) >= _MAX:
         _CACHE.pop(next(iter(_CACHE)))
     refs = tuple(weakref.ref(o) if o is not None else None for o in (edge_index, edge_weight))
     _CACHE[key] = (refs, plan)
     return plan
+
+
+def run_plan(x: torch.Tensor, plan, config: Config, deterministic: bool, tuner=None) -> torch.Tensor:
+    """Aggregates x over a layer's plan: a DistPlan (distributed), or a one-rank Plan through
+    the online tuner if the layer has one, else with `config`."""
+    from ..distributed.graph import DistPlan
+
+    if isinstance(plan, DistPlan):
+        return plan.aggregate(x, config, deterministic)
+    if tuner is not None:
+        return tuner.aggregate(x, plan, deterministic)
+    return aggregate(x, plan, config, deterministic=deterministic)

@@ -2,7 +2,6 @@
 `conv` lets the same model be built with PyG's layers (for comparisons)."""
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import nn
 
@@ -15,7 +14,7 @@ class GCN(nn.Module):
         super().__init__()
         Conv = conv_module.GCNConv if conv_module is not None else mgg_conv.GCNConv
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
-        self.convs = nn.ModuleList(Conv(a, b, **conv_kwargs) for a, b in zip(dims[:-1], dims[1:]))
+        self.convs = nn.ModuleList(Conv(a, b, **conv_kwargs) for a, b in zip(dims[:-1], dims[1:], strict=True))
         self.dropout = dropout
 
     def forward(self, x, edge_index):
@@ -35,7 +34,7 @@ class GIN(nn.Module):
         dims = [in_dim] + [hidden] * num_layers
         self.convs = nn.ModuleList(
             Conv(nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, b)), **conv_kwargs)
-            for a, b in zip(dims[:-1], dims[1:]))
+            for a, b in zip(dims[:-1], dims[1:], strict=True))
         self.head = nn.Linear(hidden, out_dim)
         self.dropout = dropout
 

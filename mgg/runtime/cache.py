@@ -35,7 +35,7 @@ class ConfigCache:
             data = json.loads(self.path.read_text())
             if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("entries"), dict):
                 raise ValueError(f"not a {FORMAT} file")
-            for k, v in data["entries"].items():
+            for v in data["entries"].values():
                 Config(*v["config"])  # validates
                 float(v["latency_ms"])
             self.entries = data["entries"]

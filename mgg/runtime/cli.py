@@ -10,9 +10,9 @@ from tqdm.auto import tqdm
 
 from ..io import load_graph
 from ..ops import aggregate
-from ..plan import Config, Plan
+from ..plan import Plan
 from .cache import ConfigCache, cache_key
-from .model import DIST_STEPS, PS_STEPS, WPB_STEPS, DeviceLimits, feasible, grid
+from .model import DIST_STEPS, PS_STEPS, DeviceLimits, feasible, grid
 from .search import MggSearch
 from .timing import measure
 
@@ -37,7 +37,7 @@ def heatmap(table: dict, path: Path, title: str):
     wpbs = sorted({c.wpb for c in table})
     fig, axes = plt.subplots(1, len(wpbs), figsize=(3.2 * len(wpbs), 3), squeeze=False)
     best = min(table.values())
-    for ax, w in zip(axes[0], wpbs):
+    for ax, w in zip(axes[0], wpbs, strict=True):
         m = np.full((len(PS_STEPS), len(DIST_STEPS)), np.nan)
         for c, t in table.items():
             if c.wpb == w:
@@ -76,7 +76,8 @@ def run_tune(args):
     bar.close()
     print(f"{'iter':>4} {'ps':>3} {'dist':>4} {'wpb':>3} {'latency_ms':>11} {'best_ms':>9}")
     for r in rows:
-        print(f"{r['iteration']:4d} {r['ps']:3d} {r['dist']:4d} {r['wpb']:3d} {r['latency_ms']:11.4f} {r['best_ms']:9.4f}")
+        print(f"{r['iteration']:4d} {r['ps']:3d} {r['dist']:4d} {r['wpb']:3d} {r['latency_ms']:11.4f} "
+              f"{r['best_ms']:9.4f}")
     chosen = search.best
     start = search.trajectory[0][1]
     print(f"chosen: ps={chosen.ps} dist={chosen.dist} wpb={chosen.wpb}  {search.table[chosen]:.4f} ms "

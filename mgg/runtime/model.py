@@ -5,24 +5,27 @@
     numWarps  = ceil(max(#LNP, #RNP) / dist)
     numBlocks = ceil(numWarps / wpb)
 
-mgg's kernel (csrc/kernels/aggregate_kernel.cuh) keeps eq. 1's 2 · wpb partial rows in shared
-memory for a column tile of at most 256 columns (the neighbor ids travel by warp shuffle, not
-through shared memory), plus, for NVSHMEM gets, a landing buffer of min(ps, 32) rows per warp:
-
-    SMEM_kernel = 2 · wpb · tile · 4 + [get] wpb · min(ps, 32) · tile · elem
-
-It narrows the tile until that fits the device's per-block limit, so pruning uses SMEM_kernel.
+mgg's kernel keeps eq. 1's 2 · wpb partial rows in shared memory for a column tile (the neighbor
+ids travel by warp shuffle, not through shared memory), plus, for NVSHMEM gets, a landing buffer
+per warp. What a block really needs comes from the launcher's own model (mgg._C.launch_shape,
+csrc/core/launch_shape.h), so pruning uses the kernel's numbers, not eq. 1's.
 """
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
 
-from ..plan import Config
+from .. import _C
+from ..plan import DIST_RANGE, PS_RANGE, WPB_RANGE, Config
 
-PS_STEPS = (1, 2, 4, 8, 16, 32)
-DIST_STEPS = (1, 2, 4, 8, 16)
-WPB_STEPS = (1, 2, 4, 8, 16)
+
+def _powers(lo: int, hi: int) -> tuple:
+    return tuple(1 << i for i in range(lo.bit_length() - 1, hi.bit_length()) if lo <= 1 << i <= hi)
+
+
+PS_STEPS = _powers(*PS_RANGE)  # MGG's search lattice: powers of two within the launcher's ranges
+DIST_STEPS = _powers(*DIST_RANGE)
+WPB_STEPS = _powers(*WPB_RANGE)
 
 
 @dataclass(frozen=True)
@@ -34,9 +37,11 @@ class DeviceLimits:
     smem_per_sm: int = 228 * 1024
     max_threads_per_block: int = 1024
     max_warps_per_sm: int = 64
+    static_smem: int = 1024  # the kernels' own static shared memory (the block-get kernel's table)
 
     @staticmethod
     def of(device) -> "DeviceLimits":
+        """The limits of `device` (a CPU gets the defaults, an H100's numbers)."""
         import torch
 
         device = torch.device(device)
@@ -53,27 +58,38 @@ class DeviceLimits:
 
 
 def resources(config: Config, dim: int, num_local_parts: int = 0, num_remote_parts: int = 0,
-              get: bool = False, elem: int = 4) -> dict:
+              get: bool = False, elem: int = 4, limits: DeviceLimits = DeviceLimits()) -> dict:
+    """MGG's model quantities for a config, and the kernel's real launch shape.
+
+    Args:
+        config: (ps, dist, wpb).
+        dim: feature width D.
+        num_local_parts, num_remote_parts: neighbor partitions of the plan (for the warp counts).
+        get: the remote rows arrive by NVSHMEM get (landing buffers in shared memory).
+        elem: bytes of the storage type.
+        limits: the device.
+
+    Returns:
+        dict with wpw, smem (eq. 1), num_warps, num_blocks, threads, and the launcher's tile,
+        smem_kernel (dynamic shared memory per block) for this device.
+    """
     ps, dist, wpb = config.as_tuple()
-    ps = ps or 32  # partitioning off: the kernel still stages at most 32 ids at a time
+    eq_ps = ps or 32  # partitioning off: the kernel still stages at most 32 ids at a time
     warps = -(-max(num_local_parts, num_remote_parts) // dist)
-    smem = ps * wpb * 4 + 2 * wpb * dim * 4
-    tile = min(-(-dim // 32) * 32, 256)
-    smem_kernel = 2 * wpb * tile * 4 + (wpb * min(ps, 32) * tile * elem if get else 0)
-    return dict(wpw=2 * ps * dim * dist, smem=smem, smem_kernel=smem_kernel, num_warps=warps,
-                num_blocks=-(-warps // wpb), threads=wpb * 32)
+    shape = _C.launch_shape(dim, wpb, eq_ps, elem, False, get, limits.smem_per_block_optin - limits.static_smem)
+    return dict(wpw=2 * eq_ps * dim * dist, smem=eq_ps * wpb * 4 + 2 * wpb * dim * 4,
+                smem_kernel=shape["smem"], tile=shape["tile"], num_warps=warps, num_blocks=-(-warps // wpb),
+                threads=shape["threads"])
 
 
 def feasible(config: Config, dim: int, limits: DeviceLimits, get: bool = False) -> bool:
-    """Fits one block (threads; the kernel's shared memory at its widest tile under the opt-in
-    limit) and at least one block per SM."""
-    r = resources(config, dim, get=get)
-    if r["threads"] > limits.max_threads_per_block or r["smem_kernel"] > limits.smem_per_block_optin:
-        return False
-    return r["smem_kernel"] <= limits.smem_per_sm and config.wpb <= limits.max_warps_per_sm
+    """Whether the config launches on the device: its threads fit a block and the kernel finds
+    a column tile whose shared memory fits beside its static shared memory."""
+    r = resources(config, dim, get=get, limits=limits)
+    return r["threads"] <= limits.max_threads_per_block and r["tile"] > 0 and config.wpb <= limits.max_warps_per_sm
 
 
-def grid(dim: int, limits: DeviceLimits) -> list[Config]:
-    """Every feasible config on MGG's search lattice (powers of two within its ranges)."""
+def grid(dim: int, limits: DeviceLimits, get: bool = False) -> list[Config]:
+    """Every feasible config on MGG's search lattice (powers of two within the ranges)."""
     return [c for c in (Config(p, d, w) for p, d, w in itertools.product(PS_STEPS, DIST_STEPS, WPB_STEPS))
-            if feasible(c, dim, limits)]
+            if feasible(c, dim, limits, get)]

@@ -1,0 +1,133 @@
+// The CPU executor of an aggregation step (layout in core/schedule.h), on raw pointers: the CPU
+// path of the mgg ops and the reference the CUDA kernels are tested against. It walks the
+// schedule as the CUDA kernel does, block by block and warp by warp, with the same PartWalk, so
+// every CPU run exercises the schedule the kernel trusts. Torch-free and header-only, so the
+// native tests (CMakeLists.txt) build it without libtorch.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "schedule.h"
+
+namespace mgg {
+
+// One part of a step: a CSR over the output rows. col is a source row of a table, or, with pe,
+// the offset of the source row inside the table of PE pe[e].
+template <typename weight_t>
+struct PlanPart {
+  const int64_t* rowptr;   // [rows + 1]
+  const int32_t* col;      // [edges]
+  const weight_t* weight;  // [edges] or nullptr (weight 1)
+  const int32_t* pe;       // [edges] owner PE of each source row (peer sources), else nullptr
+};
+
+// Where a part's source rows live: one table (a rank's own rows, a halo buffer), or each PE's
+// table (row col[e] of PE pe[e]).
+template <typename scalar_t>
+struct TableSource {
+  const scalar_t* table;
+  int64_t ld;
+  const scalar_t* row(const int32_t* /*pe*/, const int32_t* col, int64_t e) const {
+    return table + static_cast<int64_t>(col[e]) * ld;
+  }
+};
+
+template <typename scalar_t>
+struct PeerSource {
+  const void* const* peers;  // [num_pes] base of each PE's table
+  int64_t ld;
+  const scalar_t* row(const int32_t* pe, const int32_t* col, int64_t e) const {
+    return static_cast<const scalar_t*>(peers[pe[e]]) + static_cast<int64_t>(col[e]) * ld;
+  }
+};
+
+// partial[0 : width) += sum over edges [begin, end) of w * source row, columns [d0, d0 + width).
+template <typename scalar_t, typename acc_t, typename Source>
+inline void accumulate_edges(const PlanPart<acc_t>& p, int64_t begin, int64_t end, const Source& src, acc_t* partial,
+                             int64_t d0, int64_t width) {
+  for (int64_t e = begin; e < end; ++e) {
+    const scalar_t* x = src.row(p.pe, p.col, e) + d0;
+    const acc_t w = p.weight ? static_cast<acc_t>(p.weight[e]) : acc_t(1);
+    for (int64_t d = 0; d < width; ++d) partial[d] += w * static_cast<acc_t>(x[d]);
+  }
+}
+
+struct Schedule {
+  const int64_t* blocks;  // [num_blocks, kBlockFields]
+  int64_t num_blocks;
+  const int64_t* fixups;  // [num_fixups, kFixupFields]
+  int64_t num_fixups;
+  int64_t ps;
+  int64_t dist;
+  int64_t wpb;
+  bool interleave;  // false: each warp takes all its local partitions, then its remote ones
+};
+
+// Computes columns [d_begin, d_end) of out (row stride ld), writing each row once.
+// `slots` holds 2*wpb*(d_end - d_begin) accumulators; `scratch` one row (stride ld) per slot.
+template <typename scalar_t, typename acc_t, typename LocalSource, typename RemoteSource, typename out_t>
+void execute_blocks(const PlanPart<acc_t>& local, const LocalSource& lsrc, const PlanPart<acc_t>& remote,
+                    const RemoteSource& rsrc, const Schedule& s, int64_t ld, out_t* out, acc_t* scratch, acc_t* slots,
+                    int64_t d_begin, int64_t d_end) {
+  const int64_t width = d_end - d_begin;
+  for (int64_t b = 0; b < s.num_blocks; ++b) {
+    const int64_t* blk = s.blocks + b * kBlockFields;
+    const int64_t rows = blk[kRowEnd] - blk[kRowBegin];
+    std::fill(slots, slots + rows * width, acc_t(0));
+    auto add = [&](const PlanPart<acc_t>& p, PartWalk& walk, const auto& src) {
+      const Partition q = walk.next();
+      accumulate_edges<scalar_t>(p, q.begin, q.end, src, slots + (q.row - blk[kRowBegin]) * width, d_begin, width);
+    };
+    for (int64_t w = 0; w < s.wpb; ++w) {
+      PartWalk l = warp_walk(blk, false, local.rowptr, s.ps, s.dist, w);
+      PartWalk r = warp_walk(blk, true, remote.rowptr, s.ps, s.dist, w);
+      if (s.interleave) {
+        while (!l.done() || !r.done()) {
+          if (!l.done()) add(local, l, lsrc);
+          if (!r.done()) add(remote, r, rsrc);
+        }
+      } else {
+        while (!l.done()) add(local, l, lsrc);
+        while (!r.done()) add(remote, r, rsrc);
+      }
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      if (blk[kScratch] < 0) {
+        out_t* o = out + (blk[kRowBegin] + i) * ld + d_begin;
+        for (int64_t d = 0; d < width; ++d) o[d] = static_cast<out_t>(slots[i * width + d]);
+      } else {
+        acc_t* o = scratch + blk[kScratch] * ld + d_begin;
+        for (int64_t d = 0; d < width; ++d) o[d] = slots[i * width + d];
+      }
+    }
+  }
+  for (int64_t h = 0; h < s.num_fixups; ++h) {
+    const int64_t* f = s.fixups + h * kFixupFields;
+    out_t* o = out + f[kFixRow] * ld + d_begin;
+    for (int64_t d = 0; d < width; ++d) {
+      acc_t sum = 0;
+      for (int64_t j = f[kFixBegin]; j < f[kFixEnd]; ++j) sum += scratch[j * ld + d_begin + d];
+      o[d] = static_cast<out_t>(sum);
+    }
+  }
+}
+
+// Deterministic mode's order: each output row sums its local edges, then its remote ones, in
+// plan order (what the CUDA row-owned kernel does).
+template <typename scalar_t, typename acc_t, typename LocalSource, typename RemoteSource, typename out_t>
+void execute_rows(const PlanPart<acc_t>& local, const LocalSource& lsrc, const PlanPart<acc_t>& remote,
+                  const RemoteSource& rsrc, int64_t num_rows, int64_t ld, out_t* out, acc_t* partial, int64_t d_begin,
+                  int64_t d_end) {
+  const int64_t width = d_end - d_begin;
+  for (int64_t row = 0; row < num_rows; ++row) {
+    std::fill(partial, partial + width, acc_t(0));
+    accumulate_edges<scalar_t>(local, local.rowptr[row], local.rowptr[row + 1], lsrc, partial, d_begin, width);
+    if (remote.rowptr) {
+      accumulate_edges<scalar_t>(remote, remote.rowptr[row], remote.rowptr[row + 1], rsrc, partial, d_begin, width);
+    }
+    out_t* o = out + row * ld + d_begin;
+    for (int64_t d = 0; d < width; ++d) o[d] = static_cast<out_t>(partial[d]);
+  }
+}
+
+}  // namespace mgg

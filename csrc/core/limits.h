@@ -1,0 +1,32 @@
+// The limits and layouts of mgg's plans and kernels, written once. The planner (mgg/plan.py),
+// the tuner's model (mgg/runtime/model.py) and the command line read them through mgg._C
+// (ops/bindings.cpp), so every layer uses the launcher's own numbers. Torch-free.
+#pragma once
+#include <cstdint>
+
+namespace mgg {
+
+// The configuration space of MGG §6: neighbor-partition size, interleave distance, warps per
+// block. ps = 0 turns neighbor partitioning off (one partition per row, for the ablation).
+constexpr int64_t kPsMin = 1, kPsMax = 32;
+constexpr int64_t kDistMin = 1, kDistMax = 16;
+constexpr int64_t kWpbMin = 1, kWpbMax = 16;
+
+// The kernels' shape: lanes own feature columns, kMaxPerLane of them each, so one grid.y slice
+// covers at most kMaxTile columns; a warp stages kChunk edges (one per lane) at a time, which is
+// also the most rows of a warp's landing buffer for NVSHMEM gets.
+constexpr int kWarp = 32;
+constexpr int kMaxPerLane = 8;
+constexpr int kMaxTile = kWarp * kMaxPerLane;
+constexpr int kChunk = 32;
+constexpr int64_t kMaxGridY = 65535;
+constexpr int kMaxPes = 64;
+
+// How aggregate_peers reads a remote row: direct loads through a pointer to the owner's table
+// (nvshmem_ptr, or any tensor of this process), or an NVSHMEM get at thread, warp or block
+// scope into shared memory.
+enum class Fetch : int64_t { kDirect = 0, kGetThread = 1, kGetWarp = 2, kGetBlock = 3 };
+constexpr int kNumFetch = 4;
+inline constexpr const char* kFetchNames[kNumFetch] = {"direct", "get-thread", "get-warp", "get-block"};
+
+}  // namespace mgg

@@ -1,0 +1,75 @@
+// The torch-free entry points of mgg's CUDA kernels (in the manner of DeepEP's api.cuh): raw
+// device pointers, a stream and cudaError_t. The op files (ops/cuda/) own ATen: they check
+// arguments and the plan, allocate the output, and call these.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "../core/limits.h"
+
+namespace mgg::kernels {
+
+enum class Storage : int { kFloat32, kFloat16, kBFloat16 };
+
+inline size_t storage_bytes(Storage s) { return s == Storage::kFloat32 ? 4 : 2; }
+
+// One part of a step on the device (core/executor.h's PlanPart with fp32 weights).
+struct DevicePart {
+  const int64_t* rowptr;  // [rows + 1]; nullptr: the part is empty
+  const int32_t* col;     // [edges]
+  const float* weight;    // [edges] or nullptr (weight 1)
+  const int32_t* pe;      // [edges] owner PE (peer sources) or nullptr
+};
+
+// One aggregation step: its parts, its block schedule and its launch parameters.
+struct Step {
+  Storage storage;
+  DevicePart local, remote;
+  const int64_t* blocks;
+  int64_t num_blocks;
+  const int64_t* fixups;
+  int64_t num_fixups;
+  int64_t num_rows, dim, ps, dist, wpb;
+  int64_t max_remote_part;  // edges of the largest remote partition
+  bool interleave, deterministic;
+};
+
+// Where source rows are read.
+enum class Source : int {
+  kTable,         // local rows from this rank's table, remote rows from one table (a halo buffer)
+  kPeerPointers,  // remote rows from each PE's table through pointers this device loads from
+  kGetThread,     // remote rows by NVSHMEM get into shared memory: one lane per row
+  kGetWarp,       //   the warp per row (MGG's path)
+  kGetBlock,      //   the block per row
+};
+
+struct Sources {
+  const void* local_table;     // this rank's rows [*, dim]
+  const void* remote_table;    // kTable: the halo rows [*, dim]
+  const void* peers[kMaxPes];  // kPeerPointers: each PE's table as this device addresses it
+  const void* symmetric;       // gets: this PE's table, whose address names every PE's copy
+  bool p2p;                    // gets: every PE is reachable by loads, so a get completes in the caller
+};
+
+struct Launch {
+  unsigned blocks_x, blocks_y;
+  int threads, tile, landing_rows;
+  size_t smem;
+};
+
+// The launch of `step` reading from `source` on the current device. The message is empty when
+// it can launch and otherwise says in one line why not (threads or shared memory over what the
+// compiled kernel and the device allow). table.cu serves Source::kTable, peers.cu the others.
+std::string plan_table_launch(const Step& step, Launch* launch);
+std::string plan_peers_launch(const Step& step, Source source, Launch* launch);
+
+// Runs the step (and the fixups of rows cut across blocks) on `stream`, writing every output
+// row once: out [num_rows, dim] in the storage type, scratch [slots, dim] in fp32.
+cudaError_t launch_table(const Step& step, const Sources& sources, const Launch& launch, void* out, float* scratch,
+                         cudaStream_t stream);
+cudaError_t launch_peers(const Step& step, Source source, const Sources& sources, const Launch& launch, void* out,
+                         float* scratch, cudaStream_t stream);
+
+}  // namespace mgg::kernels

@@ -1,0 +1,111 @@
+// Host side of the kernels, torch-free: the launch shape of a step for the compiled kernel and
+// the device (threads and static shared memory from cudaFuncGetAttributes, the dynamic
+// shared-memory budget from the device's opt-in limit), and the launch itself on a stream.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "../core/launch_shape.h"
+#include "aggregate_kernel.cuh"
+
+namespace mgg::kernels {
+
+// Calls f(scalar_t{}) with the device storage type of s.
+template <typename F>
+auto with_storage(Storage s, F&& f) {
+  switch (s) {
+    case Storage::kFloat16:
+      return f(__half{});
+    case Storage::kBFloat16:
+      return f(__nv_bfloat16{});
+    default:
+      return f(float{});
+  }
+}
+
+inline std::string cuda_message(const char* what, cudaError_t e) {
+  return std::string(what) + " failed: " + cudaGetErrorString(e);
+}
+
+template <typename scalar_t>
+KernelArgs<scalar_t> kernel_args(const Step& s, const Launch& l, void* out, float* scratch) {
+  return {s.local, s.remote, s.blocks, s.fixups,       s.num_rows,   s.ps,
+          s.dist,  s.dim,    l.tile,   l.landing_rows, s.interleave, static_cast<scalar_t*>(out),
+          scratch};
+}
+
+// The launch of `kernel` for step s: threads (one warp per wpb), a column tile whose shared
+// memory fits beside the kernel's static shared memory, and the grid. Empty message: it fits.
+template <typename scalar_t, typename Kernel>
+std::string plan_kernel_launch(const Step& s, Kernel kernel, bool landing, Launch* l) {
+  int device = 0, optin = 0, major = 0, minor = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return cuda_message("cudaGetDevice", e);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  cudaFuncAttributes attr{};
+  e = cudaFuncGetAttributes(&attr, kernel);
+  if (e == cudaErrorInvalidDeviceFunction || e == cudaErrorNoKernelImageForDevice) {
+    cudaGetLastError();  // clears this (non-sticky) error so later CUDA calls do not report it
+    const std::string cc = std::to_string(major) + "." + std::to_string(minor);
+    return "this mgg build has no kernel for this GPU (compute capability " + cc +
+           "): reinstall with TORCH_CUDA_ARCH_LIST=\"" + cc + "\" (`mgg info` lists the archs this build has)";
+  }
+  if (e != cudaSuccess) return cuda_message("cudaFuncGetAttributes", e);
+  e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e != cudaSuccess) return cuda_message("cudaDeviceGetAttribute", e);
+  const int threads = static_cast<int>(s.wpb) * kWarp;
+  if (threads > attr.maxThreadsPerBlock) {
+    return "warps_per_block " + std::to_string(s.wpb) + " needs " + std::to_string(threads) +
+           " threads per block, but this kernel (" + std::to_string(attr.numRegs) +
+           " registers per thread) launches at most " + std::to_string(attr.maxThreadsPerBlock) +
+           ": lower warps_per_block";
+  }
+  l->threads = threads;
+  l->landing_rows = landing ? landing_rows_for(s.max_remote_part) : 0;
+  const size_t elem = storage_bytes(s.storage);
+  const size_t dynamic = static_cast<size_t>(optin) > attr.sharedSizeBytes ? optin - attr.sharedSizeBytes : 0;
+  l->tile = choose_tile(s.dim, s.wpb, l->landing_rows, elem, s.deterministic, dynamic);
+  if (l->tile == 0) {
+    return "a block of " + std::to_string(s.wpb) + " warps needs " +
+           std::to_string(smem_bytes(s.wpb, kWarp, l->landing_rows, elem, s.deterministic)) +
+           " bytes of shared memory even with 32-column tiles, over the " + std::to_string(dynamic) +
+           " this GPU leaves beside the kernel's " + std::to_string(attr.sharedSizeBytes) +
+           " static bytes: lower warps_per_block";
+  }
+  const int64_t tiles = ceil_div(s.dim, l->tile);
+  if (tiles > kMaxGridY) return "dim " + std::to_string(s.dim) + " needs more than 65535 column tiles";
+  const int64_t x = s.deterministic ? ceil_div(s.num_rows, s.wpb) : s.num_blocks;
+  if (x > 0x7fffffff) return std::to_string(x) + " thread blocks exceed the grid limit (2^31 - 1)";
+  l->blocks_x = static_cast<unsigned>(x);
+  l->blocks_y = static_cast<unsigned>(tiles);
+  l->smem = smem_bytes(s.wpb, l->tile, l->landing_rows, elem, s.deterministic);
+  return {};
+}
+
+// Launches `kernel` with the planned shape (raising its shared-memory limit where needed), then
+// the fixups of the rows cut across blocks (not in deterministic mode), on `stream`.
+template <typename scalar_t, typename Kernel, typename... Args>
+cudaError_t run_kernel(const Step& s, const Launch& l, Kernel kernel, void* out, float* scratch, cudaStream_t stream,
+                       const Args&... args) {
+  const KernelArgs<scalar_t> a = kernel_args<scalar_t>(s, l, out, scratch);
+  if (l.blocks_x > 0) {
+    if (l.smem > 48 * 1024) {
+      const cudaError_t e =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.smem));
+      if (e != cudaSuccess) return e;
+    }
+    kernel<<<dim3(l.blocks_x, l.blocks_y), l.threads, l.smem, stream>>>(a, args...);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+  }
+  if (!s.deterministic && s.num_fixups > 0) {
+    const dim3 grid(static_cast<unsigned>(s.num_fixups), static_cast<unsigned>(ceil_div(s.dim, 256)));
+    aggregate_fixup_kernel<scalar_t><<<grid, 256, 0, stream>>>(a);
+    return cudaGetLastError();
+  }
+  return cudaSuccess;
+}
+
+}  // namespace mgg::kernels

@@ -1,0 +1,153 @@
+// Autograd of the mgg ops, registered on the ops themselves (the Autograd dispatch key), so that
+// direct op calls, torch.compile and opcheck differentiate them, and one formula serves one
+// process and every distributed backend.
+//
+// A call aggregates the rows of x (the rank's own rows) and of its remote sources (x_remote, or
+// the PEs' tables) into output rows through the plan's forward step. The adjoint is the plan's
+// transposed step (the second step of the plan list), whose rows are the own rows followed by
+// the halo rows (the distinct remote sources, in halo order) and whose sources are the output
+// rows: one aggregation of the incoming gradient gives the gradient of x and, below it, of every
+// halo row. aggregate returns the halo part as x_remote's gradient; aggregate_peers scatters it
+// into the tables of the PEs that own those rows (halo_pe, halo_offset). No communication is
+// involved: the distributed backends add the adjoint of their exchange (mgg/distributed).
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include "step.h"
+
+namespace mgg {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+at::Tensor call_aggregate(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan, at::IntArrayRef params,
+                          bool deterministic) {
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("mgg::aggregate", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const PlanList&, at::IntArrayRef, bool)>();
+  return op.call(x, x_remote, plan, params, deterministic);
+}
+
+at::Tensor call_aggregate_peers(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
+                                at::IntArrayRef params, int64_t fetch, bool deterministic) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("mgg::aggregate_peers", "")
+                       .typed<at::Tensor(const at::Tensor&, at::TensorList, int64_t, const PlanList&, at::IntArrayRef,
+                                         int64_t, bool)>();
+  return op.call(x, peers, my_pe, plan, params, fetch, deterministic);
+}
+
+// Sizes are SymInts so that torch.compile can trace the backward with dynamic shapes.
+void save(AutogradContext* ctx, const PlanList& plan, at::IntArrayRef params, bool deterministic,
+          const c10::SymInt& rows) {
+  ctx->saved_data["plan"] = plan;
+  ctx->saved_data["params"] = params.vec();
+  ctx->saved_data["deterministic"] = deterministic;
+  ctx->saved_data["rows"] = rows;
+}
+
+// The gradient of the own rows, then of the halo rows: the transposed step over grad.
+at::Tensor adjoint(const char* op, AutogradContext* ctx, const at::Tensor& grad, const c10::SymInt& halo_rows) {
+  const PlanList plan = ctx->saved_data["plan"].to<PlanList>();
+  const std::vector<int64_t> params = ctx->saved_data["params"].toIntVector();
+  TORCH_CHECK(plan.get(kStepFields).has_value(), op, ": the plan has no transposed step, so the call cannot be ",
+              "differentiated (RankPlan.op_args(..., transposed=True))");
+  PlanList plan_t;
+  plan_t.reserve(plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) plan_t.push_back(plan.get((i + kStepFields) % plan.size()));
+  std::vector<int64_t> params_t(params.size());
+  for (size_t i = 0; i < params.size(); ++i) params_t[i] = params[(i + kStepParams) % params.size()];
+  const at::Tensor g = grad.contiguous();
+  const at::Tensor out = call_aggregate(g, g.new_empty_symint({0, g.sym_size(1)}), plan_t, params_t,
+                                        ctx->saved_data["deterministic"].toBool());
+  const c10::SymInt rows = ctx->saved_data["rows"].toSymInt();
+  const auto have = out.sym_size(0).maybe_as_int(), want = (rows + halo_rows).maybe_as_int();
+  TORCH_CHECK(!have || !want || *have == *want, op, ": the transposed step has ", out.sym_size(0),
+              " rows but x and the remote sources have ", rows, " + ", halo_rows);
+  return out;
+}
+
+class Aggregate : public torch::autograd::Function<Aggregate> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan,
+                            at::IntArrayRef params, bool deterministic) {
+    save(ctx, plan, params, deterministic, x.sym_size(0));
+    ctx->saved_data["halo_rows"] = x_remote.sym_size(0);
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return call_aggregate(x, x_remote, plan, params, deterministic);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const c10::SymInt rows = ctx->saved_data["rows"].toSymInt(), halo = ctx->saved_data["halo_rows"].toSymInt();
+    const at::Tensor out = adjoint("mgg.aggregate", ctx, grads[0], halo);
+    return {out.narrow_symint(0, 0, rows), out.narrow_symint(0, rows, halo), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+class AggregatePeers : public torch::autograd::Function<AggregatePeers> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList peers, int64_t my_pe,
+                            const PlanList& plan, at::IntArrayRef params, int64_t fetch, bool deterministic) {
+    save(ctx, plan, params, deterministic, x.sym_size(0));
+    std::vector<c10::SymInt> peer_rows;
+    c10::List<bool> needs;
+    for (const at::Tensor& p : peers) {
+      peer_rows.push_back(p.sym_size(0));
+      needs.push_back(p.requires_grad());
+    }
+    ctx->saved_data["peer_rows"] = c10::SymIntArrayRef(peer_rows);
+    ctx->saved_data["peer_needs"] = needs;
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return call_aggregate_peers(x, peers, my_pe, plan, params, fetch, deterministic);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const PlanList plan = ctx->saved_data["plan"].to<PlanList>();
+    const std::optional<at::Tensor> halo_pe = plan.get(kHaloPe), halo_offset = plan.get(kHaloOffset);
+    const c10::SymInt rows = ctx->saved_data["rows"].toSymInt();
+    const c10::SymInt halo_rows = halo_pe ? halo_pe->sym_numel() : c10::SymInt(0);
+    const at::Tensor out = adjoint("mgg.aggregate_peers", ctx, grads[0], halo_rows);
+    const std::vector<c10::SymInt> peer_rows = ctx->saved_data["peer_rows"].toSymIntVector();
+    const c10::List<bool> needs = ctx->saved_data["peer_needs"].toBoolList();
+    variable_list result{out.narrow_symint(0, 0, rows)};
+    // Each halo row is one row of its owner's table. Rows of other PEs go to a spare last row,
+    // which is cut off, so no shape depends on the data and torch.compile traces it.
+    const at::Tensor halo = out.narrow_symint(0, rows, halo_rows);
+    for (size_t pe = 0; pe < peer_rows.size(); ++pe) {
+      if (!needs.get(pe)) {
+        result.emplace_back();
+        continue;
+      }
+      at::Tensor grad = out.new_zeros_symint({peer_rows[pe] + 1, out.sym_size(1)});
+      if (halo_pe) {
+        const at::Tensor index =
+            halo_offset->to(at::kLong).masked_fill(halo_pe->ne(static_cast<int64_t>(pe)), c10::Scalar(peer_rows[pe]));
+        grad.index_add_(0, index, halo);
+      }
+      result.push_back(grad.narrow_symint(0, 0, peer_rows[pe]));
+    }
+    for (int i = 0; i < 5; ++i) result.emplace_back();  // my_pe, plan, params, fetch, deterministic
+    return result;
+  }
+};
+
+at::Tensor aggregate_autograd(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan,
+                              at::IntArrayRef params, bool deterministic) {
+  return Aggregate::apply(x, x_remote, plan, params, deterministic);
+}
+
+at::Tensor aggregate_peers_autograd(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
+                                    at::IntArrayRef params, int64_t fetch, bool deterministic) {
+  return AggregatePeers::apply(x, peers, my_pe, plan, params, fetch, deterministic);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(mgg, Autograd, m) {
+  m.impl("aggregate", &aggregate_autograd);
+  m.impl("aggregate_peers", &aggregate_peers_autograd);
+}
+
+}  // namespace mgg

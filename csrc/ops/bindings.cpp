@@ -1,0 +1,90 @@
+// Python module mgg._C: loading it registers the torch ops (schema.cpp and the device
+// implementations). It exports the limits and layouts the C++ side defines once
+// (core/limits.h, core/schedule.h, core/step_layout.h) and the kernels' launch-shape model, so
+// that the planner, the tuner and the command line use the launcher's own numbers; and, in CUDA
+// builds, the NVSHMEM host runtime.
+#include <torch/extension.h>
+
+#include "../core/launch_shape.h"
+#include "../core/limits.h"
+#include "../core/schedule.h"
+#include "../core/step_layout.h"
+
+#ifdef MGG_WITH_NVSHMEM
+#include "../nvshmem/runtime.h"
+#endif
+
+namespace {
+
+template <size_t N>
+py::tuple names(const char* const (&list)[N]) {
+  py::tuple t(N);
+  for (size_t i = 0; i < N; ++i) t[i] = py::str(list[i]);
+  return t;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+#ifdef MGG_WITH_CUDA
+  m.attr("with_cuda") = true;
+#else
+  m.attr("with_cuda") = false;
+#endif
+  py::dict limits;
+  limits["ps"] = py::make_tuple(mgg::kPsMin, mgg::kPsMax);
+  limits["dist"] = py::make_tuple(mgg::kDistMin, mgg::kDistMax);
+  limits["wpb"] = py::make_tuple(mgg::kWpbMin, mgg::kWpbMax);
+  limits["warp"] = mgg::kWarp;
+  limits["max_tile"] = mgg::kMaxTile;
+  limits["chunk"] = mgg::kChunk;
+  limits["max_pes"] = mgg::kMaxPes;
+  m.attr("limits") = limits;
+  m.attr("BLOCK_FIELDS") = names(mgg::kBlockFieldNames);
+  m.attr("FIXUP_FIELDS") = names(mgg::kFixupFieldNames);
+  m.attr("STEP_FIELDS") = names(mgg::kStepFieldNames);
+  m.attr("STEP_PARAMS") = names(mgg::kStepParamNames);
+  m.attr("FETCH") = names(mgg::kFetchNames);
+  m.def(
+      "launch_shape",
+      [](int64_t dim, int64_t wpb, int64_t max_remote_part, int64_t elem_bytes, bool deterministic, bool landing,
+         int64_t smem_limit) {
+        const int landing_rows = landing ? mgg::landing_rows_for(max_remote_part) : 0;
+        const int tile = mgg::choose_tile(dim, wpb, landing_rows, elem_bytes, deterministic, smem_limit);
+        py::dict d;
+        d["tile"] = tile;
+        d["landing_rows"] = landing_rows;
+        d["smem"] = tile ? mgg::smem_bytes(wpb, tile, landing_rows, elem_bytes, deterministic) : 0;
+        d["threads"] = wpb * mgg::kWarp;
+        d["grid_y"] = tile ? mgg::ceil_div(std::max<int64_t>(dim, 1), tile) : 0;
+        return d;
+      },
+      py::arg("dim"), py::arg("wpb"), py::arg("max_remote_part"), py::arg("elem_bytes"), py::arg("deterministic"),
+      py::arg("landing"), py::arg("smem_limit"),
+      "The kernels' launch shape for a step: column tile, landing rows, dynamic shared memory (bytes), threads and "
+      "grid.y; tile 0 means nothing fits smem_limit.");
+#ifdef MGG_WITH_NVSHMEM
+  m.attr("with_nvshmem") = true;
+  auto s = m.def_submodule("nvshmem", "NVSHMEM host runtime");
+  s.def("unique_id", [] {
+    auto v = mgg::shmem::unique_id();
+    return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+  });
+  s.def("init", [](py::bytes uid, int rank, int world) {
+    std::string b = uid;
+    mgg::shmem::init(std::vector<uint8_t>(b.begin(), b.end()), rank, world);
+  });
+  s.def("finalize", &mgg::shmem::finalize);
+  s.def("initialized", &mgg::shmem::initialized);
+  s.def("my_pe", &mgg::shmem::my_pe);
+  s.def("n_pes", &mgg::shmem::n_pes);
+  s.def("empty",
+        [](std::vector<int64_t> sizes, at::ScalarType dtype) { return mgg::shmem::empty_symmetric(sizes, dtype); });
+  s.def("free", &mgg::shmem::free_tensor);
+  s.def("peer_tensor", &mgg::shmem::peer_tensor);
+  s.def("is_symmetric", [](const at::Tensor& t) { return mgg::shmem::is_symmetric(t.data_ptr()); });
+  s.def("barrier_all_on_stream", &mgg::shmem::barrier_all_on_stream);
+#else
+  m.attr("with_nvshmem") = false;
+#endif
+}

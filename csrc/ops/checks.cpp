@@ -1,0 +1,148 @@
+// The per-call checks of the mgg ops: dtypes, shapes, devices and contiguity of x, the remote
+// sources and the plan's tensors (cheap, no pass over the data), then the content check
+// (plan_check.cpp), which runs once per set of plan tensors.
+#include <string>
+
+#include "../core/schedule.h"
+#include "step.h"
+
+namespace mgg {
+namespace {
+
+std::string field(const char* name, int index) { return index == 0 ? name : std::string(name) + " (transposed)"; }
+
+void check_index(const char* op, const at::Tensor& t, const std::string& name, at::ScalarType dtype,
+                 const at::Device& dev) {
+  TORCH_CHECK(t.dim() == 1, op, ": ", name, " must be 1-D, got ", t.dim(), "-D");
+  TORCH_CHECK(t.scalar_type() == dtype, op, ": ", name, " must be ", dtype, ", got ", t.scalar_type());
+  TORCH_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous");
+  TORCH_CHECK(t.device() == dev, op, ": every plan tensor must be on ", dev, " like x; found ", name, " on ",
+              t.device());
+}
+
+void check_part(const char* op, const Step& s, StepField rowptr, StepField col, StepField weight, int64_t rows,
+                const at::Device& dev, int index) {
+  const std::string n = field(kStepFieldNames[rowptr], index);
+  check_index(op, s[rowptr], n, at::kLong, dev);
+  TORCH_CHECK(s[rowptr].size(0) == rows + 1, op, ": ", n, " has ", s[rowptr].size(0), " entries, expected ", rows + 1,
+              " (one more than local_rowptr's rows)");
+  TORCH_CHECK(s.has(col), op, ": ", field(kStepFieldNames[col], index), " is missing");
+  check_index(op, s[col], field(kStepFieldNames[col], index), at::kInt, dev);
+  if (s.has(weight)) {
+    const at::Tensor& w = s[weight];
+    const std::string wn = field(kStepFieldNames[weight], index);
+    TORCH_CHECK(w.dim() == 1 && w.numel() == s[col].numel(), op, ": ", wn, " must be 1-D with one entry per edge (",
+                s[col].numel(), "), got shape ", w.sizes());
+    TORCH_CHECK(w.scalar_type() == at::kFloat || w.scalar_type() == at::kDouble, op, ": ", wn,
+                " must be float32 or float64, got ", w.scalar_type());
+    TORCH_CHECK(w.is_contiguous() && w.device() == dev, op, ": ", wn, " must be contiguous and on ", dev);
+  }
+}
+
+void check_table(const char* op, const at::Tensor& t, const std::string& name, const at::Tensor& x) {
+  TORCH_CHECK(t.dim() == 2 && t.size(1) == x.size(1), op, ": ", name, " must be 2-D with the same dim as x (",
+              x.size(1), "), got shape ", t.sizes());
+  TORCH_CHECK(t.scalar_type() == x.scalar_type(), op, ": ", name, " dtype ", t.scalar_type(), " differs from x dtype ",
+              x.scalar_type());
+  TORCH_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous");
+  TORCH_CHECK(t.device() == x.device(), op, ": ", name, " must be on ", x.device(), " like x, found ", t.device());
+}
+
+void check_x(const char* op, const at::Tensor& x) {
+  TORCH_CHECK(x.dim() == 2, op, ": x must be 2-D [nodes, dim], got ", x.dim(), "-D");
+  const auto st = x.scalar_type();
+  TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16, op,
+              ": x must be float32, float64, float16 or bfloat16, got ", st);
+  TORCH_CHECK(x.is_contiguous(), op, ": x must be contiguous");
+}
+
+// Dtypes, shapes and devices of a step (not its content).
+void check_step_args(const char* op, const Step& s, const at::Device& dev, bool peers) {
+  TORCH_CHECK(s.ps >= 0 && s.ps <= kPsMax, op, ": ps must be in [", kPsMin, ", ", kPsMax, "] or 0, got ", s.ps);
+  TORCH_CHECK(s.dist >= kDistMin && s.dist <= kDistMax, op, ": dist must be in [", kDistMin, ", ", kDistMax, "], got ",
+              s.dist);
+  TORCH_CHECK(s.wpb >= kWpbMin && s.wpb <= kWpbMax, op, ": warps_per_block must be in [", kWpbMin, ", ", kWpbMax,
+              "], got ", s.wpb);
+  TORCH_CHECK(s.num_slots >= 0 && s.max_remote_part >= 0, op, ": num_slots and max_remote_part must be >= 0");
+  check_index(op, s[kLocalRowptr], "local_rowptr", at::kLong, dev);
+  const int64_t rows = s.rows();
+  TORCH_CHECK(rows >= 0, op, ": local_rowptr must have at least one entry");
+  check_part(op, s, kLocalRowptr, kLocalCol, kLocalWeight, rows, dev, 0);
+  if (s.has_remote()) {
+    check_part(op, s, kRemoteRowptr, kRemoteCol, kRemoteWeight, rows, dev, 0);
+    if (peers) {
+      TORCH_CHECK(s.has(kRemotePe), op, ": remote_pe is missing (aggregate_peers names each remote row's PE)");
+      check_index(op, s[kRemotePe], "remote_pe", at::kInt, dev);
+      TORCH_CHECK(s[kRemotePe].numel() == s[kRemoteCol].numel(), op, ": remote_pe must have one entry per remote ",
+                  "edge (", s[kRemoteCol].numel(), "), got ", s[kRemotePe].numel());
+    }
+  }
+  for (StepField f : {kBlocks, kFixups}) {
+    TORCH_CHECK(s.has(f), op, ": ", kStepFieldNames[f], " is missing");
+    const int64_t width = f == kBlocks ? kBlockFields : kFixupFields;
+    const at::Tensor& t = s[f];
+    TORCH_CHECK(t.dim() == 2 && t.size(1) == width && t.scalar_type() == at::kLong && t.is_contiguous(), op, ": ",
+                kStepFieldNames[f], " must be a contiguous int64 tensor [n, ", width, "], got ", t.scalar_type(), " ",
+                t.sizes());
+    TORCH_CHECK(t.device() == dev, op, ": every plan tensor must be on ", dev, " like x; found ", kStepFieldNames[f],
+                " on ", t.device());
+  }
+}
+
+}  // namespace
+
+Step step_of(const char* op, const PlanList& plan, at::IntArrayRef params, int index, bool required) {
+  TORCH_CHECK(plan.size() == 2 * kStepFields, op, ": plan must list ", 2 * kStepFields,
+              " tensors (a step and its transposed step, fields mgg._C.STEP_FIELDS), got ", plan.size());
+  TORCH_CHECK(params.size() == 2 * kStepParams, op, ": params must list ", 2 * kStepParams,
+              " integers (mgg._C.STEP_PARAMS twice), got ", params.size());
+  Step s;
+  for (int f = 0; f < kStepFields; ++f) {
+    const std::optional<at::Tensor> t = plan.get(index * kStepFields + f);
+    if (t.has_value()) s.t[f] = *t;
+  }
+  TORCH_CHECK(!required || s.has(kLocalRowptr), op, ": the plan has no ", index == 0 ? "forward" : "transposed",
+              " step (local_rowptr is None)");
+  const int64_t* p = params.data() + index * kStepParams;
+  s.ps = p[kPs];
+  s.dist = p[kDist];
+  s.wpb = p[kWpb];
+  s.interleave = p[kInterleave] != 0;
+  s.num_slots = p[kNumSlots];
+  s.max_remote_part = p[kMaxRemotePart];
+  return s;
+}
+
+Call check_aggregate(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan, at::IntArrayRef params,
+                     bool deterministic) {
+  Call c{"mgg.aggregate", step_of("mgg.aggregate", plan, params, 0, true), deterministic};
+  check_x(c.op, x);
+  check_table(c.op, x_remote, "x_remote", x);
+  check_step_args(c.op, c.step, x.device(), false);
+  check_step_content(c.op, c.step, x.size(0), RemoteRows{x_remote.size(0)});
+  return c;
+}
+
+Call check_aggregate_peers(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
+                           at::IntArrayRef params, int64_t fetch, bool deterministic) {
+  Call c{"mgg.aggregate_peers", step_of("mgg.aggregate_peers", plan, params, 0, true), deterministic};
+  TORCH_CHECK(fetch >= 0 && fetch < kNumFetch, c.op, ": fetch must be 0 (direct), 1 (get, thread), 2 (get, warp) or ",
+              "3 (get, block), got ", fetch);
+  TORCH_CHECK(fetch == static_cast<int64_t>(Fetch::kDirect) || x.is_cuda(), c.op, ": fetch '", kFetchNames[fetch],
+              "' is an NVSHMEM get, which needs CUDA tensors; on the CPU use fetch 'direct'");
+  check_x(c.op, x);
+  TORCH_CHECK(!peers.empty(), c.op, ": peers must list every PE's table, got none");
+  TORCH_CHECK(static_cast<int64_t>(peers.size()) <= kMaxPes, c.op, ": at most ", kMaxPes, " PEs, got ", peers.size());
+  TORCH_CHECK(my_pe >= 0 && my_pe < static_cast<int64_t>(peers.size()), c.op, ": my_pe ", my_pe, " is outside [0, ",
+              peers.size(), ")");
+  std::vector<int64_t> peer_rows;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    check_table(c.op, peers[i], "peers[" + std::to_string(i) + "]", x);
+    peer_rows.push_back(peers[i].size(0));
+  }
+  check_step_args(c.op, c.step, x.device(), true);
+  check_step_content(c.op, c.step, x.size(0), RemoteRows{0, &peer_rows, my_pe});
+  return c;
+}
+
+}  // namespace mgg

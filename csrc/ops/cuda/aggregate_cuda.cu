@@ -1,0 +1,135 @@
+// CUDA implementations of mgg::aggregate and mgg::aggregate_peers: the ATen side of the kernels.
+// They check the call (ops/checks.cpp), plan the launch for this GPU (one-line error when a
+// config cannot launch), allocate the output and scratch, and call the torch-free launchers of
+// kernels/api.h on the current stream.
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "../../kernels/api.h"
+#include "../../nvshmem/runtime.h"
+#include "../step.h"
+
+namespace mgg {
+namespace {
+
+kernels::Storage storage_of(const char* op, at::ScalarType st) {
+  switch (st) {
+    case at::kFloat:
+      return kernels::Storage::kFloat32;
+    case at::kHalf:
+      return kernels::Storage::kFloat16;
+    case at::kBFloat16:
+      return kernels::Storage::kBFloat16;
+    default:
+      TORCH_CHECK(false, op, ": CUDA storage must be float32, float16 or bfloat16, got ", st,
+                  " (float64 is supported on the CPU only)");
+  }
+}
+
+at::Tensor f32(const Step& s, StepField w) { return s.has(w) ? s[w].to(at::kFloat).contiguous() : at::Tensor(); }
+
+kernels::DevicePart device_part(const Step& s, StepField rowptr, StepField col, const at::Tensor& weight,
+                                const at::Tensor& pe) {
+  if (!s.has(rowptr)) return {nullptr, nullptr, nullptr, nullptr};
+  return {s[rowptr].data_ptr<int64_t>(), s[col].data_ptr<int32_t>(),
+          weight.defined() ? weight.data_ptr<float>() : nullptr, pe.defined() ? pe.data_ptr<int32_t>() : nullptr};
+}
+
+// Runs a checked call: `plan(step, &launch)` gives the launch shape or why it cannot launch,
+// `launch(step, launch, out, scratch, stream)` runs it.
+template <typename Plan, typename Run>
+at::Tensor run(const at::Tensor& x, const Call& c, bool peers, Plan plan, Run launch) {
+  const Step& s = c.step;
+  at::Tensor out = at::empty({s.rows(), x.size(1)}, x.options());
+  if (out.numel() == 0) return out;
+  const at::Tensor lw = f32(s, kLocalWeight), rw = f32(s, kRemoteWeight);
+  kernels::Step ks{};
+  ks.storage = storage_of(c.op, x.scalar_type());
+  ks.local = device_part(s, kLocalRowptr, kLocalCol, lw, at::Tensor());
+  ks.remote = device_part(s, kRemoteRowptr, kRemoteCol, rw, peers ? s[kRemotePe] : at::Tensor());
+  ks.blocks = s[kBlocks].data_ptr<int64_t>();
+  ks.num_blocks = s[kBlocks].size(0);
+  ks.fixups = s[kFixups].data_ptr<int64_t>();
+  ks.num_fixups = s[kFixups].size(0);
+  ks.num_rows = s.rows();
+  ks.dim = x.size(1);
+  ks.ps = s.ps;
+  ks.dist = s.dist;
+  ks.wpb = s.wpb;
+  ks.max_remote_part = s.max_remote_part;
+  ks.interleave = s.interleave;
+  ks.deterministic = c.deterministic;
+  kernels::Launch l{};
+  const std::string why = plan(ks, &l);
+  TORCH_CHECK(why.empty(), c.op, ": ", why);
+  at::Tensor scratch = at::empty({c.deterministic ? 0 : s.num_slots, x.size(1)}, x.options().dtype(at::kFloat));
+  C10_CUDA_CHECK(launch(ks, l, out.data_ptr(), scratch.data_ptr<float>(), at::cuda::getCurrentCUDAStream().stream()));
+  return out;
+}
+
+at::Tensor aggregate_cuda(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan, at::IntArrayRef params,
+                          bool deterministic) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  const Call c = check_aggregate(x, x_remote, plan, params, deterministic);
+  kernels::Sources src{};
+  src.local_table = x.data_ptr();
+  src.remote_table = x_remote.data_ptr();
+  return run(
+      x, c, false, [](const kernels::Step& s, kernels::Launch* l) { return kernels::plan_table_launch(s, l); },
+      [&](const kernels::Step& s, const kernels::Launch& l, void* out, float* scratch, cudaStream_t stream) {
+        return kernels::launch_table(s, src, l, out, scratch, stream);
+      });
+}
+
+kernels::Source source_of(Fetch f) {
+  switch (f) {
+    case Fetch::kGetThread:
+      return kernels::Source::kGetThread;
+    case Fetch::kGetWarp:
+      return kernels::Source::kGetWarp;
+    case Fetch::kGetBlock:
+      return kernels::Source::kGetBlock;
+    default:
+      return kernels::Source::kPeerPointers;
+  }
+}
+
+at::Tensor aggregate_peers_cuda(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
+                                at::IntArrayRef params, int64_t fetch, bool deterministic) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  const Call c = check_aggregate_peers(x, peers, my_pe, plan, params, fetch, deterministic);
+  const Fetch how = static_cast<Fetch>(fetch);
+  kernels::Sources src{};
+  src.local_table = x.data_ptr();
+  if (how == Fetch::kDirect) {
+    for (size_t i = 0; i < peers.size(); ++i) src.peers[i] = peers[i].data_ptr();
+  } else {
+    const void* symmetric = peers[my_pe].data_ptr();
+    TORCH_CHECK(shmem::initialized(), c.op, ": fetch '", kFetchNames[fetch], "' is an NVSHMEM get but NVSHMEM is ",
+                "not initialised in this process (mgg.distributed.nvshmem.init)");
+    TORCH_CHECK(shmem::n_pes() == static_cast<int>(peers.size()) && shmem::my_pe() == my_pe, c.op, ": NVSHMEM has ",
+                shmem::n_pes(), " PEs and this is PE ", shmem::my_pe(), ", but the call names ", peers.size(),
+                " PEs and my_pe ", my_pe);
+    TORCH_CHECK(shmem::is_symmetric(symmetric), c.op,
+                ": peers[my_pe] is not in NVSHMEM's symmetric heap, so peers cannot get from it");
+    src.symmetric = symmetric;
+    src.p2p = shmem::reachable_by_loads(symmetric);
+  }
+  const kernels::Source source = source_of(how);
+  return run(
+      x, c, true, [&](const kernels::Step& s, kernels::Launch* l) { return kernels::plan_peers_launch(s, source, l); },
+      [&](const kernels::Step& s, const kernels::Launch& l, void* out, float* scratch, cudaStream_t stream) {
+        return kernels::launch_peers(s, source, src, l, out, scratch, stream);
+      });
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(mgg, CUDA, m) {
+  m.impl("aggregate", &aggregate_cuda);
+  m.impl("aggregate_peers", &aggregate_peers_cuda);
+}
+
+}  // namespace mgg

@@ -1,0 +1,61 @@
+// The mgg ops' view of a plan step (layout in core/step_layout.h) and the host-side checks that
+// every implementation runs before anything executes. Schemas are in schema.cpp.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <array>
+#include <optional>
+#include <vector>
+
+#include "../core/limits.h"
+#include "../core/step_layout.h"
+
+namespace mgg {
+
+// The op's argument types for a plan and its parameters.
+using PlanList = c10::List<std::optional<at::Tensor>>;
+
+// One step of a plan: its tensors (absent ones undefined) and its parameters.
+struct Step {
+  std::array<at::Tensor, kStepFields> t;
+  int64_t ps = 0, dist = 1, wpb = 1, num_slots = 0, max_remote_part = 0;
+  bool interleave = true;
+
+  const at::Tensor& operator[](StepField f) const { return t[f]; }
+  bool has(StepField f) const { return t[f].defined(); }
+  bool has_remote() const { return has(kRemoteRowptr); }
+  int64_t rows() const { return t[kLocalRowptr].size(0) - 1; }
+};
+
+// Where a step's remote rows are read: one table of `rows` rows, or each PE's table.
+struct RemoteRows {
+  int64_t rows = 0;
+  const std::vector<int64_t>* peer_rows = nullptr;  // rows of each PE's table (aggregate_peers)
+  int64_t my_pe = -1;
+};
+
+// Step `index` (0: forward, 1: transposed) of an op's plan and params lists; `required` makes an
+// absent step an error, otherwise an absent step comes back with no local row pointer.
+Step step_of(const char* op, const PlanList& plan, at::IntArrayRef params, int index, bool required);
+
+// A checked call of an op: the forward step, checked against x and the remote sources (dtypes,
+// shapes, devices cheaply on every call; the content, every index and the schedule, once per
+// set of plan tensors).
+struct Call {
+  const char* op;
+  Step step;
+  bool deterministic;
+};
+
+Call check_aggregate(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan, at::IntArrayRef params,
+                     bool deterministic);
+Call check_aggregate_peers(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
+                           at::IntArrayRef params, int64_t fetch, bool deterministic);
+
+// The content of a step (every index in bounds; the schedule tiles the partitions implied by the
+// row pointers and ps, within the kernels' caps, and writes every output row exactly once), with
+// ATen ops on the step's device. Remembered by the tensors' identity and version counters, so a
+// plan is checked on its first use on a device only.
+void check_step_content(const char* op, const Step& s, int64_t local_rows, const RemoteRows& remote);
+
+}  // namespace mgg
