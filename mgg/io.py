@@ -141,9 +141,15 @@ def _dense(a, path: Path) -> np.ndarray:
 def load_planetoid(root, name: str) -> NodeDataset:
     """The Planetoid raw format (ind.NAME.{x,tx,allx,y,ty,ally,graph,test.index}) in `root`.
 
-    Handles the format's quirks: Python-2 pickles, unsorted test indices, and test indices with
-    gaps (Citeseer), whose missing rows are padded with zero features and no label; duplicate
-    edges and self-loops in the adjacency dict are dropped, as PyG does."""
+    The format's quirks: Python-2 pickles; row k of tx/ty belongs to the k-th node listed in
+    test.index, which is not sorted; the nodes missing from a test range with gaps (Citeseer's
+    isolated nodes) get zero feature rows and label 0, outside every mask; duplicate edges and
+    self-loops in the adjacency dict are dropped, as PyG does.
+
+    (Kipf's code, and PyG's after it, puts tx at the sorted test positions and then permutes
+    rows: x[test_index] = x[sorted(test_index)]. The padding for gaps must therefore use the
+    sorted indices too; padding at the listed positions and then permuting scrambled the test
+    rows of every gapped set, the bug of issue 10.)"""
     root = Path(root)
     p = {k: root / f"ind.{name.lower()}.{k}" for k in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")}
     if not p["graph"].exists():
@@ -167,18 +173,18 @@ def load_planetoid(root, name: str) -> NodeDataset:
     if x.shape[0] != y.shape[0] or allx.shape[0] != ally.shape[0]:
         raise GraphError(f"{p['x']}: feature and label row counts differ ({x.shape[0]}/{y.shape[0]}, "
                          f"{allx.shape[0]}/{ally.shape[0]})")
-    lo, hi = int(test_index.min()), int(test_index.max())
+    order = np.sort(test_index)
+    lo, hi = int(order[0]), int(order[-1])
     span = hi - lo + 1
-    if span != test_index.size:  # gaps (Citeseer): pad to the full range
+    if span != test_index.size:  # gaps (Citeseer): tx rows go to the sorted indices (permuted below)
         tx_full = np.zeros((span, tx.shape[1]), np.float32)
         ty_full = np.zeros((span, ty.shape[1]), np.float32)
-        tx_full[test_index - lo] = tx
-        ty_full[test_index - lo] = ty
+        tx_full[order - lo] = tx
+        ty_full[order - lo] = ty
         tx, ty = tx_full, ty_full
     feats = np.vstack([allx, tx])
     labels_1h = np.vstack([ally, ty])
-    order = np.sort(test_index)
-    feats[test_index] = feats[order]
+    feats[test_index] = feats[order]  # row k of tx belongs to the k-th listed test node
     labels_1h[test_index] = labels_1h[order]
     n = feats.shape[0]
     src, dst = [], []
