@@ -85,6 +85,27 @@ def test_csr_validation_messages():
         Graph.from_edge_index(torch.zeros(3, 4, dtype=torch.long))
 
 
+def test_graph_from_edges_refuses_huge_counts_without_allocating():
+    with pytest.raises(GraphError, match="edge 1 .* 3,000,000,001 nodes, more than"):
+        Graph.from_edges(np.array([0, 1]), np.array([1, 3_000_000_000]))
+    with pytest.raises(GraphError, match="num_nodes: 4,000,000,000 nodes"):
+        Graph.from_edges(np.array([0]), np.array([1]), num_nodes=4_000_000_000)
+    assert Graph.from_edges(np.array([0]), np.array([1]), num_nodes=2_000_000).num_nodes == 2_000_000
+
+
+def test_from_edges_matches_a_stable_sort_by_destination():
+    """The counting sort keeps each row's edges in input order, as the argsort it replaced."""
+    rng = np.random.default_rng(5)
+    src, dst = rng.integers(0, 300, 5000), rng.integers(0, 300, 5000)
+    w = rng.random(5000).astype(np.float32)
+    g = Graph.from_edges(src.astype(np.int32), dst, 300, w)
+    order = np.argsort(dst, kind="stable")
+    assert np.array_equal(g.col.numpy(), src[order]) and np.array_equal(g.weight.numpy(), w[order])
+    assert np.array_equal(g.rowptr.numpy(), np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=300))]))
+    with pytest.raises(GraphError, match="node ids \\(sources\\) must be integers"):
+        Graph.from_edges(np.array([0.5]), np.array([1]))
+
+
 def test_features_must_match_graph():
     g = random_graph(10, 20)
     with pytest.raises(GraphError, match="x has 9 rows but the graph has 10 nodes"):
