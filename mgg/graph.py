@@ -48,22 +48,47 @@ def _edge_with(src, dst, node) -> str:
     return f"edge {i} ({src[i]} -> {dst[i]})"
 
 
+def _nondecreasing(a: np.ndarray, chunk: int = 1 << 22) -> bool:
+    """Whether a is sorted; chunk by chunk, so unsorted input is told at once."""
+    for i in range(0, a.size - 1, chunk):
+        part = a[i:i + chunk + 1]
+        if not bool((part[1:] >= part[:-1]).all()):
+            return False
+    return True
+
+
 def _coo_to_csr(row, col, n: int, w):
-    """Counting sort of the entries (row[i], col[i]) by row, stable (one pass, O(E + n), as
-    scipy's coo_tocsr), with 32-bit indices while they fit: about 14 bytes per edge besides the
-    inputs and the int64 result."""
+    """Stable counting sort of the entries (row[i], col[i]) by row: (rowptr, col, weight) with
+    int64 indices. Input already sorted by row needs none. Otherwise scipy's coo_tocsr (one
+    pass, O(E + n)) on 32-bit indices while they fit; for large unweighted input in two passes,
+    by the top 8 bits of the row first and then by row, which keeps the scattered writes within
+    cache-sized windows (about twice as fast at 1e8 edges). About 20 bytes per edge besides the
+    inputs and the result."""
     e = row.size
+    if e == 0 or _nondecreasing(row):
+        rowptr = np.searchsorted(row, np.arange(n + 1), side="left").astype(np.int64)
+        return rowptr, col.astype(np.int64, copy=False), w
     try:
         from scipy.sparse._sparsetools import coo_tocsr
     except ImportError:  # pragma: no cover - a scipy without the private module
-        coo_tocsr = None
-    if coo_tocsr is None or e == 0:
         order = np.argsort(row, kind="stable")
         rowptr = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(row, minlength=n), out=rowptr[1:])
         return rowptr, col[order].astype(np.int64), None if w is None else w[order]
     idx = np.int32 if max(n, e) < 2**31 else np.int64
     ai, aj = row.astype(idx, copy=False), col.astype(idx, copy=False)
+    shift = max(0, (n - 1).bit_length() - 8)
+    if w is None and shift >= 8 and e >= 1 << 22:
+        nb = ((n - 1) >> shift) + 1
+        top = np.right_shift(ai, shift, dtype=idx)
+        bp, aj1, ai1 = np.empty(nb + 1, idx), np.empty(e, idx), np.empty(e, idx)
+        coo_tocsr(nb, n, e, top, aj, ai, bp, aj1, ai1)  # by bucket, the row carried as the value
+        del ai, aj
+        ones = np.ones(e, np.int8)  # values and their output in one buffer: every value is 1
+        rowptr = np.empty(n + 1, idx)
+        coo_tocsr(n, n, e, ai1, aj1, ones, rowptr, top, ones)  # by row, within buckets; into top
+        del ai1, aj1, ones
+        return rowptr.astype(np.int64), top.astype(np.int64), None
     ax = np.ones(e, np.int8) if w is None else w
     bp, bj, bx = np.empty(n + 1, idx), np.empty(e, idx), np.empty(e, ax.dtype)
     coo_tocsr(n, n, e, ai, aj, ax, bp, bj, bx)
@@ -138,12 +163,12 @@ class Graph:
 
     @staticmethod
     def from_scipy(mat, what: str = "sparse matrix") -> "Graph":
-        """Entry (i, j) of the matrix is the edge j -> i: row i aggregates column j."""
+        """Entry (i, j) of the matrix is the edge j -> i: row i aggregates column j. A CSR
+        matrix's rows are taken as stored (duplicate entries stay separate edges)."""
         m = sp.csr_matrix(mat)
         if m.shape[0] != m.shape[1]:
             raise GraphError(f"{what}: adjacency must be square, got shape {m.shape}")
-        m.sort_indices()
-        w = m.data.astype(np.float32)
+        w = m.data.astype(np.float32)  # rows as stored: a row's neighbours keep their order
         weight = None if np.all(w == 1.0) else w
         return Graph.from_csr(m.indptr.astype(np.int64), m.indices.astype(np.int64), weight, what)
 

@@ -319,6 +319,8 @@ def load_npz(path) -> Graph:
             if ei.ndim != 2 or ei.shape[0] != 2:
                 raise GraphError(f"{path}: field edge_index must have shape [2, E], got {list(ei.shape)}")
             n = int(z["num_nodes"]) if "num_nodes" in keys else None
+            if ei.dtype == np.int64 and ei.size and 0 <= ei.min() and ei.max() < 2**31:
+                ei = ei.astype(np.int32)  # half the memory while the CSR is built
             return Graph.from_edges(ei[0], ei[1], n, z["edge_weight"] if "edge_weight" in keys else None,
                                     what=str(path))
     raise GraphError(f"{path}: .npz has fields {sorted(keys)}; expected a scipy.sparse matrix (save_npz), "

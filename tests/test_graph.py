@@ -93,15 +93,27 @@ def test_graph_from_edges_refuses_huge_counts_without_allocating():
     assert Graph.from_edges(np.array([0]), np.array([1]), num_nodes=2_000_000).num_nodes == 2_000_000
 
 
-def test_from_edges_matches_a_stable_sort_by_destination():
-    """The counting sort keeps each row's edges in input order, as the argsort it replaced."""
+@pytest.mark.parametrize("e, n, weighted, presorted", [
+    (5000, 300, True, False),
+    (5000, 300, False, True),  # already sorted by destination: no sort at all
+    (1 << 22, 100_000, False, False),  # large enough for the two-pass (bucket, then row) sort
+])
+def test_from_edges_matches_a_stable_sort_by_destination(e, n, weighted, presorted):
+    """The counting sort keeps each row's edges in input order, as a stable argsort."""
     rng = np.random.default_rng(5)
-    src, dst = rng.integers(0, 300, 5000), rng.integers(0, 300, 5000)
-    w = rng.random(5000).astype(np.float32)
-    g = Graph.from_edges(src.astype(np.int32), dst, 300, w)
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
+    if presorted:
+        dst.sort()
+    w = rng.random(e).astype(np.float32) if weighted else None
+    g = Graph.from_edges(src.astype(np.int32), dst, n, w)
     order = np.argsort(dst, kind="stable")
-    assert np.array_equal(g.col.numpy(), src[order]) and np.array_equal(g.weight.numpy(), w[order])
-    assert np.array_equal(g.rowptr.numpy(), np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=300))]))
+    assert np.array_equal(g.col.numpy(), src[order])
+    assert np.array_equal(g.rowptr.numpy(), np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))]))
+    if weighted:
+        assert np.array_equal(g.weight.numpy(), w[order])
+
+
+def test_from_edges_refuses_non_integer_ids():
     with pytest.raises(GraphError, match="node ids \\(sources\\) must be integers"):
         Graph.from_edges(np.array([0.5]), np.array([1]))
 
