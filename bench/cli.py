@@ -16,14 +16,15 @@ from .env import copy_bandwidth_gbps, environment
 from .peers import PEERS
 from .suites import SUITES, Options
 
-SMOKE = dict(graphs=["rmat:1500:15000"], dims=[16], pes=[1, 2], tune_budget=6)
+SMOKE = dict(graphs=["rmat:1500:15000"], dims=[16], pes=[1, 2], tune_budget=6, load_edges=[100_000])
 
 
 def parser():
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     ap.add_argument("suites", nargs="+", choices=[*SUITES, "all"])
-    ap.add_argument("--graphs", nargs="+", default=["reddit", "products"],
-                    help="synthetic specs (reddit, products, reddit:scale=0.1, rmat:N:E), files, Planetoid names")
+    ap.add_argument("--graphs", nargs="+", default=["rmat-reddit", "rmat-products"],
+                    help="synthetic specs (rmat-reddit, rmat-products, rmat-reddit:scale=0.1, rmat:N:E), files, "
+                         "dataset directories or names under --data-dir (Planetoid, reddit, ogbn-*)")
     ap.add_argument("--dims", nargs="+", type=int, default=[16, 64, 128, 256])
     ap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
     ap.add_argument("--impls", nargs="+", choices=list(PEERS), default=list(PEERS))
@@ -36,6 +37,8 @@ def parser():
     ap.add_argument("--reps", type=int, default=20, help="timed repetitions (at least 20)")
     ap.add_argument("--flush-l2", action="store_true", help="flush the GPU L2 cache before each repetition")
     ap.add_argument("--tune-budget", type=int, default=15)
+    ap.add_argument("--load-edges", nargs="+", type=int, default=None,
+                    help="load suite: edge counts of the generated files (default 100000000)")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--tag", default="", help="added to the output file names")
@@ -59,6 +62,7 @@ def main(argv=None) -> int:
                       impls=args.impls, pes=args.pes, config=Config(args.ps, args.dist, args.wpb), warmup=args.warmup,
                       reps=args.reps, flush_l2=args.flush_l2, data_dir=args.data_dir, tune_budget=args.tune_budget,
                       progress=not args.quiet)
+        opt.load_edges = args.load_edges
         if args.data_dir is None:
             from mgg.datasets import bundled_planetoid_dir
             opt.data_dir = bundled_planetoid_dir()

@@ -14,6 +14,7 @@ from mgg.io import load_graph
 from mgg.runtime import DeviceLimits, MggSearch, feasible, grid
 from mgg.runtime.timing import Timing, measure
 
+from .load import load
 from .peers import PEERS, prepare_mgg
 from .report import format_rank_edges
 
@@ -234,4 +235,5 @@ def tune(opt: Options) -> Iterator[dict]:
             yield _row("tune", f"{spec}/d{dim}/grid", spec, g, dim, opt, "grid", 1, c, "fwd", t, peak)
 
 
-SUITES = {"kernel": kernel, "ablation": ablation, "scaling": scaling, "dist": dist, "e2e": e2e, "tune": tune}
+SUITES = {"kernel": kernel, "ablation": ablation, "scaling": scaling, "dist": dist, "e2e": e2e, "tune": tune,
+          "load": load}
