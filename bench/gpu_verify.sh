@@ -2,7 +2,7 @@
 # The GPU verification of issues 4-6, in stages that each fit one device call (10 min):
 #
 #   bash bench/gpu_verify.sh build tests sanitize     # then, in later calls:
-#   bash bench/gpu_verify.sh kernel                   # reddit + products, D 16..256, vs cuSPARSE
+#   bash bench/gpu_verify.sh kernel                   # rmat-reddit + rmat-products, D 16..256, vs cuSPARSE
 #   bash bench/gpu_verify.sh tune
 #   bash bench/gpu_verify.sh nvshmem dist scaling     # scaling ends with the 8-GPU projection
 #
@@ -52,17 +52,17 @@ for s in "$@"; do
       for tool in memcheck racecheck synccheck; do
         stage "sanitize-$tool" compute-sanitizer --tool $tool --error-exitcode 9 $PY -m bench.sanitize_case
       done ;;
-    kernel) stage kernel $PY -m bench kernel --graphs reddit products --dims 16 64 128 256 \
+    kernel) stage kernel $PY -m bench kernel --graphs rmat-reddit rmat-products --dims 16 64 128 256 \
               --impls mgg torch.sparse --out "$OUT" --tag h100 --quiet ;;
-    tune) stage tune $PY -m bench tune --graphs reddit products rmat:2000000:40000000 --dims 64 \
+    tune) stage tune $PY -m bench tune --graphs rmat-reddit rmat-products rmat:2000000:40000000 --dims 64 \
               --out "$OUT" --tag h100 --quiet ;;
     nvshmem) stage nvshmem $PY -m pytest tests/test_nvshmem.py -q -x --junitxml="$OUT/nvshmem.xml" ;;
-    dist) stage dist $PY -m bench dist --graphs reddit:scale=0.25 products:scale=0.25 --dims 64 \
+    dist) stage dist $PY -m bench dist --graphs rmat-reddit:scale=0.25 rmat-products:scale=0.25 --dims 64 \
               --pes 1 2 4 --out "$OUT" --tag h100 --quiet ;;
     scaling)
-      stage scaling $PY -m bench scaling --graphs reddit products --dims 64 --pes 1 2 3 4 6 8 \
+      stage scaling $PY -m bench scaling --graphs rmat-reddit rmat-products --dims 64 --pes 1 2 3 4 6 8 \
               --out "$OUT" --tag h100-scaling --quiet
-      for g in reddit products; do
+      for g in rmat-reddit rmat-products; do
         stage "project-$g" $PY -m bench.project "$(ls -t "$OUT"/scaling-*h100-scaling*.csv | head -1)" --graph $g --dim 64
       done ;;
     *) echo "unknown stage $s"; status=1 ;;

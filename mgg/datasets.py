@@ -106,7 +106,8 @@ def _path_source(path: Path, spec: str, relabel: bool) -> Source:
                                  f"--data-dir {path}")
             return _planetoid_source(path, names[0])
         raise GraphError(f"{path}: a directory with no dataset mgg reads (PyG Reddit raw files reddit_data.npz + "
-                         "reddit_graph.npz, an OGB node-property dataset with raw/ and split/, or Planetoid ind.* files)")
+                         "reddit_graph.npz, an OGB node-property dataset with raw/ and split/, or Planetoid "
+                         "ind.* files)")
     name = path.name.lower()
     if name.endswith(".npz"):
         if _npz_has_features(path):

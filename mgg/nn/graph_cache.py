@@ -45,7 +45,8 @@ def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
     if isinstance(edge_index, torch.Tensor):
         return Graph.from_edge_index(edge_index.cpu(), num_nodes, None if edge_weight is None else edge_weight.cpu())
     raise MggError(f"edge_index must be a tensor [2, E] (or PyG EdgeIndex), a torch sparse or torch_sparse "
-                   f"SparseTensor adjacency adj_t[target, source], an mgg Graph or Plan; got {type(edge_index).__name__}")
+                   f"SparseTensor adjacency adj_t[target, source], an mgg Graph or Plan; "
+                   f"got {type(edge_index).__name__}")
 
 
 def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callable[[Graph], Graph]):
