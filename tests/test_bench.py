@@ -27,7 +27,8 @@ def test_smoke_all_suites(tmp_path):
     assert {(row["impl"], int(row["pes"])) for row in dist} >= {("mgg-halo", 1), ("mgg-halo", 2)}
     assert all(row["rank_edges"].count(";") == int(row["pes"]) - 1 for row in dist)
     load = [row for row in rows if row["suite"] == "load"]
-    assert {row["graph"] for row in load} == {"text", "text.gz", "mtx", "npz-edge_index", "npz-scipy-csr"}
+    assert {row["graph"] for row in load} == {"text", "text.gz", "mtx", "npz-edge_index", "npz-edge_index-by-dst",
+                                             "npz-scipy-csr"}
     for row in load:  # every format gives the same graph; the figures are filled in
         assert (int(row["nodes"]), int(row["edges"])) == (10_000, 100_000)
         assert float(row["edges_per_s"]) > 0 and float(row["peak_mem_bytes_per_edge"]) > 0
