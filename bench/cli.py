@@ -19,14 +19,15 @@ from .env import copy_bandwidth_gbps, environment
 from .peers import PEERS
 from .suites import SUITES, Options
 
-SMOKE = dict(graphs=["rmat:1500:15000"], dims=[16], pes=[1, 2], tune_budget=6)
+SMOKE = dict(graphs=["rmat:1500:15000"], dims=[16], pes=[1, 2], tune_budget=6, load_edges=[100_000])
 
 
 def parser():
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     ap.add_argument("suites", nargs="+", choices=[*SUITES, "all"])
-    ap.add_argument("--graphs", nargs="+", default=["reddit", "products"],
-                    help="synthetic specs (reddit, products, reddit:scale=0.1, rmat:N:E), files, Planetoid names")
+    ap.add_argument("--graphs", nargs="+", default=["rmat-reddit", "rmat-products"],
+                    help="synthetic specs (rmat-reddit, rmat-products, rmat-reddit:scale=0.1, rmat:N:E), files, "
+                         "dataset directories or names under --data-dir (Planetoid, reddit, ogbn-*)")
     ap.add_argument("--dims", nargs="+", type=int, default=[16, 64, 128, 256])
     ap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
     ap.add_argument("--impls", nargs="+", choices=list(PEERS), default=list(PEERS))
@@ -46,6 +47,8 @@ def parser():
     ap.add_argument("--prep-only", action="store_true",
                     help="prepare every case (graphs, plans, device copies) and record prep_s, but time nothing: "
                          "how long a stage's preparation takes, without running the kernels")
+    ap.add_argument("--load-edges", nargs="+", type=int, default=None,
+                    help="load suite: edge counts of the generated files (default 100000000)")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--tag", default="", help="added to the output file names")
@@ -69,7 +72,7 @@ def main(argv=None) -> int:
                       impls=args.impls, pes=args.pes, config=Config(args.ps, args.dist, args.wpb), warmup=args.warmup,
                       reps=args.reps, flush_l2=args.flush_l2, data_dir=args.data_dir, tune_budget=args.tune_budget,
                       progress=not args.quiet, budget_s=args.budget_s, worker_timeout_s=args.worker_timeout,
-                      prep_only=args.prep_only)
+                      prep_only=args.prep_only, load_edges=args.load_edges)
     except MggError as e:
         print(f"python -m bench: error: {e}", file=sys.stderr)
         return 2

@@ -100,16 +100,16 @@ for s in "$@"; do
     nvshmem-one) stage nvshmem-one 150 $PYTEST tests/test_nvshmem.py -k "get-warp and 2 and cora" ;;
     nvshmem) stage nvshmem 420 $PYTEST tests/test_nvshmem.py --junitxml="$OUT/nvshmem.xml" ;;
     memcheck | racecheck | synccheck) stage "$s" 300 sanitize "$s" ;;
-    kernel) stage kernel 480 $PY -m bench kernel --graphs reddit products --dims 16 64 128 256 \
+    kernel) stage kernel 480 $PY -m bench kernel --graphs rmat-reddit rmat-products --dims 16 64 128 256 \
       --impls mgg torch.sparse cupy --budget-s 420 --out "$OUT" --tag h100 --quiet ;;
-    tune) stage tune 540 $PY -m bench tune --graphs reddit products rmat:2000000:40000000 --dims 64 \
+    tune) stage tune 540 $PY -m bench tune --graphs rmat-reddit rmat-products rmat:2000000:40000000 --dims 64 \
       --budget-s 480 --out "$OUT" --tag h100 --quiet ;;
-    dist) stage dist 540 $PY -m bench dist --graphs reddit:scale=0.25 products:scale=0.25 --dims 64 \
+    dist) stage dist 540 $PY -m bench dist --graphs rmat-reddit:scale=0.25 rmat-products:scale=0.25 --dims 64 \
       --pes 1 2 4 --budget-s 480 --worker-timeout 200 --out "$OUT" --tag h100 --quiet ;;
     scaling)
-      stage scaling 420 $PY -m bench scaling --graphs reddit products --dims 64 --pes 1 2 3 4 6 8 \
+      stage scaling 420 $PY -m bench scaling --graphs rmat-reddit rmat-products --dims 64 --pes 1 2 3 4 6 8 \
         --budget-s 360 --out "$OUT" --tag h100-scaling --quiet
-      for g in reddit products; do
+      for g in rmat-reddit rmat-products; do
         stage "project-$g" 120 $PY -m bench.project "$(ls -t "$OUT"/scaling-*h100-scaling*.csv | head -1)" \
           --graph $g --dim 64
       done ;;

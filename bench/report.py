@@ -8,8 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 
 COLUMNS = ["suite", "case", "graph", "nodes", "edges", "dim", "dtype", "impl", "pes", "ps", "dist", "wpb", "pass",
-           "median_ms", "p10_ms", "p90_ms", "gbps", "bw_fraction", "peak_mem_mb", "prep_s", "rank_edges", "device",
-           "torch", "cuda", "date"]
+           "median_ms", "p10_ms", "p90_ms", "gbps", "bw_fraction", "peak_mem_mb", "prep_s", "rank_edges",
+           "edges_per_s", "peak_mem_bytes_per_edge", "device", "torch", "cuda", "date"]
 
 
 def format_rank_edges(stats: list[dict]) -> str:
@@ -186,5 +186,15 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = ()) -> str:
             if s and gr:
                 lines.append(f"| {g} | {d} | {len(s)} | {min(s):.3f} | {min(gr):.3f} | "
                              f"{(min(s) / min(gr) - 1) * 100:.1f}% | {(1 - min(s) / s[0]) * 100:.1f}% |")
+        lines.append("")
+    ld = [r for r in rows if r["suite"] == "load"]
+    if ld:
+        lines += ["## load: graph files to an mgg Graph (CSR), warm page cache", "",
+                  "| format | edges | s | M edges/s | file GB/s | peak bytes/edge |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {r['graph']} | {int(r['edges']):,} | {float(r['median_ms']) / 1e3:.2f} | "
+                  f"{float(r['edges_per_s']) / 1e6:.1f} | {float(r['gbps']):.2f} | "
+                  f"{float(r['peak_mem_bytes_per_edge']):.1f} |"
+                  for r in ld]
         lines.append("")
     return "\n".join(lines + tail)

@@ -19,6 +19,7 @@ from mgg.runtime.timing import Timing, measure
 
 from . import cache
 from .budget import Budget
+from .load import load
 from .peers import PEERS, prepare_mgg
 from .report import format_rank_edges
 
@@ -42,6 +43,7 @@ class Options:
     budget_s: Optional[float] = None  # per suite
     worker_timeout_s: float = 600.0  # one torchrun of the dist suite
     prep_only: bool = False  # prepare every case (graphs, plans, device copies) but time nothing
+    load_edges: Optional[list] = None  # the load suite's file sizes (edges)
     budget: Budget = field(default_factory=lambda: Budget(None))
 
 
@@ -309,4 +311,5 @@ def tune(opt: Options) -> Iterator[dict]:
         opt.budget.done("tune", time.perf_counter() - t0)
 
 
-SUITES = {"kernel": kernel, "ablation": ablation, "scaling": scaling, "dist": dist, "e2e": e2e, "tune": tune}
+SUITES = {"kernel": kernel, "ablation": ablation, "scaling": scaling, "dist": dist, "e2e": e2e, "tune": tune,
+          "load": load}

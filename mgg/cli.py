@@ -24,12 +24,23 @@ def _table(rows: list[dict]) -> str:
 
 
 def _dataset(args):
-    from .io import load_planetoid
+    from .errors import GraphError
+    from .io import load_dataset
 
-    return load_planetoid(args.data_dir, args.dataset)
+    ds = load_dataset(args.dataset, args.data_dir)
+    if ds.y.dim() != 1:
+        raise GraphError(f"{ds.name}: {ds.y.size(1)} labels per node (multi-label); mgg train does single-label "
+                         "node classification")
+    return ds
 
 
 def cmd_info(args):
+    if args.graph is not None:
+        from .info import graph_facts, print_graph_facts
+
+        facts = graph_facts(args.graph, args.data_dir, args.relabel)
+        print(json.dumps(facts, indent=2) if args.json else print_graph_facts(facts), end="\n" if args.json else "")
+        return
     from .info import collect
 
     facts = collect()
@@ -44,7 +55,7 @@ def cmd_partition(args):
     from .io import load_graph
     from .plan import Plan
 
-    g = load_graph(args.graph, args.data_dir)
+    g = load_graph(args.graph, args.data_dir, relabel=args.relabel)
     rows = Plan(g, args.ranks).stats()
     if args.json:
         print(json.dumps(dict(graph=args.graph, nodes=g.num_nodes, edges=g.num_edges, ranks=rows), indent=2))
@@ -99,6 +110,17 @@ def cmd_bench(args):
         raise SystemExit(rc)
 
 
+GRAPH_HELP = ("a file (edge list, .mtx, .npz), a dataset directory or name under --data-dir (Planetoid name, "
+              "reddit, ogbn-*), or a synthetic spec (rmat-reddit, rmat-products, rmat:N:E)")
+
+
+def _add_source(p):
+    """The options of every command that reads a graph by spec (see mgg.datasets.resolve)."""
+    p.add_argument("--data-dir", default=None, help="directory holding the datasets (default: bundled Cora)")
+    p.add_argument("--relabel", action="store_true",
+                   help="edge lists: number the distinct node ids 0..N-1 in sorted order (for sparse ids)")
+
+
 def _add_config(p):
     from .plan import DIST_RANGE, PS_RANGE, WPB_RANGE, Config
 
@@ -119,20 +141,24 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mgg", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    p = sub.add_parser("info", help="versions, GPUs, and what the extension was built with")
+    p = sub.add_parser("info", help="versions, GPUs, and what the extension was built with; with GRAPH, its "
+                                    "degree statistics (and the real dataset's, for a synthetic stand-in)")
+    p.add_argument("graph", nargs="?", default=None, help=GRAPH_HELP)
+    _add_source(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_info)
 
     p = sub.add_parser("partition", help="per-rank nodes, edges, local/remote edges and imbalance")
-    p.add_argument("graph", help="edge list, .npz, Planetoid name (with --data-dir) or synthetic spec")
+    p.add_argument("graph", help=GRAPH_HELP)
     p.add_argument("--ranks", type=int, required=True)
-    p.add_argument("--data-dir", default=None)
+    _add_source(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_partition)
 
-    p = sub.add_parser("train", help="full-graph node classification on a Planetoid dataset")
-    p.add_argument("--dataset", default="cora")
-    p.add_argument("--data-dir", default=None, help="directory with ind.NAME.* files (default: bundled Cora)")
+    p = sub.add_parser("train", help="full-graph node classification (Planetoid, PyG Reddit, OGB, .npz dataset)")
+    p.add_argument("--dataset", default="cora", help="a dataset name under --data-dir (Planetoid name, reddit, "
+                                                     "ogbn-arxiv ...) or a dataset directory or .npz file")
+    p.add_argument("--data-dir", default=None, help="directory holding the datasets (default: bundled Cora)")
     p.add_argument("--model", choices=["gcn", "gin"], default="gcn")
     p.add_argument("--hidden", type=int, default=None, help="default: 16 for gcn, 64 for gin")
     p.add_argument("--layers", type=int, default=2)
@@ -154,7 +180,7 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_train)
 
     p = sub.add_parser("tune", help="search ps, dist, wpb for a graph and feature width")
-    p.add_argument("--dataset", required=True, help="Planetoid name (with --data-dir), file or synthetic spec")
+    p.add_argument("--dataset", required=True, help=GRAPH_HELP)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")

@@ -1,10 +1,18 @@
-"""Graph loaders: SNAP-style edge lists, .npz (scipy.sparse or arrays), PyG data, and the
-Planetoid raw format. Every error names the file and, where there is one, the line."""
+"""Graph files: SNAP-style edge lists (plain or .gz), Matrix Market (.mtx, .mtx.gz), .npz (any
+scipy.sparse format, rowptr/col, or edge_index); the Planetoid raw format; PyG Data. Every error
+names the file and, where there is one, the line. Directories and dataset names (PyG Reddit, OGB)
+are resolved in mgg.datasets; `load_graph` and `load_dataset` are the entry points.
+
+Text is parsed by numpy's C reader (`np.loadtxt` on a path, numpy >= 1.23); only when it fails
+does a line-by-line pass run, to name the offending line (or to read files that mix comment
+styles)."""
 from __future__ import annotations
 
+import gzip
 import pickle
 import re
 import warnings
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -14,89 +22,345 @@ import scipy.sparse as sp
 import torch
 
 from .errors import GraphError
-from .graph import Graph
+from .graph import Graph, node_count_problem
 
 _COMMENT = ("#", "%", "//")
 
 
-def load_edge_list(path, num_nodes: Optional[int] = None, undirected: bool = False) -> Graph:
-    """Lines `src dst [weight]`, any whitespace; blank lines and lines starting with #, % or //
-    are skipped. Node ids are non-negative integers."""
-    path = Path(path)
+# ---- text files --------------------------------------------------------------------------------
+def _open_text(path: Path):
+    """A text stream over a plain or gzip-compressed file (told apart by the gzip magic bytes)."""
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rt", encoding="utf-8", newline=None)
+    return open(path, "rt", encoding="utf-8", newline=None)
+
+
+def _lines(path: Path):
+    """(line number, stripped line) of every line, with a one-line error for unreadable files."""
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise GraphError(f"{path}: cannot read edge list ({e.__class__.__name__}: {e})") from None
-    lines = text.splitlines()
-    keep = [i for i, l in enumerate(lines) if l.strip() and not l.lstrip().startswith(_COMMENT)]
-    if not keep:
+        with _open_text(path) as f:
+            for ln, line in enumerate(f, 1):
+                yield ln, line.strip()
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise GraphError(f"{path}: cannot read ({e.__class__.__name__}: {e})") from None
+
+
+def _data_lines(path: Path, start: int = 0):
+    """(line number, fields) of the lines that are neither blank nor comments, after line `start`."""
+    for ln, s in _lines(path):
+        if ln > start and s and not s.startswith(_COMMENT):
+            yield ln, s
+
+
+def _line_of_row(path: Path, row: int, start: int = 0) -> tuple[int, str]:
+    """File line number and text of data row `row` (0-based), counting as the fast reader does."""
+    for k, (ln, s) in enumerate(_data_lines(path, start)):
+        if k == row:
+            return ln, s
+    return 0, ""
+
+
+def _loadtxt(path: Path, dtype, skip: int, comment: str):
+    """numpy's C text reader (a path and a one-character comment keep it off the Python line
+    iterator): (array, None), or (None, the reader's message) when it cannot parse the file and
+    the caller takes the line-by-line path."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            a = np.loadtxt(str(path), dtype=dtype, comments=comment, skiprows=skip,
+                           ndmin=1 if isinstance(dtype, list) else 2)
+        return a, None
+    except (ValueError, OSError, EOFError, UnicodeDecodeError, IndexError) as e:
+        return None, str(e)
+
+
+def _first_data_line(path: Path, start: int = 0):
+    """(lines before the first data line, its line number, its fields, comment chars seen)."""
+    seen = set()
+    for ln, s in _lines(path):
+        if ln <= start:
+            continue
+        if not s:
+            continue
+        if s.startswith(_COMMENT):
+            seen.add(s[:2] if s.startswith("//") else s[0])
+            continue
+        return ln - 1, ln, s.split(), seen
+    return None
+
+
+def _read_table(path: Path, start: int = 0, comment: Optional[str] = None):
+    """Columns of a whitespace-separated table of 2 or 3 columns (`a b [value]`) after line
+    `start`: (a, b, value or None, start). Integer columns a, b; float32 value."""
+    first = _first_data_line(path, start)
+    if first is None:
         raise GraphError(f"{path}: empty graph (no edges)")
-    widths = {len(lines[i].split()) for i in keep}
-    if len(widths) != 1 or not widths <= {2, 3}:
-        for i in keep:
-            n = len(lines[i].split())
-            if n not in (2, 3) or n != len(lines[keep[0]].split()):
-                raise GraphError(f"{path}:{i + 1}: expected 'src dst' or 'src dst weight' like line "
-                                 f"{keep[0] + 1}, got {lines[i].strip()!r}")
-    width = widths.pop()
-    table = " ".join(lines[i] for i in keep).split()
+    skip, _, fields, seen = first
+    width = len(fields)
+    if width in (2, 3):
+        comment = comment or ("%" if ("%" in seen and "#" not in seen) else "#")
+        if width == 2:
+            a, err = _loadtxt(path, np.int32, skip, comment)
+            m = re.search(r"could not convert string '\+?(\d+)' to int32", err or "")
+            if m:  # an id past int32: read 64-bit ids (the range check then names it)
+                a, err = _loadtxt(path, np.int64, skip, comment)
+            if a is not None and a.shape[1] == 2:
+                return a[:, 0], a[:, 1], None, start
+        else:
+            a, _ = _loadtxt(path, [("a", np.int64), ("b", np.int64), ("w", np.float32)], skip, comment)
+            if a is not None:
+                return a["a"], a["b"], a["w"], start
+    return _read_table_slow(path, start)
+
+
+def _read_table_slow(path: Path, start: int = 0):
+    """The line-by-line reader: names the first malformed line; reads any comment style."""
+    a, b, w = array("q"), array("q"), array("f")
+    width = first = None
+    for ln, s in _data_lines(path, start):
+        t = s.split()
+        if width is None:
+            width, first = len(t), ln
+            if width not in (2, 3):
+                raise GraphError(f"{path}:{ln}: expected 'src dst' or 'src dst weight', got {s!r}")
+        elif len(t) != width:
+            raise GraphError(f"{path}:{ln}: expected 'src dst' or 'src dst weight' like line {first}, got {s!r}")
+        try:
+            ids = [_int_field(t[0]), _int_field(t[1])]
+            val = float(t[2]) if width == 3 else None
+        except ValueError:
+            raise GraphError(f"{path}:{ln}: non-numeric entry in {s!r}") from None
+        if None in ids or min(ids) < 0:
+            raise GraphError(f"{path}:{ln}: node ids must be non-negative integers, got {s!r}")
+        if max(ids) >= 2**63:
+            raise GraphError(f"{path}:{ln}: node id {max(ids)} is beyond 64 bits")
+        a.append(ids[0])
+        b.append(ids[1])
+        if val is not None:
+            w.append(val)
+    if width is None:
+        raise GraphError(f"{path}: empty graph (no edges)")
+    return (np.frombuffer(a, np.int64), np.frombuffer(b, np.int64),
+            np.frombuffer(w, np.float32) if width == 3 else None, start)
+
+
+def _int_field(tok: str) -> Optional[int]:
+    """An integer field ('12', or a float spelling of a whole number such as '12.0'); None for a
+    number that is not whole; ValueError for text."""
     try:
-        arr = np.array(table, dtype=np.float64).reshape(-1, width)
+        return int(tok)
     except ValueError:
-        for i in keep:
-            try:
-                [float(t) for t in lines[i].split()]
-            except ValueError:
-                raise GraphError(f"{path}:{i + 1}: non-numeric entry in {lines[i].strip()!r}") from None
-        raise
-    ids = arr[:, :2]
-    bad = np.flatnonzero((ids < 0).any(1) | (ids != np.floor(ids)).any(1))
-    if bad.size:
-        i = keep[int(bad[0])]
-        raise GraphError(f"{path}:{i + 1}: node ids must be non-negative integers, got {lines[i].strip()!r}")
-    src, dst = ids[:, 0].astype(np.int64), ids[:, 1].astype(np.int64)
-    if num_nodes is not None and src.size and max(src.max(), dst.max()) >= num_nodes:
-        j = int(np.flatnonzero((src >= num_nodes) | (dst >= num_nodes))[0])
-        raise GraphError(f"{path}:{keep[j] + 1}: node id >= num_nodes {num_nodes} in {lines[keep[j]].strip()!r}")
-    w = arr[:, 2].astype(np.float32) if width == 3 else None
-    if undirected:
-        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
-        w = None if w is None else np.concatenate([w, w])
-    return Graph.from_edges(src, dst, num_nodes, w, what=str(path))
+        v = float(tok)
+        return int(v) if v == v and v == int(v) else None
 
 
+def _check_ids(path: Path, a, b, start: int, num_nodes: Optional[int], relabel: bool, one_based: bool = False):
+    """Range checks on parsed ids with the file line of the first culprit: negative ids, ids
+    >= num_nodes, and (unless relabel) ids no plan can index or far beyond the edge count."""
+    lo = 1 if one_based else 0
+    if a.size and min(a.min(), b.min()) < lo:
+        k = int(np.flatnonzero((a < lo) | (b < lo))[0])
+        ln, s = _line_of_row(path, k, start)
+        raise GraphError(f"{path}:{ln}: node ids must be {'positive (1-based)' if one_based else 'non-negative'} "
+                         f"integers, got {s!r}")
+    if num_nodes is not None and a.size and max(a.max(), b.max()) >= num_nodes + lo:
+        k = int(np.flatnonzero((a >= num_nodes + lo) | (b >= num_nodes + lo))[0])
+        ln, s = _line_of_row(path, k, start)
+        raise GraphError(f"{path}:{ln}: index > rows {num_nodes} in {s!r}" if one_based else
+                         f"{path}:{ln}: node id >= num_nodes {num_nodes} in {s!r}")
+    if relabel or num_nodes is not None or not a.size:
+        return
+    top = int(max(a.max(), b.max()))
+    why = node_count_problem(top + 1 - lo, a.size)
+    if why:
+        k = int(np.flatnonzero((a == top) | (b == top))[0])
+        raise GraphError(f"{path}:{_line_of_row(path, k, start)[0]}: {why}")
+
+
+def _relabel(a, b):
+    """Distinct ids numbered 0..N-1 in sorted order: (new a, new b, the original id of each node)."""
+    from .synthetic import sorted_unique
+
+    ids = sorted_unique(np.concatenate([a, b]))
+    return np.searchsorted(ids, a), np.searchsorted(ids, b), ids
+
+
+@dataclass
+class EdgeTable:
+    """Parsed edges before they become a Graph: src[i] -> dst[i], optional weights, and with
+    relabelling the original id of each node (`ids[k]` is node k's id in the file)."""
+    src: np.ndarray
+    dst: np.ndarray
+    weight: Optional[np.ndarray]
+    num_nodes: Optional[int]
+    ids: Optional[np.ndarray] = None
+
+    def graph(self, what: str, undirected: bool = False) -> Graph:
+        src, dst, w = self.src, self.dst, self.weight
+        if undirected:
+            src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+            w = None if w is None else np.concatenate([w, w])
+        return Graph.from_edges(src, dst, self.num_nodes, w, what=what)
+
+
+def read_edge_list(path, num_nodes: Optional[int] = None, relabel: bool = False) -> EdgeTable:
+    """Lines `src dst [weight]`, any whitespace; blank lines and lines starting with #, % or //
+    are skipped. Node ids are non-negative integers. relabel=True numbers the distinct ids
+    0..N-1 in sorted order (for files of sparse ids) and keeps the map in `ids`."""
+    path = Path(path)
+    if not path.is_file():
+        raise GraphError(f"{path}: no such file")
+    a, b, w, start = _read_table(path)
+    _check_ids(path, a, b, start, num_nodes, relabel)
+    ids = None
+    if relabel:
+        a, b, ids = _relabel(a, b)
+        num_nodes = ids.size
+    return EdgeTable(a, b, w, num_nodes, ids)
+
+
+def load_edge_list(path, num_nodes: Optional[int] = None, undirected: bool = False,
+                   relabel: bool = False) -> Graph:
+    """An edge list (see read_edge_list) as a Graph: the line `u v` is the edge u -> v, so row v
+    gathers u. undirected=True adds every edge's reverse."""
+    return read_edge_list(path, num_nodes, relabel).graph(str(path), undirected)
+
+
+# ---- Matrix Market -------------------------------------------------------------------------------
+_MM_FIELDS = ("real", "integer", "pattern", "double")
+_MM_SYMMETRY = ("general", "symmetric", "skew-symmetric")
+
+
+def load_mtx(path) -> Graph:
+    """A Matrix Market coordinate file (`.mtx`, `.mtx.gz`): banner, % comments, the size line
+    `rows cols entries`, then 1-based `i j [value]` lines. Like a scipy .npz, the matrix is the
+    aggregation matrix (MGG reads CSR rows as they are): entry (i, j) means row i gathers node j,
+    the edge j -> i. `symmetric` files store one triangle; the other is added (the diagonal
+    once), as scipy.io.mmread does. pattern files have no weights; real/integer values become
+    edge weights (dropped when all are 1)."""
+    path = Path(path)
+    if not path.is_file():
+        raise GraphError(f"{path}: no such file")
+    lines = _lines(path)
+    ln, banner = next(lines, (1, ""))
+    t = banner.split()
+    if len(t) != 5 or t[0] != "%%MatrixMarket" or t[1].lower() != "matrix":
+        raise GraphError(f"{path}:1: expected a Matrix Market banner '%%MatrixMarket matrix coordinate FIELD "
+                         f"SYMMETRY', got {banner[:80]!r}")
+    fmt, field, symmetry = (x.lower() for x in t[2:])
+    if fmt != "coordinate":
+        raise GraphError(f"{path}:1: '{fmt}' (dense) Matrix Market files are not graphs; expected 'coordinate'")
+    if field not in _MM_FIELDS:
+        raise GraphError(f"{path}:1: field '{field}' is not supported (expected {', '.join(_MM_FIELDS[:3])})")
+    if symmetry not in _MM_SYMMETRY:
+        raise GraphError(f"{path}:1: symmetry '{symmetry}' is not supported (expected {', '.join(_MM_SYMMETRY)})")
+    size = None
+    for ln, s in lines:
+        if s and not s.startswith("%"):
+            size = (ln, s)
+            break
+    lines.close()
+    if size is None:
+        raise GraphError(f"{path}: no size line 'rows cols entries' after the banner")
+    size_ln, s = size
+    try:
+        rows, cols, nnz = (int(x) for x in s.split())
+    except ValueError:
+        raise GraphError(f"{path}:{size_ln}: expected the size line 'rows cols entries', got {s!r}") from None
+    if rows != cols:
+        raise GraphError(f"{path}:{size_ln}: a graph's matrix must be square, got {rows} x {cols}")
+    why = node_count_problem(rows)
+    if why:
+        raise GraphError(f"{path}:{size_ln}: {why}")
+    if nnz == 0:
+        raise GraphError(f"{path}:{size_ln}: empty graph (no edges)")
+    width = 2 if field == "pattern" else 3
+    i, j, w, start = _read_table(path, size_ln, comment="%")
+    if (2 if w is None else 3) != width:
+        ln, s = _line_of_row(path, 0, size_ln)
+        raise GraphError(f"{path}:{ln}: a '{field}' file has {width} fields per entry, got {s!r}")
+    if i.size != nnz:
+        raise GraphError(f"{path}:{size_ln}: the size line declares {nnz} entries, the file has {i.size}")
+    _check_ids(path, i, j, size_ln, rows, relabel=False, one_based=True)
+    i, j = i - 1, j - 1
+    if symmetry != "general":
+        off = i != j
+        if symmetry == "skew-symmetric" and not off.all():
+            ln, s = _line_of_row(path, int(np.flatnonzero(~off)[0]), size_ln)
+            raise GraphError(f"{path}:{ln}: a skew-symmetric matrix has no diagonal entries, got {s!r}")
+        i, j = np.concatenate([i, j[off]]), np.concatenate([j, i[off]])
+        if w is not None:
+            w = np.concatenate([w, -w[off] if symmetry == "skew-symmetric" else w[off]])
+    if w is not None and bool(np.all(w == 1)):
+        w = None
+    return Graph.from_edges(j, i, rows, w, what=str(path))
+
+
+# ---- .npz ----------------------------------------------------------------------------------------
 def load_npz(path) -> Graph:
-    """A scipy.sparse .npz (save_npz), or an .npz with arrays rowptr+col[+weight] or
-    edge_index[+edge_weight, num_nodes]."""
+    """A scipy.sparse .npz (save_npz, any format: csr, csc, coo, bsr, dia), or an .npz with arrays
+    rowptr+col[+weight] or edge_index[+edge_weight, num_nodes]. A sparse matrix is the
+    aggregation matrix: entry (i, j) means row i gathers node j (the edge j -> i)."""
     path = Path(path)
     try:
         z = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError) as e:
         raise GraphError(f"{path}: not a readable .npz file ({e})") from None
-    keys = set(z.files)
-    if {"indptr", "indices", "format", "shape"} <= keys:
-        return Graph.from_scipy(sp.load_npz(path), what=str(path))
-    if {"rowptr", "col"} <= keys:
-        return Graph.from_csr(z["rowptr"], z["col"], z["weight"] if "weight" in keys else None, what=str(path))
-    if "edge_index" in keys:
-        ei = z["edge_index"]
-        if ei.ndim != 2 or ei.shape[0] != 2:
-            raise GraphError(f"{path}: field edge_index must have shape [2, E], got {list(ei.shape)}")
-        n = int(z["num_nodes"]) if "num_nodes" in keys else None
-        return Graph.from_edges(ei[0], ei[1], n, z["edge_weight"] if "edge_weight" in keys else None, what=str(path))
-    raise GraphError(f"{path}: .npz has fields {sorted(keys)}; expected a scipy.sparse matrix, "
+    with z:
+        keys = set(z.files)
+        if "format" in keys and "shape" in keys:
+            return _scipy_npz(path, z)
+        if {"rowptr", "col"} <= keys:
+            return Graph.from_csr(z["rowptr"], z["col"], z["weight"] if "weight" in keys else None, what=str(path))
+        if "edge_index" in keys:
+            ei = z["edge_index"]
+            if ei.ndim != 2 or ei.shape[0] != 2:
+                raise GraphError(f"{path}: field edge_index must have shape [2, E], got {list(ei.shape)}")
+            n = int(z["num_nodes"]) if "num_nodes" in keys else None
+            if ei.dtype == np.int64 and ei.size and 0 <= ei.min() and ei.max() < 2**31:
+                ei = ei.astype(np.int32)  # half the memory while the CSR is built
+            return Graph.from_edges(ei[0], ei[1], n, z["edge_weight"] if "edge_weight" in keys else None,
+                                    what=str(path))
+    raise GraphError(f"{path}: .npz has fields {sorted(keys)}; expected a scipy.sparse matrix (save_npz), "
                      "rowptr+col, or edge_index")
 
 
+def _scipy_npz(path: Path, z) -> Graph:
+    fmt = z["format"].item()
+    fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+    shape = tuple(int(x) for x in z["shape"])
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise GraphError(f"{path}: adjacency must be square, got shape {shape}")
+    why = node_count_problem(shape[0])
+    if why:
+        raise GraphError(f"{path}: field shape: {why}")
+    if fmt == "coo":  # no conversion: the entries become edges as they are
+        need = {"row", "col", "data"} - set(z.files)
+        if need:
+            raise GraphError(f"{path}: a coo matrix needs fields row, col, data; missing {sorted(need)}")
+        w = z["data"]
+        w = None if bool(np.all(w == 1)) else w
+        return Graph.from_edges(z["col"], z["row"], shape[0], w, what=str(path))
+    try:
+        m = sp.load_npz(path)
+    except (ValueError, KeyError, OSError) as e:
+        raise GraphError(f"{path}: not a readable scipy.sparse '{fmt}' matrix ({e})") from None
+    return Graph.from_scipy(m, what=str(path))
+
+
 def from_pyg(data) -> Graph:
-    """A torch_geometric Data object (edge_index, optional edge_weight/edge_attr, num_nodes)."""
+    """The graph of a torch_geometric Data object (edge_index, optional edge_weight, num_nodes)."""
     w = getattr(data, "edge_weight", None)
     return Graph.from_edge_index(data.edge_index, data.num_nodes, w)
 
 
+# ---- datasets (graph + features + labels + split) ------------------------------------------------
 @dataclass
 class NodeDataset:
-    """A graph with node features, labels and the standard split."""
+    """A graph with node features, labels and the standard split. y is [N] class ids (-1 for
+    nodes without a label), or [N, T] for multi-label tasks (ogbn-proteins)."""
     name: str
     graph: Graph
     x: torch.Tensor
@@ -115,6 +379,50 @@ class NodeDataset:
     @property
     def num_classes(self) -> int:
         return int(self.y.max()) + 1
+
+    @staticmethod
+    def from_pyg(data, name: str = "pyg") -> "NodeDataset":
+        """Any in-memory PyG Data with x, y, the three masks and edge_index (optional
+        edge_weight). y of shape [N, 1] is flattened; float labels with NaN (unlabelled) become -1."""
+        missing = [k for k in ("x", "y", "edge_index") if getattr(data, k, None) is None]
+        if missing:
+            raise GraphError(f"{name}: the PyG Data has no {', '.join(missing)}")
+        n = int(data.num_nodes)
+        masks = []
+        for k in ("train_mask", "val_mask", "test_mask"):
+            m = getattr(data, k, None)
+            if m is None:
+                raise GraphError(f"{name}: the PyG Data has no {k} (set train_mask, val_mask and test_mask)")
+            m = torch.as_tensor(m)
+            if m.dtype != torch.bool:  # an index list, as OGB's split
+                m = torch.zeros(n, dtype=torch.bool).index_fill_(0, m.long().view(-1), True)
+            masks.append(m.cpu())
+        return NodeDataset(name, from_pyg(data), torch.as_tensor(data.x).float().cpu(),
+                           labels(torch.as_tensor(data.y).cpu(), name), *masks)
+
+
+def labels(y, what: str) -> torch.Tensor:
+    """Class labels as int64 [N]: [N, 1] is flattened, NaN (unlabelled, as in ogbn-papers100M)
+    becomes -1; [N, T] with T > 1 stays (multi-label)."""
+    y = torch.as_tensor(np.asarray(y)) if not isinstance(y, torch.Tensor) else y
+    if y.dim() == 2 and y.size(1) == 1:
+        y = y.view(-1)
+    if y.is_floating_point():
+        nan = torch.isnan(y)
+        if y.dim() == 1 and not bool((y[~nan] == y[~nan].round()).all()):
+            raise GraphError(f"{what}: labels must be class ids, got non-integer values")
+        y = torch.where(nan, torch.full_like(y, -1), y)
+    if y.dim() not in (1, 2):
+        raise GraphError(f"{what}: labels must have shape [N] or [N, tasks], got {list(y.shape)}")
+    return y.long()
+
+
+def mask_of(index, n: int, what: str) -> torch.Tensor:
+    idx = torch.as_tensor(np.asarray(index, dtype=np.int64)).view(-1)
+    if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= n):
+        raise GraphError(f"{what}: node index {int(idx.max()) if int(idx.max()) >= n else int(idx.min())} "
+                         f"outside [0, {n})")
+    return torch.zeros(n, dtype=torch.bool).index_fill_(0, idx, True)
 
 
 def _read_pickle(path: Path):
@@ -138,85 +446,101 @@ def _dense(a, path: Path) -> np.ndarray:
     return a.astype(np.float32)
 
 
-def load_planetoid(root, name: str) -> NodeDataset:
-    """The Planetoid raw format (ind.NAME.{x,tx,allx,y,ty,ally,graph,test.index}) in `root`.
-
-    Handles the format's quirks: Python-2 pickles, unsorted test indices, and test indices with
-    gaps (Citeseer), whose missing rows are padded with zero features and no label; duplicate
-    edges and self-loops in the adjacency dict are dropped, as PyG does."""
+def planetoid_dir(root, name: str) -> Optional[Path]:
+    """The directory holding ind.NAME.* under root: root itself, or PyG's root/NAME/raw (any
+    case: PyG writes CiteSeer, PubMed)."""
     root = Path(root)
-    p = {k: root / f"ind.{name.lower()}.{k}" for k in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")}
-    if not p["graph"].exists():
+    subs = [d / "raw" for d in root.iterdir() if d.is_dir() and d.name.lower() == name.lower()] \
+        if root.is_dir() and name else []
+    for d in [root, *subs, root / "raw"]:
+        if (d / f"ind.{name.lower()}.graph").is_file():
+            return d
+    return None
+
+
+def load_planetoid(root, name: str) -> NodeDataset:
+    """The Planetoid raw format (ind.NAME.{x,tx,allx,y,ty,ally,graph,test.index}) in `root` (or
+    PyG's root/NAME/raw), read as PyG's read_planetoid_data does.
+
+    The format's quirks: Python-2 pickles; row k of tx/ty belongs to the k-th node listed in
+    test.index, which is not sorted; the nodes missing from a test range with gaps (Citeseer's
+    isolated nodes) get zero feature rows and label 0, outside every mask; duplicate edges and
+    self-loops in the adjacency dict are dropped.
+
+    (Kipf's code, and PyG's after it, puts tx at the sorted test positions and then permutes
+    rows: x[test_index] = x[sorted(test_index)]. The padding for gaps must therefore use the
+    sorted indices too; padding at the listed positions and then permuting scrambled the test
+    rows of every gapped set, the bug of issue 10.)"""
+    d = planetoid_dir(root, name)
+    if d is None:
+        root = Path(root)
         have = sorted({f.name.split(".")[1] for f in root.glob("ind.*.graph")}) if root.is_dir() else []
         raise GraphError(f"{root}: no Planetoid dataset {name!r} (found: {', '.join(have) or 'none'})")
+    p = {k: d / f"ind.{name.lower()}.{k}" for k in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")}
     x, tx, allx = (_dense(_read_pickle(p[k]), p[k]) for k in ("x", "tx", "allx"))
     y, ty, ally = (_dense(_read_pickle(p[k]), p[k]) for k in ("y", "ty", "ally"))
     graph = _read_pickle(p["graph"])
     if not isinstance(graph, dict):
         raise GraphError(f"{p['graph']}: expected a dict of adjacency lists, got {type(graph).__name__}")
     test_index = []
-    for ln, line in enumerate(p["test.index"].read_text().splitlines(), 1):
-        if line.strip():
-            if not re.fullmatch(r"\s*\d+\s*", line):
-                raise GraphError(f"{p['test.index']}:{ln}: expected a node index, got {line.strip()!r}")
+    for ln, line in _lines(p["test.index"]):
+        if line:
+            if not re.fullmatch(r"\d+", line):
+                raise GraphError(f"{p['test.index']}:{ln}: expected a node index, got {line!r}")
             test_index.append(int(line))
     test_index = np.asarray(test_index, dtype=np.int64)
+    if test_index.size == 0:
+        raise GraphError(f"{p['test.index']}: no test indices")
     if tx.shape[0] != test_index.size or ty.shape[0] != test_index.size:
         raise GraphError(f"{p['tx']}: {tx.shape[0]} test feature rows and {ty.shape[0]} test labels for "
                          f"{test_index.size} test indices")
     if x.shape[0] != y.shape[0] or allx.shape[0] != ally.shape[0]:
         raise GraphError(f"{p['x']}: feature and label row counts differ ({x.shape[0]}/{y.shape[0]}, "
                          f"{allx.shape[0]}/{ally.shape[0]})")
-    lo, hi = int(test_index.min()), int(test_index.max())
+    order = np.sort(test_index)
+    lo, hi = int(order[0]), int(order[-1])
+    if lo != allx.shape[0]:
+        raise GraphError(f"{p['test.index']}: the smallest test index is {lo}, expected {allx.shape[0]} "
+                         f"(the rows of allx)")
     span = hi - lo + 1
-    if span != test_index.size:  # gaps (Citeseer): pad to the full range
+    if span != test_index.size:  # gaps (Citeseer): tx rows go to the sorted indices (permuted below)
         tx_full = np.zeros((span, tx.shape[1]), np.float32)
         ty_full = np.zeros((span, ty.shape[1]), np.float32)
-        tx_full[test_index - lo] = tx
-        ty_full[test_index - lo] = ty
+        tx_full[order - lo] = tx
+        ty_full[order - lo] = ty
         tx, ty = tx_full, ty_full
     feats = np.vstack([allx, tx])
     labels_1h = np.vstack([ally, ty])
-    order = np.sort(test_index)
-    feats[test_index] = feats[order]
+    feats[test_index] = feats[order]  # row k of tx belongs to the k-th listed test node
     labels_1h[test_index] = labels_1h[order]
     n = feats.shape[0]
-    src, dst = [], []
-    for u, nbrs in graph.items():
-        for v in nbrs:
-            src.append(u)
-            dst.append(v)
-    src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+    src = np.fromiter((u for u, nbrs in graph.items() for _ in nbrs), np.int64)
+    dst = np.fromiter((v for nbrs in graph.values() for v in nbrs), np.int64)
     if src.size and max(src.max(), dst.max()) >= n:
         raise GraphError(f"{p['graph']}: node id {max(src.max(), dst.max())} >= {n} feature rows")
     keep = src != dst
     pairs = np.unique(np.stack([dst[keep], src[keep]], 1), axis=0)  # coalesce: drop duplicates
     g = Graph.from_edges(pairs[:, 1], pairs[:, 0], n, what=str(p["graph"]))
-
-    def mask(idx):
-        m = torch.zeros(n, dtype=torch.bool)
-        m[torch.as_tensor(idx)] = True
-        return m
-
     ntrain = y.shape[0]
     return NodeDataset(
         name=name, graph=g, x=torch.from_numpy(feats), y=torch.from_numpy(labels_1h.argmax(1)).long(),
-        train_mask=mask(np.arange(ntrain)), val_mask=mask(np.arange(ntrain, min(ntrain + 500, n))),
-        test_mask=mask(test_index),
+        train_mask=mask_of(np.arange(ntrain), n, name),
+        val_mask=mask_of(np.arange(ntrain, min(ntrain + 500, n)), n, name),
+        test_mask=mask_of(test_index, n, name),
     )
 
 
-def load_graph(spec: str, data_dir=None) -> Graph:
-    """A graph from a command-line spec: a file (.npz, or an edge list of any other name), a
-    Planetoid name (with data_dir), or a synthetic spec (see mgg.synthetic.from_spec)."""
-    from . import synthetic
+# ---- by name -----------------------------------------------------------------------------------
+def load_graph(spec: str, data_dir=None, relabel: bool = False) -> Graph:
+    """A graph from a command-line spec: a file (edge list, .mtx, .npz), a dataset directory or
+    name (Planetoid, PyG Reddit, OGB) under data_dir, or a synthetic spec. See mgg.datasets.resolve."""
+    from .datasets import resolve
 
-    if synthetic.is_spec(spec):
-        return synthetic.from_spec(spec)
-    path = Path(spec)
-    if path.exists():
-        return load_npz(path) if path.suffix == ".npz" else load_edge_list(path)
-    if data_dir is not None and (Path(data_dir) / f"ind.{spec.lower()}.graph").exists():
-        return load_planetoid(data_dir, spec).graph
-    raise GraphError(f"{spec}: no such file, Planetoid dataset in {data_dir or '(no --data-dir)'}, "
-                     f"or synthetic spec ({synthetic.SPEC_HELP})")
+    return resolve(spec, data_dir, relabel=relabel).graph
+
+
+def load_dataset(spec: str, data_dir=None) -> NodeDataset:
+    """A dataset with features, labels and split (for training). See mgg.datasets.resolve."""
+    from .datasets import resolve
+
+    return resolve(spec, data_dir).dataset()

@@ -263,11 +263,19 @@ class RankPartition:
 
 
 def _same_csr(a: Csr, b: Csr) -> bool:
-    if not (np.array_equal(a.rowptr, b.rowptr) and np.array_equal(a.col, b.col)):
+    """The same matrix: equal rows, each with the same (source, weight) multiset, in any order
+    (a row's order only changes the summation order)."""
+    if not np.array_equal(a.rowptr, b.rowptr) or (a.weight is None) != (b.weight is None):
         return False
-    if a.weight is None or b.weight is None:
-        return a.weight is None and b.weight is None
-    return np.array_equal(a.weight, b.weight)
+    rows = np.repeat(np.arange(a.num_rows), np.diff(a.rowptr))
+
+    def canonical(c: Csr):
+        w = c.weight if c.weight is not None else np.zeros(c.num_edges, np.float32)
+        order = np.lexsort((w, c.col, rows))
+        return c.col[order], w[order]
+
+    (ca, wa), (cb, wb) = canonical(a), canonical(b)
+    return np.array_equal(ca, cb) and np.array_equal(wa, wb)
 
 
 class Schedule:

@@ -1,20 +1,59 @@
-"""Seeded synthetic graphs: R-MAT (power-law degrees) for a requested node and edge count,
-with presets of the sizes of reddit and ogbn-products. Edges are made in chunks, so host memory
-stays near the size of the CSR itself (16 bytes per edge at the peak)."""
+"""Seeded synthetic graphs.
+
+- `rmat:NODES:EDGES[:SEED]`: a plain R-MAT graph with exactly EDGES directed edges (duplicates
+  and self-loops kept), for kernels and tests.
+- `rmat-reddit`, `rmat-products`: stand-ins for Reddit and ogbn-products. Undirected like the
+  real graphs (every edge in both directions), no duplicate edges, no self-loops, with the real
+  node count and directed edge count (so the real average degree). The R-MAT parameters and
+  the share of uniformly drawn edges (which keeps low-degree nodes from being isolated) were
+  chosen for a heavy but bounded degree tail; `mgg info GRAPH` prints the statistics next to
+  the published ones (the maximum degree, isolated share and skew of the real graphs are not
+  published, so they are shown as unknown). The old names `reddit` and `products` still work
+  and say on stderr that they are the stand-ins.
+
+Edges are made in chunks, so host memory stays near the size of the CSR itself."""
 from __future__ import annotations
 
 import re
+import sys
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
 from .errors import GraphError
 from .graph import Graph
 
+
+@dataclass(frozen=True)
+class Preset:
+    nodes: int
+    edges: int  # directed edges: twice the undirected pairs
+    abcd: tuple  # R-MAT quadrant probabilities
+    uniform: float  # share of the pairs drawn uniformly at random
+    real: dict  # the published statistics of the dataset it stands in for
+
+
+def _real(dataset: str, nodes: int, edges: int, source: str) -> dict:
+    """Published statistics; None where a statistic is not published (shown as unknown)."""
+    return dict(dataset=dataset, nodes=nodes, edges=edges, avg_degree=edges / nodes, source=source,
+                **{k: None for k in ("max_degree", "max_over_avg", "isolated", "isolated_fraction",
+                                     "top1pct_share", "gini", "self_loops", "duplicates", "symmetric")})
+
+
 PRESETS = {
-    "reddit": (232_965, 114_615_892),
-    "products": (2_449_029, 61_859_140),
+    # Reddit (PyG / GraphSAGE): 232,965 nodes, 114,615,892 directed edges, symmetric.
+    "rmat-reddit": Preset(232_965, 114_615_892, (0.50, 0.17, 0.17, 0.16), 0.10, _real(
+        "Reddit (PyG)", 232_965, 114_615_892, "232,965 nodes, 114,615,892 edges: PyG's Reddit docstring; "
+        "undirected (GraphSAGE, Hamilton et al. 2017); the other statistics are not published")),
+    # ogbn-products: 2,449,029 nodes, 61,859,140 undirected edges = 123,718,280 directed as loaded.
+    "rmat-products": Preset(2_449_029, 123_718_280, (0.47, 0.19, 0.19, 0.15), 0.15, _real(
+        "ogbn-products", 2_449_029, 123_718_280, "2,449,029 nodes, 61,859,140 undirected edges: OGB's "
+        "node-property table (loaded with inverse edges: 123,718,280); the other statistics are not published")),
 }
-SPEC_HELP = "'reddit', 'products', 'rmat:NODES:EDGES[:SEED]', optionally 'preset:scale=0.01'"
+ALIASES = {"reddit": "rmat-reddit", "products": "rmat-products"}
+SPEC_HELP = "'rmat-reddit', 'rmat-products' (optionally ':scale=0.1', ':seed=1'), 'rmat:NODES:EDGES[:SEED]'"
+_PRESET_RE = re.compile(r"(rmat-reddit|rmat-products|reddit|products)(?::scale=([0-9.eE+-]+))?(?::seed=(\d+))?")
 
 
 def rmat_edges(num_nodes: int, num_edges: int, seed: int = 0, abcd=(0.57, 0.19, 0.19, 0.05),
@@ -44,8 +83,7 @@ def rmat_edges(num_nodes: int, num_edges: int, seed: int = 0, abcd=(0.57, 0.19, 
 
 def rmat(num_nodes: int, num_edges: int, seed: int = 0, chunk: int = 1 << 22) -> Graph:
     """An R-MAT graph with exactly num_edges directed edges (duplicates and self-loops kept).
-    Peak host memory is about 16 bytes per edge plus one chunk's temporaries (the reddit preset:
-    about 2 GB)."""
+    Peak host memory is about 16 bytes per edge plus one chunk's temporaries."""
     counts = np.zeros(num_nodes, np.int64)
     chunks = []
     for src, dst in rmat_edges(num_nodes, num_edges, seed, chunk=chunk):
@@ -66,19 +104,157 @@ def rmat(num_nodes: int, num_edges: int, seed: int = 0, chunk: int = 1 << 22) ->
     return Graph.from_csr(rowptr, col, what=f"rmat:{num_nodes}:{num_edges}")
 
 
+def _pairs(rng, n: int, num_nodes: int, scale: int, cut: np.ndarray, uniform: float):
+    """n candidate pairs (u, v), int64: R-MAT (two comparisons per level on one float32 draw),
+    a `uniform` share drawn uniformly; ids >= num_nodes dropped."""
+    u = np.zeros(n, np.int64)
+    v = np.zeros(n, np.int64)
+    for _ in range(scale):
+        r = rng.random(n, dtype=np.float32)
+        u <<= 1
+        v <<= 1
+        u |= r >= cut[1]  # quadrants c, d: lower half
+        v |= ((r >= cut[0]) & (r < cut[1])) | (r >= cut[2])  # quadrants b, d: right half
+    k = int(rng.binomial(n, uniform))
+    u[:k] = rng.integers(0, num_nodes, k)
+    v[:k] = rng.integers(0, num_nodes, k)
+    ok = (u < num_nodes) & (v < num_nodes) & (u != v)
+    return u[ok], v[ok]
+
+
+def rmat_undirected(num_nodes: int, num_edges: int, seed: int = 0, abcd=(0.57, 0.19, 0.19, 0.05),
+                    uniform: float = 0.0, chunk: int = 1 << 22) -> Graph:
+    """An undirected simple graph with exactly num_edges directed edges (num_edges / 2 distinct
+    pairs, each in both directions; no self-loops): R-MAT pairs, a `uniform` share drawn
+    uniformly, ids scrambled by a seeded permutation. Pairs are deduplicated as 64-bit keys,
+    chunk by chunk, and topped up until there are enough; the excess of the last round is
+    dropped at random. Peak host memory is about 24 bytes per directed edge."""
+    if num_edges % 2:
+        raise GraphError(f"rmat: an undirected graph has an even number of directed edges, got {num_edges}")
+    pairs = num_edges // 2
+    if num_nodes < 2 or pairs > num_nodes * (num_nodes - 1) // 2:
+        raise GraphError(f"rmat: {pairs} distinct pairs do not fit in {num_nodes} nodes")
+    rng = np.random.default_rng(seed)
+    scale = max(1, int(np.ceil(np.log2(num_nodes))))
+    perm = rng.permutation(num_nodes)
+    cut = np.cumsum(abcd)[:3] / np.sum(abcd)
+    keys = np.empty(0, np.int64)
+    while keys.size < pairs:
+        want = pairs - keys.size
+        fresh = []
+        drawn = 0
+        while drawn < want * 1.1 + 1000:  # a little over: duplicates and out-of-range ids fall out
+            u, v = _pairs(rng, min(chunk, int(want * 1.1) + 1000), num_nodes, scale, cut, uniform)
+            u, v = perm[u], perm[v]
+            fresh.append(sorted_unique(np.minimum(u, v) * num_nodes + np.maximum(u, v)))
+            drawn += u.size
+            del u, v
+        fresh = sorted_unique(np.concatenate(fresh))
+        if keys.size:  # keep the pairs not drawn in earlier rounds
+            at = np.minimum(np.searchsorted(keys, fresh), keys.size - 1)
+            fresh = fresh[keys[at] != fresh]
+        if keys.size + fresh.size > pairs:  # drop the excess of this round at random
+            fresh = np.delete(fresh, rng.choice(fresh.size, keys.size + fresh.size - pairs, replace=False))
+        keys = np.sort(np.concatenate([keys, fresh]), kind="stable") if keys.size else fresh
+        del fresh
+    u = (keys // num_nodes).astype(np.int32)
+    v = (keys % num_nodes).astype(np.int32)
+    del keys
+    src = np.concatenate([u, v])
+    dst = np.concatenate([v, u])
+    del u, v
+    return Graph.from_edges(src, dst, num_nodes, what=f"rmat-undirected:{num_nodes}:{num_edges}")
+
+
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    """np.unique by one in-place sort (numpy 2's hash-based unique is many times slower on
+    large int64 arrays). Sorts `a`."""
+    a.sort()
+    if a.size < 2:
+        return a
+    keep = np.empty(a.size, bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
+def canonical(spec: str) -> str:
+    """The name a synthetic spec stands for in outputs: old preset names become rmat-*."""
+    m = _PRESET_RE.fullmatch(spec)
+    if m and m.group(1) in ALIASES:
+        return ALIASES[m.group(1)] + spec[len(m.group(1)):]
+    return spec
+
+
 def is_spec(spec: str) -> bool:
-    return spec.split(":")[0] in PRESETS or spec.startswith("rmat:")
+    return bool(_PRESET_RE.fullmatch(spec)) or spec.startswith("rmat:")
+
+
+def preset_of(spec: str) -> Optional[tuple[str, float]]:
+    """(preset name, scale) of a preset spec, None for others."""
+    m = _PRESET_RE.fullmatch(spec)
+    return (ALIASES.get(m.group(1), m.group(1)), float(m.group(2) or 1.0)) if m else None
 
 
 def from_spec(spec: str) -> Graph:
-    m = re.fullmatch(r"(reddit|products)(?::scale=([0-9.eE+-]+))?(?::seed=(\d+))?", spec)
+    m = _PRESET_RE.fullmatch(spec)
     if m:
-        nodes, edges = PRESETS[m.group(1)]
+        name = m.group(1)
+        if name in ALIASES:
+            print(f"mgg: note: '{name}' is {ALIASES[name]}, a synthetic R-MAT stand-in with the size of "
+                  f"{PRESETS[ALIASES[name]].real['dataset']}, not the real data (for that, give its directory or "
+                  f"--data-dir)", file=sys.stderr)
+            name = ALIASES[name]
+        p = PRESETS[name]
         s = float(m.group(2) or 1.0)
         if not 0 < s <= 1:
             raise GraphError(f"{spec}: scale must be in (0, 1], got {s}")
-        return rmat(max(1, int(nodes * s)), int(edges * s), int(m.group(3) or 0))
+        nodes = max(2, int(p.nodes * s))
+        edges = min(2 * (int(p.edges * s) // 2), nodes * (nodes - 1))
+        return rmat_undirected(nodes, edges, int(m.group(3) or 0), p.abcd, p.uniform)
     m = re.fullmatch(r"rmat:(\d+):(\d+)(?::(\d+))?", spec)
     if m:
         return rmat(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
     raise GraphError(f"{spec}: not a synthetic spec ({SPEC_HELP})")
+
+
+# ---- statistics ----------------------------------------------------------------------------------
+def gini(x: np.ndarray) -> float:
+    """Gini coefficient of a degree sequence: 0 when all are equal, towards 1 when few hold all."""
+    x = np.sort(np.asarray(x, np.float64))
+    n = x.size
+    return float((2 * np.arange(1, n + 1) - n - 1) @ x / (n * x.sum())) if n and x.sum() else 0.0
+
+
+def degree_stats(g: Graph, exact: bool = True) -> dict:
+    """The statistics a stand-in is compared on: average and maximum in-degree, isolated nodes
+    (no edge in or out), degree skew (max/mean, share of edges at the top 1% of nodes, Gini of
+    in-degrees); with exact=True also self-loops, duplicate edges and symmetry (one sort of the
+    edges)."""
+    n, e = g.num_nodes, g.num_edges
+    indeg = g.degree().numpy()
+    outdeg = np.bincount(g.col.numpy(), minlength=n)
+    top = np.sort(indeg)[::-1][:max(1, n // 100)]
+    out = dict(nodes=n, edges=e, avg_degree=e / n, max_degree=int(indeg.max()) if n else 0,
+               max_over_avg=(indeg.max() / (e / n)) if e else 0.0,
+               isolated=int(((indeg == 0) & (outdeg == 0)).sum()),
+               top1pct_share=float(top.sum() / e) if e else 0.0, gini=gini(indeg))
+    out["isolated_fraction"] = out["isolated"] / n
+    if exact:
+        rows = g.rows().numpy()
+        col = g.col.numpy()
+        key = rows * n + col
+        key.sort()
+        rkey = col * n + rows
+        out["self_loops"] = int((rows == col).sum())
+        del rows, col
+        out["duplicates"] = int(key.size - 1 - np.count_nonzero(np.diff(key))) if key.size else 0
+        rkey.sort()
+        out["symmetric"] = bool(np.array_equal(key, rkey))
+    return out
+
+
+def real_stats(spec: str) -> Optional[dict]:
+    """The published statistics of the dataset a preset spec stands in for (full size only)."""
+    p = preset_of(spec)
+    return PRESETS[p[0]].real if p and p[1] == 1.0 else None

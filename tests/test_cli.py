@@ -29,7 +29,8 @@ def test_partition_json_and_table(tmp_path):
 @pytest.mark.parametrize("args, msg", [
     (["partition", "missing.txt", "--ranks", "2"], "no such file"),
     (["partition", "rmat:10:50", "--ranks", "20"], "exceed the number of nodes"),
-    (["train", "--dataset", "pubmed"], "no Planetoid dataset 'pubmed'"),
+    (["train", "--dataset", "pubmed"], "pubmed: no such file, not a dataset in"),
+    (["train", "--dataset", "rmat:100:400"], "rmat:100:400: a graph without node features, labels or split"),
     (["train", "--ps", "64"], "ps must be an integer in [1, 32]"),
 ])
 def test_errors_are_one_line(args, msg):
@@ -42,3 +43,62 @@ def test_errors_are_one_line(args, msg):
 def test_train_short_run():
     r = mgg("train", "--epochs", "5", "--seeds", "2", "--quiet")
     assert "test accuracy" in r.stdout and r.stdout.count("seed ") == 2
+
+
+def test_train_on_every_dataset_kind(tmp_path):
+    """One resolution for every kind: an OGB directory by name (its split as given), PyG's
+    Reddit raw files, a Planetoid set in PyG's layout, an .npz dataset."""
+    import numpy as np
+
+    from test_io import write_ogb, write_planetoid, write_reddit_raw
+
+    write_ogb(tmp_path, "ogbn-arxiv")
+    write_reddit_raw(tmp_path / "Reddit" / "raw")
+    (tmp_path / "CiteSeer" / "raw").mkdir(parents=True)
+    write_planetoid(tmp_path / "CiteSeer" / "raw", "citeseer", [542, 540, 541])
+    np.savez(tmp_path / "toy.npz", edge_index=np.array([[0, 1, 2], [1, 2, 0]]), x=np.eye(3), y=np.array([0, 1, 0]),
+             train_mask=np.array([0, 1]), val_mask=np.array([2]), test_mask=np.array([2]))
+    for name in ("ogbn-arxiv", "reddit", "citeseer", "toy.npz", str(tmp_path / "ogbn_arxiv")):
+        r = mgg("train", "--data-dir", str(tmp_path), "--dataset", name, "--epochs", "2", "--seeds", "1", "--quiet")
+        assert "test accuracy" in r.stdout, (name, r.stdout)
+
+
+def test_multilabel_training_is_refused(tmp_path):
+    from test_io import write_ogb
+
+    write_ogb(tmp_path, "ogbn-proteins")
+    r = mgg("train", "--data-dir", str(tmp_path), "--dataset", "ogbn-proteins", check=False)
+    assert r.returncode == 2 and "112 labels per node (multi-label)" in r.stderr
+
+
+def test_info_graph_prints_real_statistics():
+    r = mgg("info", "rmat-reddit:scale=0.002")
+    assert "in-degree Gini" in r.stdout and "rmat-reddit:scale=0.002 (synthetic)" in r.stdout
+    out = json.loads(mgg("info", "cora", "--json").stdout)
+    assert (out["nodes"], out["edges"], out["symmetric"], out["self_loops"]) == (2708, 10556, True, 0)
+
+
+def test_info_full_preset_shows_published_column(monkeypatch):
+    """The published statistics come with a full-size preset; no graph of that size is made here."""
+    from mgg import info, synthetic
+
+    monkeypatch.setattr(synthetic, "rmat_undirected", lambda n, e, *a, **k: synthetic.rmat(50, 200))
+    facts = info.graph_facts("rmat-products")
+    text = info.print_graph_facts(facts)
+    assert facts["real"]["avg_degree"] == pytest.approx(50.52, abs=0.01)
+    assert "ogbn-products" in text and "unknown (not published)" in text
+
+
+def test_old_preset_name_notes_on_stderr():
+    r = mgg("partition", "products:scale=0.001", "--ranks", "2")
+    assert "'products' is rmat-products, a synthetic R-MAT stand-in" in r.stderr
+
+
+def test_huge_ids_are_one_line_and_relabel_compacts_them(tmp_path):
+    f = tmp_path / "ids.txt"
+    f.write_text("0 1\n1 3000000000\n")
+    r = mgg("partition", str(f), "--ranks", "2", check=False)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "ids.txt:2: 3,000,000,001 nodes, more than the 2,147,483,647 a plan can index" in r.stderr
+    out = json.loads(mgg("partition", str(f), "--ranks", "2", "--relabel", "--json").stdout)
+    assert (out["nodes"], out["edges"]) == (3, 2)

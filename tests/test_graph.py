@@ -10,7 +10,7 @@ import torch
 from mgg import GraphError
 from mgg.graph import Graph
 from mgg.io import NodeDataset, load_edge_list, load_graph, load_npz, load_planetoid
-from mgg.synthetic import PRESETS, from_spec, rmat
+from mgg.synthetic import PRESETS, degree_stats, from_spec, preset_of, rmat, rmat_undirected
 from mgg.testing import random_graph
 
 
@@ -84,6 +84,39 @@ def test_csr_validation_messages():
         Graph.from_edge_index(torch.zeros(3, 4, dtype=torch.long))
 
 
+def test_graph_from_edges_refuses_huge_counts_without_allocating():
+    with pytest.raises(GraphError, match="edge 1 .* 3,000,000,001 nodes, more than"):
+        Graph.from_edges(np.array([0, 1]), np.array([1, 3_000_000_000]))
+    with pytest.raises(GraphError, match="num_nodes: 4,000,000,000 nodes"):
+        Graph.from_edges(np.array([0]), np.array([1]), num_nodes=4_000_000_000)
+    assert Graph.from_edges(np.array([0]), np.array([1]), num_nodes=2_000_000).num_nodes == 2_000_000
+
+
+@pytest.mark.parametrize("e, n, weighted, presorted", [
+    (5000, 300, True, False),
+    (5000, 300, False, True),  # already sorted by destination: no sort at all
+    (1 << 22, 100_000, False, False),  # large enough for the two-pass (bucket, then row) sort
+])
+def test_from_edges_matches_a_stable_sort_by_destination(e, n, weighted, presorted):
+    """The counting sort keeps each row's edges in input order, as a stable argsort."""
+    rng = np.random.default_rng(5)
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
+    if presorted:
+        dst.sort()
+    w = rng.random(e).astype(np.float32) if weighted else None
+    g = Graph.from_edges(src.astype(np.int32), dst, n, w)
+    order = np.argsort(dst, kind="stable")
+    assert np.array_equal(g.col.numpy(), src[order])
+    assert np.array_equal(g.rowptr.numpy(), np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))]))
+    if weighted:
+        assert np.array_equal(g.weight.numpy(), w[order])
+
+
+def test_from_edges_refuses_non_integer_ids():
+    with pytest.raises(GraphError, match="node ids \\(sources\\) must be integers"):
+        Graph.from_edges(np.array([0.5]), np.array([1]))
+
+
 def test_features_must_match_graph():
     g = random_graph(10, 20)
     with pytest.raises(GraphError, match="x has 9 rows but the graph has 10 nodes"):
@@ -96,20 +129,6 @@ def test_planetoid_cora(cora):
     assert cora.x.shape == (2708, 1433) and cora.num_classes == 7
     assert (int(cora.train_mask.sum()), int(cora.val_mask.sum()), int(cora.test_mask.sum())) == (140, 500, 1000)
     assert cora.graph.is_symmetric()
-
-
-def test_planetoid_matches_pyg(cora, tmp_path):
-    pyg = pytest.importorskip("torch_geometric.io.planetoid")
-    import shutil
-
-    from mgg.datasets import bundled_planetoid_dir
-    raw = tmp_path / "raw"
-    shutil.copytree(bundled_planetoid_dir(), raw)
-    data = pyg.read_planetoid_data(str(raw), "cora")
-    ours = Graph.from_edge_index(data.edge_index, data.num_nodes)
-    assert (ours.to_scipy() != cora.graph.to_scipy()).nnz == 0
-    assert torch.equal(data.x, cora.x) and torch.equal(data.y, cora.y)
-    assert torch.equal(data.test_mask, cora.test_mask) and torch.equal(data.train_mask, cora.train_mask)
 
 
 def _write_planetoid(root, name, n_train, n_other, test_index, feats=4, classes=3, graph=None):
@@ -194,16 +213,50 @@ def test_rmat_matches_edge_generator():
 
 
 def test_presets_scale_and_memory():
-    assert PRESETS["reddit"] == (232_965, 114_615_892) and PRESETS["products"] == (2_449_029, 61_859_140)
-    g = from_spec("reddit:scale=0.01")
+    assert (PRESETS["rmat-reddit"].nodes, PRESETS["rmat-reddit"].edges) == (232_965, 114_615_892)
+    assert (PRESETS["rmat-products"].nodes, PRESETS["rmat-products"].edges) == (2_449_029, 123_718_280)
+    g = from_spec("rmat-reddit:scale=0.01")
     assert g.num_nodes == 2329 and g.num_edges == 1_146_158
-    # Peak memory per edge once edges far outnumber one chunk, as for the full presets
-    # (114.6M edges in 4M-edge chunks): at 24 bytes per edge the reddit preset needs < 3 GB.
+    # Peak memory per directed edge once edges far outnumber one chunk, as for the full presets
+    # (57M pairs in 4M-pair chunks): at 40 bytes per edge the reddit preset needs < 5 GB.
     tracemalloc.start()
-    g = rmat(2329, 1_146_158, chunk=1 << 15)
+    g = rmat_undirected(20_000, 1_000_000, abcd=PRESETS["rmat-reddit"].abcd, uniform=0.1, chunk=1 << 15)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert peak / g.num_edges < 24, f"{peak / g.num_edges:.1f} bytes per edge"
+    assert peak / g.num_edges < 40, f"{peak / g.num_edges:.1f} bytes per edge"
+
+
+@pytest.mark.parametrize("spec", ["rmat-reddit:scale=0.01", "rmat-products:scale=0.003"])
+def test_presets_are_simple_undirected_graphs_of_the_real_size(spec):
+    g = from_spec(spec)
+    s = degree_stats(g)
+    name, scale = preset_of(spec)
+    p = PRESETS[name]
+    assert g.num_nodes == int(p.nodes * scale) and g.num_edges == 2 * (int(p.edges * scale) // 2)
+    assert s["symmetric"] and s["duplicates"] == 0 and s["self_loops"] == 0
+    assert s["isolated_fraction"] < 0.01 and s["max_degree"] < g.num_nodes
+    assert 2 < s["max_over_avg"] and s["gini"] > 0.2  # a skewed degree distribution
+    assert abs(s["avg_degree"] - p.real["avg_degree"]) < 0.01 * p.real["avg_degree"]
+
+
+def test_preset_generator_is_seeded_and_exact():
+    a = rmat_undirected(3000, 40_000, seed=1, abcd=(0.5, 0.2, 0.2, 0.1), uniform=0.1)
+    b = rmat_undirected(3000, 40_000, seed=1, abcd=(0.5, 0.2, 0.2, 0.1), uniform=0.1)
+    c = rmat_undirected(3000, 40_000, seed=2, abcd=(0.5, 0.2, 0.2, 0.1), uniform=0.1)
+    assert a.num_edges == 40_000 and torch.equal(a.col, b.col) and not torch.equal(a.col, c.col)
+    with pytest.raises(GraphError, match="even number"):
+        rmat_undirected(10, 11)
+    with pytest.raises(GraphError, match="do not fit"):
+        rmat_undirected(4, 14)
+
+
+def test_degree_stats_on_a_known_graph():
+    # a star with a duplicate edge and a self-loop, one isolated node
+    g = Graph.from_edges([1, 2, 3, 1, 0], [0, 0, 0, 0, 0], 5)
+    s = degree_stats(g)
+    assert (s["max_degree"], s["isolated"], s["self_loops"], s["duplicates"], s["symmetric"]) == (5, 1, 1, 1, False)
+    assert s["avg_degree"] == 1.0 and s["top1pct_share"] == 1.0
+    assert s["gini"] == pytest.approx(0.8)
 
 
 def test_load_graph_dispatch(tmp_path, cora):
@@ -211,5 +264,6 @@ def test_load_graph_dispatch(tmp_path, cora):
 
     assert load_graph("cora", bundled_planetoid_dir()).num_edges == cora.graph.num_edges
     assert load_graph("rmat:100:500").num_edges == 500
+    assert load_graph("rmat-products:scale=0.001").num_nodes == 2449
     with pytest.raises(GraphError, match="no such file"):
         load_graph(str(tmp_path / "missing.txt"))

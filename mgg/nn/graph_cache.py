@@ -25,8 +25,9 @@ def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
     """The mgg Graph of a layer's graph input.
 
     Args:
-        edge_index: a [2, E] tensor (row 0 sources, row 1 targets), a torch sparse adjacency
-            (adj[target, source], PyG's convention), or an mgg Graph.
+        edge_index: a [2, E] tensor (row 0 sources, row 1 targets) or PyG EdgeIndex, a torch
+            sparse or torch_sparse SparseTensor adjacency (adj[target, source], PyG's convention),
+            or an mgg Graph.
         num_nodes: the node count (rows of x).
         edge_weight: optional [E] weights of a [2, E] edge_index.
 
@@ -35,6 +36,14 @@ def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
     """
     if isinstance(edge_index, Graph):
         return edge_index
+    if type(edge_index).__module__.startswith("torch_sparse"):  # torch_sparse.SparseTensor adj_t[target, source]
+        rowptr, col, w = edge_index.csr()
+        rows, cols = edge_index.sparse_sizes()
+        if rows != cols:
+            raise MggError(f"SparseTensor: adjacency must be square, got {rows} x {cols}")
+        return Graph.from_csr(rowptr.cpu(), col.cpu(), None if w is None else w.detach().cpu(), "SparseTensor")
+    if isinstance(edge_index, torch.Tensor) and hasattr(edge_index, "as_tensor"):  # PyG EdgeIndex: [2, E]
+        edge_index = edge_index.as_tensor()
     if isinstance(edge_index, torch.Tensor) and edge_index.layout == torch.sparse_csr:
         w = edge_index.values()
         w = None if bool((w == 1).all()) else w
@@ -47,7 +56,8 @@ def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
                                 "sparse adjacency")
     if isinstance(edge_index, torch.Tensor):
         return Graph.from_edge_index(edge_index.cpu(), num_nodes, None if edge_weight is None else edge_weight.cpu())
-    raise MggError(f"edge_index must be a tensor [2, E], a sparse adjacency, an mgg Graph, Plan or DistGraph; "
+    raise MggError(f"edge_index must be a tensor [2, E] (or PyG EdgeIndex), a torch sparse or torch_sparse "
+                   f"SparseTensor adjacency adj_t[target, source], an mgg Graph, Plan or DistGraph; "
                    f"got {type(edge_index).__name__}")
 
 
