@@ -25,8 +25,7 @@ import torch
 
 from .errors import GraphError
 from .graph import Graph
-from .io import (NodeDataset, _lines, labels, load_edge_list, load_mtx, load_npz, load_planetoid,
-                 mask_of, planetoid_dir)
+from .io import NodeDataset, _lines, labels, load_edge_list, load_mtx, load_npz, load_planetoid, mask_of, planetoid_dir
 
 
 def bundled_planetoid_dir() -> str:

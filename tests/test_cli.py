@@ -49,7 +49,6 @@ def test_train_on_every_dataset_kind(tmp_path):
     """One resolution for every kind: an OGB directory by name (its split as given), PyG's
     Reddit raw files, a Planetoid set in PyG's layout, an .npz dataset."""
     import numpy as np
-
     from test_io import write_ogb, write_planetoid, write_reddit_raw
 
     write_ogb(tmp_path, "ogbn-arxiv")

@@ -314,7 +314,7 @@ def assert_same_as_ogb(ds, graph, y, split):
         np.add.at(want, dst, ef)
         want /= np.maximum(np.bincount(dst, minlength=graph["num_nodes"]), 1)[:, None]
         assert np.allclose(ds.x.numpy(), want, atol=1e-6)
-    for mask, k in zip((ds.train_mask, ds.val_mask, ds.test_mask), ("train", "valid", "test")):
+    for mask, k in zip((ds.train_mask, ds.val_mask, ds.test_mask), ("train", "valid", "test"), strict=True):
         assert np.array_equal(np.flatnonzero(mask.numpy()), np.sort(split[k])), k
 
 
@@ -389,7 +389,7 @@ def test_edge_list_fast_and_line_by_line_paths_agree(tmp_path):
     e = rng.integers(0, 500, (3000, 2))
     w = rng.random(3000).astype(np.float32)
     fast, slow = tmp_path / "fast.txt", tmp_path / "slow.txt"
-    lines = [f"{a} {b} {c!r}" for (a, b), c in zip(e.tolist(), w.tolist())]
+    lines = [f"{a} {b} {c!r}" for (a, b), c in zip(e.tolist(), w.tolist(), strict=True)]
     fast.write_text("% header\n" + "\n".join(lines) + "\n")
     slow.write_text("# header\n" + "\n".join(lines[:1000]) + "\n// middle\n% other\n\n" + "\n".join(lines[1000:]))
     a, b = read_edge_list(fast), read_edge_list(slow)
