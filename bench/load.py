@@ -68,6 +68,34 @@ print(json.dumps(dict(times=times, peak=peak, nodes=nodes, edges=edges)))
 """
 
 
+_PLAN_CHILD = r"""
+import json, resource, sys, time
+from bench import cache
+from mgg import Config, Plan
+
+spec, data_dir, ranks = sys.argv[1], sys.argv[2] or None, int(sys.argv[3])
+g, _ = cache.graph(spec, data_dir)  # generated or read from the disk cache: not timed
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+try:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+except OSError:
+    pass
+rss0 = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
+t = time.perf_counter()
+plan = Plan(g, min(ranks, g.num_nodes))
+for r in range(plan.num_ranks):  # the forward and the backward's transposed step, host side
+    plan.rank_plan(r, Config()).op_args("cpu")
+took = time.perf_counter() - t
+print(json.dumps(dict(seconds=took, peak=hwm() - rss0, total=hwm(), nodes=g.num_nodes, edges=g.num_edges,
+                      ranks=plan.num_ranks)))
+"""
+
+
 def _digits(a: np.ndarray) -> np.ndarray:
     """ASCII decimal digits of non-negative ints, one row per number, zero-padded to one width."""
     w = max(1, len(str(int(a.max())))) if a.size else 1
@@ -125,14 +153,17 @@ def write_files(d: Path, num_edges: int, seed: int = 0, chunk: int = 1 << 22) ->
     return paths
 
 
-def _measure(path: Path, fmt: str, reps: int) -> dict:
+def _child(script: str, *args: str) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, "-c", _CHILD, str(path), fmt, str(reps)], capture_output=True, text=True,
-                       env=env, timeout=3600)
+    r = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, timeout=3600)
     if r.returncode != 0:
-        raise RuntimeError(f"load suite: loading {path} failed:\n{r.stderr[-2000:]}")
+        raise RuntimeError(f"load suite: {' '.join(args)} failed:\n{r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _measure(path: Path, fmt: str, reps: int) -> dict:
+    return _child(_CHILD, str(path), fmt, str(reps))
 
 
 def load(opt) -> Iterator[dict]:
@@ -156,3 +187,12 @@ def load(opt) -> Iterator[dict]:
                            peak_mem_mb=round(res["peak"] / 2**20, 1),
                            edges_per_s=round(res["edges"] / med), peak_mem_bytes_per_edge=round(
                                res["peak"] / res["edges"], 2))
+    for spec in opt.graphs:  # the plan of each benchmark graph for 8 ranks, in a fresh process
+        res = _child(_PLAN_CHILD, spec, str(opt.data_dir or ""), "8")
+        ms = res["seconds"] * 1e3
+        yield dict(suite="load", case=f"plan/{spec}/P{res['ranks']}", graph=spec, nodes=res["nodes"],
+                   edges=res["edges"], dim="", dtype="", impl="mgg.Plan", pes=res["ranks"], ps="", dist="", wpb="",
+                   **{"pass": "plan"}, median_ms=round(ms, 3), p10_ms=round(ms, 3), p90_ms=round(ms, 3), gbps="",
+                   bw_fraction="", peak_mem_mb=round(res["total"] / 2**20, 1),
+                   edges_per_s=round(res["edges"] / res["seconds"]),
+                   peak_mem_bytes_per_edge=round(res["peak"] / res["edges"], 2))

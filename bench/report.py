@@ -187,7 +187,14 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = ()) -> str:
                 lines.append(f"| {g} | {d} | {len(s)} | {min(s):.3f} | {min(gr):.3f} | "
                              f"{(min(s) / min(gr) - 1) * 100:.1f}% | {(1 - min(s) / s[0]) * 100:.1f}% |")
         lines.append("")
-    ld = [r for r in rows if r["suite"] == "load"]
+    ld = [r for r in rows if r["suite"] == "load" and r["pass"] == "load"]
+    pl = [r for r in rows if r["suite"] == "load" and r["pass"] == "plan"]
+    if pl:
+        lines += ["## load: the plan of a graph (every rank's forward and transposed step, host side)", "",
+                  "| graph | edges | ranks | s | process peak GB |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {r['graph']} | {int(r['edges']):,} | {r['pes']} | {float(r['median_ms']) / 1e3:.2f} | "
+                  f"{float(r['peak_mem_mb']) / 1024:.2f} |" for r in pl]
+        lines.append("")
     if ld:
         lines += ["## load: graph files to an mgg Graph (CSR), warm page cache", "",
                   "| format | edges | s | M edges/s | file GB/s | peak bytes/edge |",

@@ -28,16 +28,19 @@ def test_smoke_all_suites(tmp_path):
     dist = [row for row in rows if row["suite"] == "dist"]
     assert {(row["impl"], int(row["pes"])) for row in dist} >= {("mgg-halo", 1), ("mgg-halo", 2)}
     assert all(row["rank_edges"].count(";") == int(row["pes"]) - 1 for row in dist)
-    load = [row for row in rows if row["suite"] == "load"]
+    load = [row for row in rows if row["suite"] == "load" and row["pass"] == "load"]
     assert {row["graph"] for row in load} == {"text", "text.gz", "mtx", "npz-edge_index", "npz-edge_index-by-dst",
                                              "npz-scipy-csr"}
+    (plan,) = [row for row in rows if row["suite"] == "load" and row["pass"] == "plan"]
+    assert (plan["graph"], int(plan["pes"]), int(plan["edges"])) == ("rmat:1500:15000", 8, 15000)
+    assert float(plan["median_ms"]) > 0 and float(plan["peak_mem_mb"]) > 0
     for row in load:  # every format gives the same graph; the figures are filled in
         assert (int(row["nodes"]), int(row["edges"])) == (10_000, 100_000)
         assert float(row["edges_per_s"]) > 0 and float(row["peak_mem_bytes_per_edge"]) > 0
     assert len(list(tmp_path.glob("*.png"))) == 7
     md = next(tmp_path.glob("*.md")).read_text()
     assert "speedup of mgg over each peer" in md and "tuner against the exhaustive grid" in md
-    assert "## load: graph files to an mgg Graph" in md
+    assert "## load: graph files to an mgg Graph" in md and "## load: the plan of a graph" in md
 
 
 def test_rejects_too_few_repetitions(tmp_path):
