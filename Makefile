@@ -5,7 +5,7 @@ TORCH   ?= torch==2.14.1
 PIP      = $(VENV)/bin/pip
 STAMP    = $(VENV)/.mgg-installed
 
-.PHONY: train test lint format bench-smoke gpu-wheels clean
+.PHONY: train test lint format bench-smoke gpu-wheels gpu-build clean
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -37,13 +37,34 @@ format: $(LINTERS)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/clang-format -i $(CSRC)
 
-# Wheels for the GPU machine (Python 3.12, no network) of what it may lack; carry wheels/ along
-# with the device tool (carry: ["wheels"]) and bench/gpu_verify.sh installs the missing ones from it.
+# Wheels for the GPU machine (Python 3.12, no network) of what its image lacks: nvshmem4py and the
+# cuda-core/cuda-pathfinder it needs (KINDS.md lists what is there). Carry wheels/ with the device
+# tool (carry: ["wheels"]); bench/gpu_verify.sh's `deps` stage installs them with --no-deps.
+GPU_WHEELS = nvshmem4py-cu13==0.4.1 cuda-core==1.2.2 cuda-pathfinder==1.9.0
 gpu-wheels: $(VENV)/bin/python
-	$(PIP) download -q --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
-	  --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 -d wheels \
-	  scipy tqdm rich hypothesis matplotlib
-	rm -f wheels/numpy-*  # torch's machine has numpy; this keeps wheels/ under the 64 MiB carry limit
+	$(PIP) download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	  --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+	  --platform manylinux2014_x86_64 -d wheels $(GPU_WHEELS)
+	ls -la wheels
+
+# The extension for the GPU machines (their Python 3.12 and torch, sm_90), built here so that no
+# device minute compiles: leaves gpu/mgg_C-cp312-torchV-sm90.so.gz and its build record; carry
+# "gpu" in the device calls and bench/gpu_verify.sh's build stage unpacks it.
+GPU_PY    ?= $(HOME)/.pyenv/versions/3.12.1/bin/python
+GPU_TORCH ?= torch==2.11.0
+GPU_ARCHS ?= 9.0
+GPU_DIR    = .gpu-build
+gpu-build:
+	@test -x $(GPU_PY) || { echo "make gpu-build: needs a Python 3.12 interpreter (GPU_PY=...)"; exit 2; }
+	test -x $(GPU_DIR)/venv/bin/python || $(GPU_PY) -m venv $(GPU_DIR)/venv
+	$(GPU_DIR)/venv/bin/pip install -q "$(GPU_TORCH)" setuptools wheel ninja pybind11 numpy
+	rm -rf $(GPU_DIR)/src && mkdir -p $(GPU_DIR)/src
+	tar -c --exclude=./.venv --exclude=./$(GPU_DIR) --exclude=./build --exclude='*.so' --exclude=./gpu . | tar -x -C $(GPU_DIR)/src
+	cd $(GPU_DIR)/src && TORCH_CUDA_ARCH_LIST="$(GPU_ARCHS)" MAX_JOBS=2 ../venv/bin/python setup.py -q build_ext --inplace
+	mkdir -p gpu && cd $(GPU_DIR)/src && name=$$(../venv/bin/python -c "import sys, torch; \
+	  print(f'mgg_C-cp{sys.version_info[0]}{sys.version_info[1]}-torch{torch.__version__.split(\"+\")[0]}')")-sm$$(echo "$(GPU_ARCHS)" | tr -d '.; ') \
+	  && gzip -1 -c mgg/_C.cpython-3*.so > ../../gpu/$$name.so.gz && cp mgg/_build.py ../../gpu/$$name-build.py \
+	  && ls -la ../../gpu
 
 clean:
-	rm -rf build $(VENV) mgg/_C*.so *.egg-info
+	rm -rf build $(VENV) $(GPU_DIR) mgg/_C*.so mgg/_build.py *.egg-info

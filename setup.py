@@ -159,7 +159,10 @@ def extension():
             "nvcc": FLAGS["nvcc"] + defines + [f"-U{m}" for m in FLAGS["nvcc_undefine"]],
             "nvcc_dlink": ["-dlink", f"-L{shm / 'lib'}", f"-l{FLAGS['nvshmem_device_lib']}"] + arch_flags(archs),
         },
+        # --exclude-libs: the device library's nvshmemi_* stay private, so the attach binds to this
+        # module's own copies even where another module (torch's) exports the same names globally
         extra_link_args=[f"-l{FLAGS['nvshmem_device_lib']}", f"-l:{FLAGS['nvshmem_host_lib']}",
+                         f"-Wl,--exclude-libs,lib{FLAGS['nvshmem_device_lib']}.a",
                          f"-Wl,-rpath,{shm / 'lib'}"],
     )
 

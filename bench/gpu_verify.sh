@@ -4,8 +4,8 @@
 # build`; `build` compiles once and leaves the gzipped extension in $OUT, and later calls carry
 # it back (carry: ["gpu"], after copying it into ./gpu/ here) and only unpack it:
 #
-#   A  bash bench/gpu_verify.sh versions build cuda nvshmem-one
-#   B  bash bench/gpu_verify.sh versions build nvshmem memcheck
+#   A  bash bench/gpu_verify.sh versions deps build cuda nvshmem-one
+#   B  bash bench/gpu_verify.sh versions deps build nvshmem memcheck
 #   C  bash bench/gpu_verify.sh versions build kernel
 #   later: racecheck synccheck scaling dist tune
 #
@@ -18,7 +18,7 @@ set -u
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 PY=${PY:-python3}
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$PWD:/tmp/mgg-site${PYTHONPATH:+:$PYTHONPATH}"  # the checkout, then carried wheels
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=${MAX_JOBS:-16}
 export NVSHMEM_REMOTE_TRANSPORT=${NVSHMEM_REMOTE_TRANSPORT:-none}        # one node: no network transport
 export NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=${NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME:-lo}  # bootstrap over loopback
@@ -63,6 +63,12 @@ for p in ("setuptools", "ninja", "pybind11", "numpy", "scipy", "torch-geometric"
 EOF
 }
 
+deps() {  # the carried wheels (make gpu-wheels) of what the image lacks, without touching its own packages
+  [ -d wheels ] || { echo "no wheels/ carried: nvshmem4py is missing, the nvshmem stages will say so"; return 0; }
+  $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/mgg-site wheels/*.whl || return 1
+  $PY -c "import nvshmem.core as c; print('nvshmem4py', c.get_version())"
+}
+
 so_name() { $PY -c "import importlib.machinery as m; print('mgg/_C' + m.EXTENSION_SUFFIXES[0])"; }
 so_tag() { $PY -c "import sys, torch; print(f'cp{sys.version_info[0]}{sys.version_info[1]}-torch{torch.__version__.split(\"+\")[0]}')"; }
 
@@ -74,13 +80,14 @@ build() {  # unpack a carried build of this Python and torch, else compile and l
     if [ -f "$d/$gz" ]; then
       echo "using the carried build $d/$gz"
       gunzip -c "$d/$gz" >"$so" || return 1
+      [ -f "$d/${gz%.so.gz}-build.py" ] && cp "$d/${gz%.so.gz}-build.py" mgg/_build.py
       $PY -c "import mgg._C as c; print('mgg._C with_cuda', c.with_cuda, 'with_nvshmem', c.with_nvshmem)"
       return $?
     fi
   done
   echo "no carried $gz: compiling ($MAX_JOBS jobs, archs $TORCH_CUDA_ARCH_LIST)"
   $PY setup.py -q build_ext --inplace -j "$MAX_JOBS" || return 1
-  gzip -1 -c "$so" >"$OUT/$gz" && ls -la "$OUT/$gz"
+  gzip -1 -c "$so" >"$OUT/$gz" && cp mgg/_build.py "$OUT/${gz%.so.gz}-build.py" && ls -la "$OUT/$gz"
   $PY -c "import mgg._C as c; print('mgg._C with_cuda', c.with_cuda, 'with_nvshmem', c.with_nvshmem)"
 }
 
@@ -95,6 +102,7 @@ PYTEST="$PY -m pytest -q -p no:cacheprovider --timeout=300"
 for s in "$@"; do
   case $s in
     versions) stage versions 60 versions ;;
+    deps) stage deps 60 deps ;;
     build) stage build 420 build ;;
     cuda) stage cuda 300 $PYTEST -m gpu tests/test_op.py tests/test_cuda.py --junitxml="$OUT/cuda.xml" ;;
     nvshmem-one) stage nvshmem-one 150 $PYTEST tests/test_nvshmem.py -k "get-warp and 2 and cora" ;;

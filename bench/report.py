@@ -125,6 +125,23 @@ def plot(rows: list[dict], suite: str, path: Path) -> None:
     plt.close(fig)
 
 
+def _prep_section(rows: list[dict]) -> list[str]:
+    """CPU-side preparation per suite and graph (graphs, plans, device copies: what a bare device
+    call spends before it times anything)."""
+    total, seen = defaultdict(float), set()
+    for r in rows:
+        key = (r["suite"], r["case"], r["impl"], r.get("pes"))  # a case's passes share its preparation
+        if r.get("prep_s") not in ("", None) and key not in seen:
+            seen.add(key)
+            total[(r["suite"], r["graph"])] += float(r["prep_s"])
+    if not total:
+        return []
+    out = ["## preparation: CPU-side seconds per suite and graph (summed over its cases)", "",
+           "| suite | graph | prep s |", "| --- | --- | --- |"]
+    out += [f"| {s} | {g} | {t:.1f} |" for (s, g), t in total.items()]
+    return out + [""]
+
+
 def summary(rows: list[dict], copy_gbps: float, skipped: tuple = ()) -> str:
     """The run's markdown summary: speedups over each peer, gather bandwidth, ablation, scaling,
     tuner; and the cases a time budget skipped."""
@@ -133,6 +150,12 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = ()) -> str:
     if not rows:
         return "\n".join(["no rows", ""] + tail)
     r0 = rows[0]
+    timed = [r for r in rows if r.get("median_ms") not in ("", None) and math.isfinite(float(r["median_ms"]))]
+    prep = _prep_section(rows)
+    rows = timed
+    if not rows:  # a prep-only run: only the preparation times
+        return "\n".join(["# Benchmark summary (preparation only)", "", f"device: {r0['device']} · {r0['date']}", ""]
+                         + prep + tail)
     lines = ["# Benchmark summary", "",
              f"device: {r0['device']} · torch {r0['torch']} · CUDA {r0['cuda']} · {r0['date']} · "
              f"device copy bandwidth {copy_gbps:.1f} GB/s", ""]
@@ -204,4 +227,4 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = ()) -> str:
                   f"{float(r['peak_mem_bytes_per_edge']):.1f} |"
                   for r in ld]
         lines.append("")
-    return "\n".join(lines + tail)
+    return "\n".join(lines + prep + tail)

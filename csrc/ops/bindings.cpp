@@ -2,7 +2,7 @@
 // implementations). It exports the limits and layouts the C++ side defines once
 // (core/limits.h, core/schedule.h, core/step_layout.h) and the kernels' launch-shape model, so
 // that the planner, the tuner and the command line use the launcher's own numbers; and, in CUDA
-// builds, the NVSHMEM host runtime.
+// builds, the extension's side of NVSHMEM (attach/detach of its device state).
 #include <torch/extension.h>
 
 #include "../core/launch_shape.h"
@@ -11,7 +11,7 @@
 #include "../core/step_layout.h"
 
 #ifdef MGG_WITH_NVSHMEM
-#include "../nvshmem/runtime.h"
+#include "../nvshmem/attach.h"
 #endif
 
 namespace {
@@ -65,25 +65,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "grid.y; tile 0 means nothing fits smem_limit.");
 #ifdef MGG_WITH_NVSHMEM
   m.attr("with_nvshmem") = true;
-  auto s = m.def_submodule("nvshmem", "NVSHMEM host runtime");
-  s.def("unique_id", [] {
-    auto v = mgg::shmem::unique_id();
-    return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
-  });
-  s.def("init", [](py::bytes uid, int rank, int world) {
-    std::string b = uid;
-    mgg::shmem::init(std::vector<uint8_t>(b.begin(), b.end()), rank, world);
-  });
-  s.def("finalize", &mgg::shmem::finalize);
-  s.def("initialized", &mgg::shmem::initialized);
+  auto s = m.def_submodule("nvshmem", "the extension's side of NVSHMEM, whose runtime nvshmem4py owns");
+  s.def("attach", &mgg::shmem::attach, "Attaches this module's device state (after nvshmem.core.init).");
+  s.def("detach", &mgg::shmem::detach, "Detaches it (before nvshmem.core.finalize).");
+  s.def("attached", &mgg::shmem::attached);
   s.def("my_pe", &mgg::shmem::my_pe);
   s.def("n_pes", &mgg::shmem::n_pes);
-  s.def("empty",
-        [](std::vector<int64_t> sizes, at::ScalarType dtype) { return mgg::shmem::empty_symmetric(sizes, dtype); });
-  s.def("free", &mgg::shmem::free_tensor);
-  s.def("peer_tensor", &mgg::shmem::peer_tensor);
-  s.def("is_symmetric", [](const at::Tensor& t) { return mgg::shmem::is_symmetric(t.data_ptr()); });
-  s.def("barrier_all_on_stream", &mgg::shmem::barrier_all_on_stream);
+  s.def("compiled_version", &mgg::shmem::compiled_version, "The NVSHMEM version of the linked device library.");
 #else
   m.attr("with_nvshmem") = false;
 #endif

@@ -8,7 +8,7 @@
 #include <torch/library.h>
 
 #include "../../kernels/api.h"
-#include "../../nvshmem/runtime.h"
+#include "../../nvshmem/attach.h"
 #include "../step.h"
 
 namespace mgg {
@@ -107,7 +107,7 @@ at::Tensor aggregate_peers_cuda(const at::Tensor& x, at::TensorList peers, int64
     for (size_t i = 0; i < peers.size(); ++i) src.peers[i] = peers[i].data_ptr();
   } else {
     const void* symmetric = peers[my_pe].data_ptr();
-    TORCH_CHECK(shmem::initialized(), c.op, ": fetch '", kFetchNames[fetch], "' is an NVSHMEM get but NVSHMEM is ",
+    TORCH_CHECK(shmem::attached(), c.op, ": fetch '", kFetchNames[fetch], "' is an NVSHMEM get but NVSHMEM is ",
                 "not initialised in this process (mgg.distributed.nvshmem.init)");
     TORCH_CHECK(shmem::n_pes() == static_cast<int>(peers.size()) && shmem::my_pe() == my_pe, c.op, ": NVSHMEM has ",
                 shmem::n_pes(), " PEs and this is PE ", shmem::my_pe(), ", but the call names ", peers.size(),
