@@ -39,10 +39,22 @@ def prepare_mgg(graph: Graph, x: torch.Tensor, config: Config = Config(), plan: 
     return _autograd_pair(lambda t: mgg.aggregate(t, plan, config, deterministic=deterministic), x)
 
 
+_MATRICES: dict = {}
+
+
+def _matrices(graph: Graph, dtype: torch.dtype, device: torch.device):
+    """A and A^T as torch sparse CSR on the device, made once per graph for every dim."""
+    key = (id(graph), dtype, str(device))
+    if key not in _MATRICES:
+        a = graph.to_torch_sparse(dtype).to(device)
+        at = a if graph.symmetric else graph.transpose().to_torch_sparse(dtype).to(device)
+        _MATRICES[key] = (graph, a, at)  # holding graph keeps id(graph) unique
+    return _MATRICES[key][1:]
+
+
 def prepare_torch_sparse(graph: Graph, x: torch.Tensor, **_) -> Prepared:
     """torch.sparse.mm on CSR (cuSPARSE on a GPU); backward is A^T @ grad, as autograd does it."""
-    a = graph.to_torch_sparse(x.dtype).to(x.device)
-    at = graph.transpose().to_torch_sparse(x.dtype).to(x.device)
+    a, at = _matrices(graph, x.dtype, x.device)
     g = torch.randn(graph.num_nodes, x.size(1), device=x.device, dtype=x.dtype)
     return Prepared(lambda: torch.sparse.mm(a, x), lambda: torch.sparse.mm(at, g))
 
@@ -56,16 +68,11 @@ def prepare_cupy(graph: Graph, x: torch.Tensor, **_) -> Optional[Prepared]:
         import cupyx.scipy.sparse as csp
     except ImportError:
         return None
-    w = graph.weight if graph.weight is not None else torch.ones(graph.num_edges)
-    n = graph.num_nodes
+    def mat(m: torch.Tensor):  # the torch CSR's arrays on the device, shared through DLPack
+        return csp.csr_matrix((cupy.asarray(m.values()), cupy.asarray(m.col_indices().int()),
+                               cupy.asarray(m.crow_indices().int())), shape=tuple(m.shape))
 
-    def mat(g: Graph, w):
-        return csp.csr_matrix((cupy.asarray(w.to(x.device, x.dtype)), cupy.asarray(g.col.to(x.device).int()),
-                               cupy.asarray(g.rowptr.to(x.device).int())), shape=(n, n))
-
-    a = mat(graph, w)
-    t = graph.transpose()
-    at = mat(t, t.weight if t.weight is not None else torch.ones(t.num_edges))
+    a, at = (mat(m) for m in _matrices(graph, x.dtype, x.device))
     xc = cupy.asarray(x)
     gc = cupy.asarray(torch.randn_like(x))
     return Prepared(lambda: a @ xc, lambda: at @ gc)
