@@ -154,10 +154,10 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = ()) -> str:
     prep = _prep_section(rows)
     rows = timed
     if not rows:  # a prep-only run: only the preparation times
-        return "\n".join(["# Benchmark summary (preparation only)", "", f"device: {r0['device']} · {r0['date']}", ""]
-                         + prep + tail)
+        head = ["# Benchmark summary (preparation only)", "", f"device: {r0.get('device')} · {r0.get('date')}", ""]
+        return "\n".join(head + prep + tail)
     lines = ["# Benchmark summary", "",
-             f"device: {r0['device']} · torch {r0['torch']} · CUDA {r0['cuda']} · {r0['date']} · "
+             f"device: {r0.get('device')} · torch {r0.get('torch')} · CUDA {r0.get('cuda')} · {r0.get('date')} · "
              f"device copy bandwidth {copy_gbps:.1f} GB/s", ""]
     for suite in ("kernel", "e2e"):
         sp = speedups(rows, suite)
