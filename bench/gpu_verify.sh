@@ -105,7 +105,7 @@ for s in "$@"; do
     deps) stage deps 60 deps ;;
     build) stage build 420 build ;;
     cuda) stage cuda 300 $PYTEST -m gpu tests/test_op.py tests/test_cuda.py --junitxml="$OUT/cuda.xml" ;;
-    nvshmem-one) stage nvshmem-one 150 $PYTEST tests/test_nvshmem.py -k "get-warp and 2 and cora" ;;
+    nvshmem-one) stage nvshmem-one 180 $PYTEST tests/test_nvshmem.py -k "2 and cora and match_single" ;;
     nvshmem) stage nvshmem 420 $PYTEST tests/test_nvshmem.py --junitxml="$OUT/nvshmem.xml" ;;
     memcheck | racecheck | synccheck) stage "$s" 300 sanitize "$s" ;;
     kernel) stage kernel 480 $PY -m bench kernel --graphs rmat-reddit rmat-products --dims 16 64 128 256 \

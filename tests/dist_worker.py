@@ -64,7 +64,8 @@ def main():
     ap.add_argument("--single", action="store_true")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--backend", default="halo")
-    ap.add_argument("--fetch", default="get-warp")
+    ap.add_argument("--fetch", default="get-warp", help="fetch policies, comma-separated: one run each, "
+                    "written to OUT.FETCH when there are several (one NVSHMEM start-up serves them all)")
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
@@ -73,15 +74,18 @@ def main():
         pickle.dump((*res, identical), open(args.out, "wb"))
         return
     dist.init_process_group("gloo")
-    dg = DistGraph(case(args.kind)[0], backend=args.backend, fetch=args.fetch)
-    (logits, xgrad, wgrads), identical = run(args, dg)
-    parts = [None] * dg.world
-    dist.all_gather_object(parts, (dg.row_begin, logits, xgrad, identical))
-    if dg.rank == 0:
-        parts.sort(key=lambda p: p[0])
-        pickle.dump((torch.cat([p[1] for p in parts]), torch.cat([p[2] for p in parts]), wgrads,
-                     all(p[3] for p in parts)), open(args.out, "wb"))
-    dist.barrier()
+    fetches = args.fetch.split(",")
+    for fetch in fetches:
+        dg = DistGraph(case(args.kind)[0], backend=args.backend, fetch=fetch)
+        (logits, xgrad, wgrads), identical = run(args, dg)
+        parts = [None] * dg.world
+        dist.all_gather_object(parts, (dg.row_begin, logits, xgrad, identical))
+        if dg.rank == 0:
+            parts.sort(key=lambda p: p[0])
+            out = args.out if len(fetches) == 1 else f"{args.out}.{fetch}"
+            pickle.dump((torch.cat([p[1] for p in parts]), torch.cat([p[2] for p in parts]), wgrads,
+                         all(p[3] for p in parts)), open(out, "wb"))
+        dist.barrier()
     if args.backend == "nvshmem":
         from mgg.distributed import nvshmem
         nvshmem.finalize()
