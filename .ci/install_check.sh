@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `pip install .` as a new user types it, with pip's default build isolation, into a fresh venv
+# that holds the torch the Makefile pins. pip builds mgg in an isolated environment with the
+# newest torch the package index serves, so this step is also CI's compile (CUDA kernels
+# included, where nvcc exists) against the newest torch. Then the import must work if that is
+# the same torch, and otherwise fail with mgg's one-line message, never an undefined symbol.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-python3}
+TORCH=${TORCH:-$(sed -n 's/^TORCH *?= *//p' Makefile)}
+VENV=$(mktemp -d)/venv
+start=$(date +%s)
+$PY -m venv "$VENV"
+"$VENV/bin/pip" install -q --upgrade pip
+"$VENV/bin/pip" install -q "$TORCH"
+"$VENV/bin/pip" install -q . 2>&1 | grep -v "^WARNING: Location" || true
+"$VENV/bin/pip" show mgg >/dev/null  # installed
+built=$(cd /tmp && "$VENV/bin/python" - <<'PYEOF'
+import importlib.util, runpy
+spec = importlib.util.find_spec("mgg")
+print(runpy.run_path(spec.submodule_search_locations[0] + "/_build.py")["torch"])
+PYEOF
+)
+have=$("$VENV/bin/python" -c "import torch; print(torch.__version__)")
+echo "install_check: mgg built (isolated) against torch $built; the venv has torch $have"
+if [ "$built" = "$have" ]; then
+  (cd /tmp && "$VENV/bin/python" -c "import mgg, torch; g = mgg.Graph.from_edges([0, 1], [1, 0], 2); \
+print(mgg.aggregate(torch.ones(2, 3), g).sum().item())")
+else
+  out=$(cd /tmp && "$VENV/bin/python" -c "import mgg" 2>&1 || true)
+  echo "$out" | tail -n 1
+  echo "$out" | tail -n 1 | grep -qx "ImportError: mgg was built for torch $built but torch $have is installed: reinstall mgg with \`pip install --no-build-isolation .\` in this environment"
+fi
+rm -rf "$(dirname "$VENV")"
+echo "install_check: passed in $(( $(date +%s) - start ))s"
