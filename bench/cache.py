@@ -85,12 +85,13 @@ def normalized(spec: str, data_dir=None) -> tuple[Graph, float]:
     return n, t + time.perf_counter() - t0
 
 
-def plan(g: Graph, ranks: int = 1) -> Plan:
+def plan(g: Graph, ranks: int = 1, gathered: bool = False) -> Plan:
     """One Plan per (graph, ranks) for the whole run; its rank plans (one per config) are kept
-    in its bounded cache and shared by every dim and fetch policy."""
-    key = (id(g), ranks)
+    in its bounded cache and shared by every dim and fetch policy. gathered: every source from
+    one gathered table (the allgather backend)."""
+    key = (id(g), ranks, gathered)
     if key not in _PLANS:
-        _PLANS[key] = (g, Plan(g, ranks))  # holding g keeps id(g) unique
+        _PLANS[key] = (g, Plan(g, ranks, gathered=gathered))  # holding g keeps id(g) unique
     return _PLANS[key][1]
 
 

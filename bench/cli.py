@@ -47,6 +47,12 @@ def parser():
     ap.add_argument("--prep-only", action="store_true",
                     help="prepare every case (graphs, plans, device copies) and record prep_s, but time nothing: "
                          "how long a stage's preparation takes, without running the kernels")
+    ap.add_argument("--fetch-modes", nargs="+", default=None,
+                    help="fetch suite: ways to reach peers' rows (default all: get-thread get-warp get-block direct "
+                         "uva uvm halo allgather)")
+    ap.add_argument("--ncu", action="store_true",
+                    help="fetch suite: also record the mgg kernels' achieved occupancy and SM throughput (Nsight "
+                         "Compute, where ncu runs)")
     ap.add_argument("--load-edges", nargs="+", type=int, default=None,
                     help="load suite: edge counts of the generated files (default 100000000)")
     ap.add_argument("--data-dir", default=None)
@@ -72,7 +78,8 @@ def main(argv=None) -> int:
                       impls=args.impls, pes=args.pes, config=Config(args.ps, args.dist, args.wpb), warmup=args.warmup,
                       reps=args.reps, flush_l2=args.flush_l2, data_dir=args.data_dir, tune_budget=args.tune_budget,
                       progress=not args.quiet, budget_s=args.budget_s, worker_timeout_s=args.worker_timeout,
-                      prep_only=args.prep_only, load_edges=args.load_edges)
+                      prep_only=args.prep_only, load_edges=args.load_edges, fetch_modes=args.fetch_modes,
+                      ncu=args.ncu)
     except MggError as e:
         print(f"python -m bench: error: {e}", file=sys.stderr)
         return 2

@@ -9,7 +9,8 @@ from pathlib import Path
 
 COLUMNS = ["suite", "case", "graph", "nodes", "edges", "dim", "dtype", "impl", "pes", "ps", "dist", "wpb", "pass",
            "median_ms", "p10_ms", "p90_ms", "gbps", "bw_fraction", "peak_mem_mb", "prep_s", "rank_edges",
-           "edges_per_s", "peak_mem_bytes_per_edge", "device", "torch", "cuda", "date"]
+           "edges_per_s", "peak_mem_bytes_per_edge", "rank_ms", "traffic_mb", "rank_traffic_mb",
+           "achieved_occupancy", "sm_throughput", "device", "torch", "cuda", "date"]
 
 
 def format_rank_edges(stats: list[dict]) -> str:
@@ -83,7 +84,7 @@ def plot(rows: list[dict], suite: str, path: Path) -> None:
 
     sel = [r for r in rows if r["suite"] == suite]
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(sel) + 2), 4))
-    if suite in ("scaling", "dist"):
+    if suite in ("scaling", "dist", "fetch"):
         series = defaultdict(list)
         for r in sel:
             series[(r["graph"], r["dim"], r["impl"])].append((int(r["pes"]), float(r["median_ms"])))
@@ -118,7 +119,7 @@ def plot(rows: list[dict], suite: str, path: Path) -> None:
     ax.set_ylabel("median ms (p10-p90)")
     dev = sel[0]["device"] if sel else ""
     ax.set_title(f"{suite} — {dev}")
-    if suite in ("scaling", "dist", "tune"):
+    if suite in ("scaling", "dist", "tune", "fetch"):
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -145,8 +146,8 @@ def _prep_section(rows: list[dict]) -> list[str]:
 def summary(rows: list[dict], copy_gbps: float, skipped: tuple = ()) -> str:
     """The run's markdown summary: speedups over each peer, gather bandwidth, ablation, scaling,
     tuner; and the cases a time budget skipped."""
-    tail = ["## skipped: the time budget ran out before these cases", ""] + [f"- {c}" for c in skipped] + [""] \
-        if skipped else []
+    tail = ["## skipped: the time budget ran out, or the case cannot run here", ""] + [f"- {c}" for c in skipped] \
+        + [""] if skipped else []
     if not rows:
         return "\n".join(["no rows", ""] + tail)
     r0 = rows[0]
@@ -196,6 +197,15 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = ()) -> str:
             lines += [f"| {r['case']} | {r['impl']} | {r['pes']} | {float(r['median_ms']):.3f} | "
                       f"{r.get('rank_edges', '')} |" for r in sc]
             lines.append("")
+    fe = [r for r in rows if r["suite"] == "fetch"]
+    if fe:
+        lines += ["## fetch: one kernel, each way of reaching peers' rows (P PEs on one device)", "",
+                  "| graph | D | PEs | mode | slowest rank ms | per rank ms | read from peers MB | occupancy % | "
+                  "SM throughput % |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {r['graph']} | {r['dim']} | {r['pes']} | {r['impl'].removeprefix('fetch-')} | "
+                  f"{float(r['median_ms']):.3f} | {r.get('rank_ms', '')} | {r.get('traffic_mb', '')} | "
+                  f"{r.get('achieved_occupancy', '')} | {r.get('sm_throughput', '')} |" for r in fe]
+        lines.append("")
     tu = defaultdict(lambda: dict(search=[], grid=[]))
     for r in rows:
         if r["suite"] == "tune":

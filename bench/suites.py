@@ -19,6 +19,7 @@ from mgg.runtime.timing import Timing, measure
 
 from . import cache
 from .budget import Budget
+from .fetch import fetch
 from .load import load
 from .peers import PEERS, prepare_mgg
 from .report import format_rank_edges
@@ -44,6 +45,8 @@ class Options:
     worker_timeout_s: float = 600.0  # one torchrun of the dist suite
     prep_only: bool = False  # prepare every case (graphs, plans, device copies) but time nothing
     load_edges: Optional[list] = None  # the load suite's file sizes (edges)
+    fetch_modes: Optional[list] = None  # the fetch suite's modes (default: all)
+    ncu: bool = False  # the fetch suite records Nsight Compute metrics where ncu runs
     budget: Budget = field(default_factory=lambda: Budget(None))
 
 
@@ -312,4 +315,4 @@ def tune(opt: Options) -> Iterator[dict]:
 
 
 SUITES = {"kernel": kernel, "ablation": ablation, "scaling": scaling, "dist": dist, "e2e": e2e, "tune": tune,
-          "load": load}
+          "load": load, "fetch": fetch}

@@ -131,6 +131,12 @@ def _add_config(p):
     p.add_argument("--wpb", type=int, default=d.wpb, help=f"warps per block ({WPB_RANGE[0]}-{WPB_RANGE[1]})")
 
 
+def _backends() -> tuple:
+    from .distributed.graph import BACKENDS
+
+    return BACKENDS
+
+
 def _fetch_names() -> list:
     from .ops import FETCH
 
@@ -168,10 +174,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--device", default="cpu")
     p.add_argument("--autotune", action="store_true", help="tune ps/dist/wpb online while training")
-    p.add_argument("--backend", choices=["halo", "nvshmem"], default="halo",
-                   help="peer access under torchrun: halo (all-to-all over torch.distributed) or nvshmem "
-                        "(MGG: symmetric memory, the kernel reads peers; needs --device cuda)")
-    p.add_argument("--fetch", choices=_fetch_names(), default="get-warp",
+    p.add_argument("--backend", choices=_backends(), default="halo",
+                   help="peer access under torchrun: halo (all-to-all over torch.distributed), nvshmem (MGG: "
+                        "symmetric memory, the kernel reads peers; needs --device cuda) or allgather (CAGNET 1D: "
+                        "every rank gathers all rows each layer)")
+    p.add_argument("--fetch", choices=[f for f in _fetch_names() if f != "uva"], default="get-warp",
                    help="how the nvshmem backend reads peers' rows: NVSHMEM get at warp/thread/block scope, "
                         "or direct loads through nvshmem_ptr")
     p.add_argument("--deterministic", action="store_true")

@@ -13,7 +13,9 @@
 - `RankPlan`: a partition under a config; `op_args` gives the `plan` and `params` lists of
   `torch.ops.mgg.aggregate` / `aggregate_peers` (fields: `mgg._C.STEP_FIELDS`, `STEP_PARAMS`).
 - `Plan`: every rank of one graph; partitions built once, rank plans on demand in a bounded
-  cache (the tuner tries many configs; old schedules are evicted, partitions stay).
+  cache (the tuner tries many configs; old schedules are evicted, partitions stay). With
+  `gathered=True` each rank reads every source from one gathered table (`GatheredPartition`:
+  the allgather backend, CAGNET's 1D algorithm).
 
 Limits and layouts (config ranges, fields) come from the extension, which defines them once.
 """
@@ -262,6 +264,33 @@ class RankPartition:
         return torch.from_numpy(self.halo_pe.astype(np.int64))
 
 
+class GatheredPartition(RankPartition):
+    """A rank's rows reading every source from one gathered table of all N nodes (CAGNET's 1D
+    algorithm: the allgather backend gathers every rank's rows each layer). The local part holds
+    all of the rows' edges with global source ids; there is no remote part; the transposed step
+    has a row per node (the gradient of the whole gathered table)."""
+
+    def __init__(self, graph: Graph, bounds: np.ndarray, rank: int):
+        lo, hi = int(bounds[rank]), int(bounds[rank + 1])
+        if graph.num_nodes >= 2**31:
+            raise PlanError(f"the gathered table has {graph.num_nodes} rows; source ids are 32-bit")
+        self.rank, self.bounds = rank, np.asarray(bounds, np.int64)
+        rp = graph.rowptr.numpy()
+        e0, e1 = int(rp[lo]), int(rp[hi])
+        w = None if graph.weight is None else np.ascontiguousarray(graph.weight.numpy()[e0:e1])
+        self.local = Csr(rp[lo:hi + 1] - e0, graph.col.numpy()[e0:e1].astype(np.int32), w)
+        self.remote = Csr(np.zeros(hi - lo + 1, np.int64), np.zeros(0, np.int32), None)
+        self.remote_pe = self.remote_offset = self.halo_pe = self.halo_offset = np.zeros(0, np.int32)
+        self.halo_nodes = np.zeros(0, np.int64)
+        self.num_sources = graph.num_nodes
+        self._devices: dict = {}
+
+    @cached_property
+    def transposed(self) -> Csr:
+        """The backward's step: a row per node of the gathered table, from this rank's rows."""
+        return _transpose(self.local, self.num_sources)
+
+
 def _same_matrix(a: Csr, b: Csr) -> bool:
     """a and b are the same square matrix (duplicate entries summed): then aggregating over
     either gives the same result, up to the order of the floating-point sums."""
@@ -395,8 +424,9 @@ class Plan:
 
     max_cached_plans = 8
 
-    def __init__(self, graph: Graph, num_ranks: int = 1, bounds: Optional[np.ndarray] = None):
-        self.graph = graph
+    def __init__(self, graph: Graph, num_ranks: int = 1, bounds: Optional[np.ndarray] = None,
+                 gathered: bool = False):
+        self.graph, self.gathered = graph, gathered
         self.bounds = split_ranges(graph.rowptr, num_ranks) if bounds is None else np.asarray(bounds, np.int64)
         if self.bounds[0] != 0 or self.bounds[-1] != graph.num_nodes or np.any(np.diff(self.bounds) < 0):
             raise PlanError(f"bounds must rise from 0 to {graph.num_nodes}, got {self.bounds.tolist()}")
@@ -412,6 +442,8 @@ class Plan:
         """Rank `rank`'s partition (built on first use)."""
         if not 0 <= rank < self.num_ranks:
             raise PlanError(f"rank {rank} outside [0, {self.num_ranks})")
+        if rank not in self._partitions and self.gathered:
+            self._partitions[rank] = GatheredPartition(self.graph, self.bounds, rank)
         if rank not in self._partitions:
             if self._owner_of is None:
                 self._owner_of = np.repeat(np.arange(self.num_ranks, dtype=np.int32), np.diff(self.bounds))
@@ -436,7 +468,9 @@ class Plan:
         self._plans.pop((rank, config), None)
 
     def stats(self) -> list[dict]:
-        """Per rank: nodes, edges, local and remote edges, halo rows, remote fraction, imbalance."""
+        """Per rank: nodes, edges, local and remote edges, halo rows (what the halo and nvshmem
+        backends move), allgather rows (what the allgather backend moves: every other rank's rows),
+        remote fraction, edge imbalance."""
         rows = []
         mean = self.graph.num_edges / self.num_ranks
         for r in range(self.num_ranks):
@@ -444,6 +478,7 @@ class Plan:
             e = p.num_local_edges + p.num_remote_edges
             rows.append(dict(rank=r, nodes=p.num_rows, edges=e, local_edges=p.num_local_edges,
                              remote_edges=p.num_remote_edges, halo_nodes=p.num_halo,
+                             allgather_rows=self.graph.num_nodes - p.num_rows,
                              remote_fraction=round(p.num_remote_edges / e, 4) if e else 0.0,
                              imbalance=round(e / mean, 4) if mean else 1.0))
         return rows

@@ -16,7 +16,7 @@ def test_smoke_all_suites(tmp_path):
     rows = list(csv.DictReader(open(csv_path)))
     assert list(rows[0].keys()) == COLUMNS
     suites = {row["suite"] for row in rows}
-    assert suites == {"kernel", "ablation", "scaling", "dist", "e2e", "tune", "load"}
+    assert suites == {"kernel", "ablation", "scaling", "dist", "e2e", "tune", "load", "fetch"}
     kernel = [row for row in rows if row["suite"] == "kernel"]
     assert {row["impl"] for row in kernel} >= {"mgg", "torch.sparse", "pyg"}
     assert {row["pass"] for row in kernel} == {"fwd", "bwd"}
@@ -37,10 +37,15 @@ def test_smoke_all_suites(tmp_path):
     for row in load:  # every format gives the same graph; the figures are filled in
         assert (int(row["nodes"]), int(row["edges"])) == (10_000, 100_000)
         assert float(row["edges_per_s"]) > 0 and float(row["peak_mem_bytes_per_edge"]) > 0
-    assert len(list(tmp_path.glob("*.png"))) == 7
+    fetch = {(row["impl"], int(row["pes"])): row for row in rows if row["suite"] == "fetch"}
+    assert set(fetch) == {(f"fetch-{m}", p) for m in ("direct", "halo", "allgather") for p in (1, 2)}
+    assert float(fetch[("fetch-halo", 1)]["traffic_mb"]) == 0 and float(fetch[("fetch-halo", 2)]["traffic_mb"]) > 0
+    assert fetch[("fetch-direct", 2)]["rank_ms"].count(";") == 1  # every rank's time
+    assert len(list(tmp_path.glob("*.png"))) == 8
     md = next(tmp_path.glob("*.md")).read_text()
     assert "speedup of mgg over each peer" in md and "tuner against the exhaustive grid" in md
     assert "## load: graph files to an mgg Graph" in md and "## load: the plan of a graph" in md
+    assert "## fetch: one kernel" in md and "fetch rmat:1500:15000 D=16 P=2 uva (needs a GPU)" in md
 
 
 def test_rejects_too_few_repetitions(tmp_path):
@@ -97,7 +102,7 @@ def test_budget_stops_starting_cases_and_says_what_it_skipped(monkeypatch, tmp_p
     first = "rmat:2000:20000/d16"
     assert [(row["case"], row["pass"]) for row in rows] == [(first, "fwd"), (first, "bwd")]
     md = report.summary(rows, 1.0, opt.budget.skipped)
-    assert "skipped: the time budget ran out" in md
+    assert "skipped: the time budget ran out, or the case cannot run here" in md
     for case in ("rmat:2000:20000 D=32 mgg", "rmat:3000:30000 D=16 mgg", "rmat:3000:30000 D=32 mgg"):
         assert f"- kernel {case}" in md
 

@@ -78,3 +78,28 @@ def test_every_config_of_the_search_space_launches():
                 for wpb in (WPB_STEPS[0], WPB_STEPS[-1]):
                     rp = plan.rank_plan(0, Config(ps, dist, wpb))
                     assert_matches_reference(run_step(x, x.new_empty((0, dim)), rp), g, x)
+
+
+@pytest.mark.parametrize("placement", ["uva", "uvm"])
+def test_peer_tables_in_host_or_managed_memory(placement):
+    """uva: peers' rows in pinned host memory read zero-copy; uvm: in managed memory, read by
+    direct loads. Both equal the reference, forward and backward (the host tables' gradients
+    land on the host)."""
+    from mgg import memory
+
+    g = random_graph(2000, 30000, seed=6, weighted=True, skew=0.6)
+    x = torch.randn(2000, 48, device="cuda")
+    plan = Plan(g, 3)
+    b = plan.bounds
+    own = [x[int(b[r]):int(b[r + 1])] for r in range(3)]
+    out = []
+    for r in range(3):
+        make = memory.pinned_table if placement == "uva" else memory.managed_table
+        peers = [t if q == r else make(t) for q, t in enumerate(own)]
+        out.append(run_peers(own[r], peers, r, plan.rank_plan(r, Config(8, 2, 4)),
+                             "uva" if placement == "uva" else "direct"))
+    assert_matches_reference(torch.cat(out), g, x)
+    host = memory.pinned_table(own[1]).requires_grad_()
+    y = run_peers(own[0], [own[0], host, memory.pinned_table(own[2])], 0, plan.rank_plan(0, Config()), "uva")
+    y.sum().backward()
+    assert host.grad is not None and host.grad.device.type == "cpu"

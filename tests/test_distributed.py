@@ -36,12 +36,13 @@ def compare(ref_path, dist_path):
     return ref, got
 
 
+@pytest.mark.parametrize("backend", ["halo", "allgather"])
 @pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin"])
 @pytest.mark.parametrize("nproc", [2, 4])
-def test_ranks_match_single_process(tmp_path, kind, nproc):
+def test_ranks_match_single_process(tmp_path, kind, nproc, backend):
     ref_path, dist_path = tmp_path / "ref.pkl", tmp_path / "dist.pkl"
     run_worker([kind, str(ref_path), "--single"])
-    run_worker([kind, str(dist_path)], nproc)
+    run_worker([kind, str(dist_path), "--backend", backend], nproc)
     compare(ref_path, dist_path)
 
 

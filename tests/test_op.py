@@ -399,3 +399,32 @@ def test_configs_share_one_copy_of_the_edges(device):
                         for t in (rp.blocks, rp.fixups, rp.schedule_t.blocks, rp.schedule_t.fixups))
         grown = torch.cuda.memory_allocated() - base
         assert grown <= schedules + (1 << 20), f"device memory grew by {grown} bytes; schedules hold {schedules}"
+
+
+def test_gpu_only_placements_are_refused_on_the_cpu_in_one_line():
+    if torch.cuda.is_available():
+        pytest.skip("checks the refusal where no GPU is visible")
+    from mgg import memory
+
+    g = random_graph(50, 400, seed=2)
+    plan = Plan(g, 2)
+    x = torch.randn(50, 4)
+    tables = [x[:int(plan.bounds[1])].contiguous(), x[int(plan.bounds[1]):].contiguous()]
+    with pytest.raises(RuntimeError, match="fetch 'uva' reads pinned host memory from a GPU kernel") as e:
+        run_peers(tables[0], tables, 0, plan.rank_plan(0, Config()), "uva")
+    assert "use fetch 'direct'" in str(e.value).splitlines()[0]
+    for make in (memory.pinned_table, memory.managed_table):
+        with pytest.raises(MggError, match="needs a CUDA GPU and none is visible"):
+            make(x)
+
+
+def test_allgather_volume_in_the_plan_statistics():
+    g = random_graph(300, 3000, seed=4, skew=0.5)
+    stats = Plan(g, 3).stats()
+    assert [s["allgather_rows"] for s in stats] == [300 - s["nodes"] for s in stats]
+    gathered = Plan(g, 3, gathered=True)
+    p = gathered.partition(1)
+    assert p.num_remote_edges == 0 and p.transposed.num_rows == 300  # every node's gradient
+    x = torch.randn(300, 7, dtype=torch.float64)
+    out = torch.cat([run_step(x, x.new_empty((0, 7)), gathered.rank_plan(r, Config(4, 2, 2))) for r in range(3)])
+    torch.testing.assert_close(out, dense_reference(g, x))

@@ -23,10 +23,11 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr int kMaxPes = 64;
 
 // How aggregate_peers reads a remote row: direct loads through a pointer to the owner's table
-// (nvshmem_ptr, or any tensor of this process), or an NVSHMEM get at thread, warp or block
-// scope into shared memory.
-enum class Fetch : int64_t { kDirect = 0, kGetThread = 1, kGetWarp = 2, kGetBlock = 3 };
-constexpr int kNumFetch = 4;
-inline constexpr const char* kFetchNames[kNumFetch] = {"direct", "get-thread", "get-warp", "get-block"};
+// (nvshmem_ptr, or any tensor of this process), an NVSHMEM get at thread, warp or block scope
+// into shared memory, or (uva) direct loads from pinned host tables through their
+// device-mapped addresses: zero-copy reads over the host link, as PyTorch-Direct does.
+enum class Fetch : int64_t { kDirect = 0, kGetThread = 1, kGetWarp = 2, kGetBlock = 3, kUva = 4 };
+constexpr int kNumFetch = 5;
+inline constexpr const char* kFetchNames[kNumFetch] = {"direct", "get-thread", "get-warp", "get-block", "uva"};
 
 }  // namespace mgg

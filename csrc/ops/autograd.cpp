@@ -93,12 +93,15 @@ class AggregatePeers : public torch::autograd::Function<AggregatePeers> {
     save(ctx, plan, params, deterministic, x.sym_size(0));
     std::vector<c10::SymInt> peer_rows;
     c10::List<bool> needs;
+    std::vector<std::string> devices;  // a table's gradient goes where the table is (uva: the host)
     for (const at::Tensor& p : peers) {
       peer_rows.push_back(p.sym_size(0));
       needs.push_back(p.requires_grad());
+      devices.push_back(p.device().str());
     }
     ctx->saved_data["peer_rows"] = c10::SymIntArrayRef(peer_rows);
     ctx->saved_data["peer_needs"] = needs;
+    ctx->saved_data["peer_devices"] = devices;
     at::AutoDispatchBelowADInplaceOrView guard;
     return call_aggregate_peers(x, peers, my_pe, plan, params, fetch, deterministic);
   }
@@ -111,6 +114,7 @@ class AggregatePeers : public torch::autograd::Function<AggregatePeers> {
     const at::Tensor out = adjoint("mgg.aggregate_peers", ctx, grads[0], halo_rows);
     const std::vector<c10::SymInt> peer_rows = ctx->saved_data["peer_rows"].toSymIntVector();
     const c10::List<bool> needs = ctx->saved_data["peer_needs"].toBoolList();
+    const auto devices = ctx->saved_data["peer_devices"].toList();
     variable_list result{out.narrow_symint(0, 0, rows)};
     // Each halo row is one row of its owner's table. Rows of other PEs go to a spare last row,
     // which is cut off, so no shape depends on the data and torch.compile traces it.
@@ -126,7 +130,7 @@ class AggregatePeers : public torch::autograd::Function<AggregatePeers> {
             halo_offset->to(at::kLong).masked_fill(halo_pe->ne(static_cast<int64_t>(pe)), c10::Scalar(peer_rows[pe]));
         grad.index_add_(0, index, halo);
       }
-      result.push_back(grad.narrow_symint(0, 0, peer_rows[pe]));
+      result.push_back(grad.narrow_symint(0, 0, peer_rows[pe]).to(c10::Device(devices.get(pe).toStringRef())));
     }
     for (int i = 0; i < 5; ++i) result.emplace_back();  // my_pe, plan, params, fetch, deterministic
     return result;

@@ -39,12 +39,19 @@ void check_part(const char* op, const Step& s, StepField rowptr, StepField col, 
   }
 }
 
-void check_table(const char* op, const at::Tensor& t, const std::string& name, const at::Tensor& x) {
+// A source table: like x, on x's device (or, host_pinned, in pinned host memory).
+void check_table(const char* op, const at::Tensor& t, const std::string& name, const at::Tensor& x,
+                 bool host_pinned = false) {
   TORCH_CHECK(t.dim() == 2 && t.size(1) == x.size(1), op, ": ", name, " must be 2-D with the same dim as x (",
               x.size(1), "), got shape ", t.sizes());
   TORCH_CHECK(t.scalar_type() == x.scalar_type(), op, ": ", name, " dtype ", t.scalar_type(), " differs from x dtype ",
               x.scalar_type());
   TORCH_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous");
+  if (host_pinned) {
+    TORCH_CHECK(t.is_cpu() && t.is_pinned(), op, ": fetch 'uva' reads ", name,
+                " from pinned host memory, but it is not a pinned CPU tensor (tensor.pin_memory())");
+    return;
+  }
   TORCH_CHECK(t.device() == x.device(), op, ": ", name, " must be on ", x.device(), " like x, found ", t.device());
 }
 
@@ -126,10 +133,13 @@ Call check_aggregate(const at::Tensor& x, const at::Tensor& x_remote, const Plan
 Call check_aggregate_peers(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
                            at::IntArrayRef params, int64_t fetch, bool deterministic) {
   Call c{"mgg.aggregate_peers", step_of("mgg.aggregate_peers", plan, params, 0, true), deterministic};
-  TORCH_CHECK(fetch >= 0 && fetch < kNumFetch, c.op, ": fetch must be 0 (direct), 1 (get, thread), 2 (get, warp) or ",
-              "3 (get, block), got ", fetch);
+  TORCH_CHECK(fetch >= 0 && fetch < kNumFetch, c.op, ": fetch must be 0 (direct), 1 (get, thread), 2 (get, warp), ",
+              "3 (get, block) or 4 (uva), got ", fetch);
+  const bool uva = fetch == static_cast<int64_t>(Fetch::kUva);
   TORCH_CHECK(fetch == static_cast<int64_t>(Fetch::kDirect) || x.is_cuda(), c.op, ": fetch '", kFetchNames[fetch],
-              "' is an NVSHMEM get, which needs CUDA tensors; on the CPU use fetch 'direct'");
+              uva ? "' reads pinned host memory from a GPU kernel" : "' is an NVSHMEM get",
+              ", which needs CUDA "
+              "tensors; on the CPU use fetch 'direct'");
   check_x(c.op, x);
   TORCH_CHECK(!peers.empty(), c.op, ": peers must list every PE's table, got none");
   TORCH_CHECK(static_cast<int64_t>(peers.size()) <= kMaxPes, c.op, ": at most ", kMaxPes, " PEs, got ", peers.size());
@@ -137,7 +147,7 @@ Call check_aggregate_peers(const at::Tensor& x, at::TensorList peers, int64_t my
               peers.size(), ")");
   std::vector<int64_t> peer_rows;
   for (size_t i = 0; i < peers.size(); ++i) {
-    check_table(c.op, peers[i], "peers[" + std::to_string(i) + "]", x);
+    check_table(c.op, peers[i], "peers[" + std::to_string(i) + "]", x, uva && static_cast<int64_t>(i) != my_pe);
     peer_rows.push_back(peers[i].size(0));
   }
   check_step_args(c.op, c.step, x.device(), true);

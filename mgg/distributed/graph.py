@@ -8,6 +8,8 @@ peers' rows through the backend:
   exactly the peer rows its plan reads, then the same op runs on the halo buffer. The op's own
   autograd gives the gradients of the rank's rows and of the halo rows; the exchange's adjoint
   returns the halo rows' gradients to their owners.
+- `allgather` (CAGNET 1D): every rank gathers all rows each layer and aggregates its own rows
+  from the whole table (allgather.py); its adjoint reduce-scatters the table's gradient.
 
 The same model code runs on both."""
 from __future__ import annotations
@@ -23,9 +25,10 @@ from ..graph import Graph
 from ..ops import check_fetch, run_step
 from ..plan import Config, Plan
 from . import nvshmem
+from .allgather import AllGather
 from .halo import HaloExchange
 
-BACKENDS = ("halo", "nvshmem")
+BACKENDS = ("halo", "nvshmem", "allgather")
 
 
 class DistPlan:
@@ -34,10 +37,13 @@ class DistPlan:
     def __init__(self, graph: Graph, rank: int, bounds, group=None, backend: str = "halo", fetch: str = "get-warp"):
         self.rank, self.world, self.group = rank, len(bounds) - 1, group
         self.backend, self.fetch = backend, fetch
-        self.plan = Plan(graph, bounds=bounds)  # the ranges of the DistGraph, whatever the normalisation
+        # the ranges of the DistGraph, whatever the normalisation
+        self.plan = Plan(graph, bounds=bounds, gathered=backend == "allgather")
         self.range_rows = [int(b) for b in np.diff(bounds)]
         if backend == "halo":
             self.exchange = HaloExchange(self.plan.partition(rank), group)
+        elif backend == "allgather":
+            self.exchange = AllGather(self.range_rows, group)
         else:  # the fused kernel's adjoint reads peers' gradients through the transposed graph's plan
             self.plan_t = self.plan if graph.symmetric else Plan(graph.transpose(), bounds=bounds)
 
@@ -52,6 +58,9 @@ class DistPlan:
         if self.backend == "nvshmem":
             return nvshmem.aggregate(x_own, rp, self.plan_t.rank_plan(self.rank, config), self.range_rows, self.fetch,
                                      deterministic)
+        if self.backend == "allgather":
+            x_all = self.exchange(x_own)
+            return run_step(x_all, x_all.new_empty((0, x_all.size(1))), rp, deterministic)
         return run_step(x_own, self.exchange(x_own), rp, deterministic)
 
 
@@ -65,6 +74,9 @@ class DistGraph:
             raise MggError("mgg.distributed: torch.distributed is not initialised (launch with torchrun)")
         if backend == "nvshmem":
             check_fetch(fetch)
+            if fetch == "uva":
+                raise MggError("fetch 'uva' reads pinned host tables within one process (python -m bench fetch); "
+                               "the nvshmem backend's tables are symmetric device memory")
             nvshmem.init(group)
         self.graph, self.group, self.backend, self.fetch = graph, group, backend, fetch
         self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)

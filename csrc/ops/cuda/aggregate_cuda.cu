@@ -83,7 +83,7 @@ at::Tensor aggregate_cuda(const at::Tensor& x, const at::Tensor& x_remote, const
       });
 }
 
-kernels::Source source_of(Fetch f) {
+kernels::Source source_of(Fetch f) {  // uva reads host tables by plain loads, as direct does
   switch (f) {
     case Fetch::kGetThread:
       return kernels::Source::kGetThread;
@@ -105,6 +105,16 @@ at::Tensor aggregate_peers_cuda(const at::Tensor& x, at::TensorList peers, int64
   src.local_table = x.data_ptr();
   if (how == Fetch::kDirect) {
     for (size_t i = 0; i < peers.size(); ++i) src.peers[i] = peers[i].data_ptr();
+  } else if (how == Fetch::kUva) {  // pinned host tables, read through their device-mapped addresses
+    for (size_t i = 0; i < peers.size(); ++i) {
+      if (static_cast<int64_t>(i) == my_pe) {
+        src.peers[i] = peers[i].data_ptr();
+        continue;
+      }
+      void* mapped = nullptr;
+      C10_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, peers[i].data_ptr(), 0));
+      src.peers[i] = mapped;
+    }
   } else {
     const void* symmetric = peers[my_pe].data_ptr();
     TORCH_CHECK(shmem::attached(), c.op, ": fetch '", kFetchNames[fetch], "' is an NVSHMEM get but NVSHMEM is ",
