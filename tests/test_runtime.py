@@ -270,3 +270,54 @@ def test_search_from_a_seed_also_walks_down():
     opt = min(LATTICE, key=f)
     s = MggSearch(budget=15, start=Config(32, 16, 16))
     assert f(s.run(f)) <= 1.05 * f(opt)
+
+
+# ---- the tuner over targets: one rank, P ranks in one process ------------------------------------
+def test_decisions_travel_as_integers():
+    from mgg.runtime.coordination import Decision
+
+    for d in (Decision(False, Config(4, 2, 8)), Decision(True, Config(0, 16, 1, interleave=False))):
+        assert Decision.decode(d.encode()) == d
+
+
+def test_cache_keeps_what_another_writer_put(tmp_path):
+    from mgg.runtime.cache import parse_key
+
+    a, b = ConfigCache(tmp_path / "c.json"), ConfigCache(tmp_path / "c.json")
+    ka = cache_key("g/r", 4, "cpu", 16, "float32", "halo", "none")
+    kb = cache_key("g/r", 4, "NVIDIA H100", 16, "float32", "nvshmem", "get-warp")
+    a.put(ka, Config(8, 2, 4), 1.0)
+    b.put(kb, Config(4, 1, 2), 2.0, trajectory=[Config(1, 1, 1), Config(4, 1, 2)])
+    assert a.get(kb) == Config(4, 1, 2) and ConfigCache(tmp_path / "c.json").get(ka) == Config(8, 2, 4)
+    assert parse_key(kb) == dict(fingerprint="g/r", ranks=4, device_name="NVIDIA H100", dim=16, dtype="float32",
+                                 backend="nvshmem", fetch="get-warp")
+    assert json.loads((tmp_path / "c.json").read_text())["entries"][kb]["trajectory"] == [[1, 1, 1], [4, 1, 2]]
+
+
+@pytest.mark.parametrize("via", ["peers", "halo"])
+def test_inproc_tuning_is_correct_at_every_iteration_and_bounded(tmp_path, via):
+    """P ranks in one process (mgg tune --ranks P, the scaling suite): every iteration's outputs
+    are the aggregation, only the fastest schedule so far is kept, the key names the plan."""
+    from mgg import Plan
+    from mgg.runtime.cache import parse_key
+    from mgg.runtime.online import OnlineTuner
+    from mgg.runtime.targets import InprocTarget, plan_fingerprint
+    from mgg.testing import random_graph
+
+    g = random_graph(600, 8000, seed=5, weighted=True, skew=0.5)
+    plan = Plan(g, 3)
+    x = torch.randn(600, 12, dtype=torch.float64)
+    ref = g.to_torch_sparse(torch.float64) @ x
+    f = surface("ridge", 1)
+    tuner = OnlineTuner(12, ConfigCache(tmp_path / "c.json"), timer=lambda step, c: (step(), f(c)))
+    target = InprocTarget(plan, via)
+    while not tuner.done:
+        out = tuner.run(target, x)
+        torch.testing.assert_close(torch.cat(out), ref)
+        assert len({c for (_, c) in plan._plans}) <= 2  # the best so far, and the one just measured
+    assert tuner.chosen == min(tuner.search.table, key=tuner.search.table.get)
+    assert {c for (_, c) in plan._plans} <= {tuner.chosen}
+    key = parse_key(tuner.key)
+    assert (key["ranks"], key["backend"], key["fingerprint"]) == (3, f"inproc-{via}", plan_fingerprint(plan))
+    assert key["fingerprint"] != plan_fingerprint(Plan(g, 3, bounds=[0, 100, 300, 600]))  # other ranges
+    assert ConfigCache(tmp_path / "c.json").get(tuner.key) == tuner.chosen
