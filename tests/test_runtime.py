@@ -321,3 +321,22 @@ def test_inproc_tuning_is_correct_at_every_iteration_and_bounded(tmp_path, via):
     assert (key["ranks"], key["backend"], key["fingerprint"]) == (3, f"inproc-{via}", plan_fingerprint(plan))
     assert key["fingerprint"] != plan_fingerprint(Plan(g, 3, bounds=[0, 100, 300, 600]))  # other ranges
     assert ConfigCache(tmp_path / "c.json").get(tuner.key) == tuner.chosen
+
+
+def test_tune_cli_on_ranks(tmp_path):
+    """mgg tune --ranks 2 --exhaustive: the search and the Fig. 11 heat maps on the 2-rank plan."""
+    import subprocess
+    import sys
+
+    from mgg.runtime.cache import parse_key
+
+    r = subprocess.run([sys.executable, "-m", "mgg", "tune", "--dataset", "rmat:500:4000", "--dim", "8", "--ranks", "2",
+                        "--iterations", "6", "--repeat", "2", "--exhaustive", "--out", str(tmp_path), "--quiet",
+                        "--cache", str(tmp_path / "c.json")], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "chosen: ps=" in r.stdout and "2 rank(s), inproc-peers" in r.stdout and "grid best" in r.stdout
+    (csv_path,) = list(tmp_path.glob("tune-*-p2-peers-*.csv"))
+    assert len(list(tmp_path.glob("tune-*-p2-peers-*.png"))) == 1
+    assert sum(line.startswith("grid") for line in csv_path.read_text().splitlines()) == len(LATTICE)
+    (key,) = json.loads((tmp_path / "c.json").read_text())["entries"]
+    assert parse_key(key)["ranks"] == 2 and parse_key(key)["backend"] == "inproc-peers"
