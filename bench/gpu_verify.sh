@@ -111,7 +111,7 @@ for s in "$@"; do
     kernel) stage kernel 480 $PY -m bench kernel --graphs rmat-reddit rmat-products --dims 16 64 128 256 \
       --impls mgg torch.sparse cupy --budget-s 420 --out "$OUT" --tag h100 --quiet ;;
     tune) stage tune 540 $PY -m bench tune --graphs rmat-reddit rmat-products rmat:2000000:40000000 --dims 64 \
-      --budget-s 480 --out "$OUT" --tag h100 --quiet ;;
+      --pes 2 4 --budget-s 480 --out "$OUT" --tag h100 --quiet ;;
     dist) stage dist 540 $PY -m bench dist --graphs rmat-reddit:scale=0.25 rmat-products:scale=0.25 --dims 64 \
       --pes 1 2 4 --budget-s 480 --worker-timeout 200 --out "$OUT" --tag h100 --quiet ;;
     scaling)

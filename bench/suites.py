@@ -14,14 +14,16 @@ import torch
 from tqdm.auto import tqdm
 
 from mgg import Config, Graph
-from mgg.runtime import DeviceLimits, MggSearch, feasible, grid
+from mgg.runtime import DeviceLimits, grid
+from mgg.runtime.online import OnlineTuner
+from mgg.runtime.targets import InprocTarget, LocalTarget
 from mgg.runtime.timing import Timing, measure
 
 from . import cache
 from .budget import Budget
 from .fetch import fetch
 from .load import load
-from .peers import PEERS, prepare_mgg
+from .peers import PEERS
 from .report import format_rank_edges
 
 
@@ -121,20 +123,41 @@ ABLATIONS = {  # MGG Fig. 10: each switch against the full design
 
 def _inproc_ranks(plan, x: torch.Tensor, cfg: Config, via: str):
     """All ranks of a plan run one after another in this process: the work of P PEs
-    time-sliced on one device. via='peers': each rank reads remote rows straight from the
-    other ranks' slices of x (aggregate_peers with direct loads, what PEs do through
-    nvshmem_ptr); via='halo': each rank first gathers its halo rows into a buffer."""
-    from mgg.ops import run_peers, run_step
+    time-sliced on one device (mgg.runtime.targets.InprocTarget, the step `mgg tune --ranks P`
+    tunes). via='peers': each rank reads remote rows straight from the other ranks' slices of x
+    (aggregate_peers with direct loads, what PEs do through nvshmem_ptr); via='halo': each rank
+    first gathers its halo rows into a buffer."""
+    return InprocTarget(plan, via).prepare(x, cfg)
 
-    tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])] for r in range(plan.num_ranks)]
-    ranks = []
-    for r in range(plan.num_ranks):
-        rp = plan.rank_plan(r, cfg)
-        rp.op_args(x.device, peers=via == "peers", transposed=False)  # device copies outside the timing
-        ranks.append((rp, torch.from_numpy(rp.partition.halo_nodes).to(x.device)))
-    if via == "peers":
-        return lambda: [run_peers(tables[r], tables, r, rp, "direct") for r, (rp, _) in enumerate(ranks)]
-    return lambda: [run_step(tables[r].contiguous(), x.index_select(0, halo), rp) for r, (rp, halo) in enumerate(ranks)]
+
+TUNE_REPS = 5  # timed runs per candidate while a suite tunes (the chosen config is then timed in full)
+
+
+def _tuned(opt: Options, target, x: torch.Tensor, record: Optional[list] = None) -> OnlineTuner:
+    """MGG's search (seeded and pruned by the cost model) over a step, one measured config per
+    iteration.
+
+    Args:
+        opt: the suite's options (tune_budget; warmup and reps when recording).
+        target: the step (mgg.runtime.targets).
+        x: its input.
+        record: if given, each candidate is timed as the suite times everything (warmup, reps)
+            and (config, Timing, peak MB) appended to it; else TUNE_REPS runs per candidate.
+
+    Returns:
+        The finished OnlineTuner (chosen, summary()).
+    """
+    def timer(step, config):
+        if record is None:
+            return None, measure(step, opt.device, 1, TUNE_REPS).median_ms
+        t, peak = _timed(opt, step)
+        record.append((config, t, peak))
+        return None, t.median_ms
+
+    tuner = OnlineTuner(opt.tune_budget, use_cache=False, timer=timer)
+    while not tuner.done:
+        tuner.run(target, x)
+    return tuner
 
 
 def ablation(opt: Options) -> Iterator[dict]:
@@ -159,7 +182,8 @@ def ablation(opt: Options) -> Iterator[dict]:
 
 
 def scaling(opt: Options) -> Iterator[dict]:
-    """1, 2, 4 ... PEs on one device, in one process (the multi-process runs are the dist suite)."""
+    """1, 2, 4 ... PEs on one device, in one process (the multi-process runs are the dist suite):
+    at the given config, then at the config the tuner finds for that step (impl ...-tuned)."""
     cases = list(itertools.product(opt.graphs, opt.dims, opt.pes, ("peers", "halo")))
     for spec, dim, pes, via in _cases(opt, "scaling", cases, lambda c: f"{c[0]} D={c[1]} P={c[2]} {c[3]}"):
         t0 = time.perf_counter()
@@ -173,9 +197,17 @@ def scaling(opt: Options) -> Iterator[dict]:
         t, peak = _timed(opt, fn)
         stats = plan.stats()
         remote = sum(s["remote_edges"] for s in stats) / max(g.num_edges, 1)
-        row = _row("scaling", f"{spec}/d{dim}/remote={remote:.3f}", spec, g, dim, opt, f"mgg-{via}-inproc", pes,
-                   opt.config, "fwd", t, peak, _bytes_moved(g, dim, _elem(opt)) / (t.median_ms * 1e-3) / 1e9, prep_s)
+        case = f"{spec}/d{dim}/remote={remote:.3f}"
+        row = _row("scaling", case, spec, g, dim, opt, f"mgg-{via}-inproc", pes, opt.config, "fwd", t, peak,
+                   _bytes_moved(g, dim, _elem(opt)) / (t.median_ms * 1e-3) / 1e9, prep_s)
         yield dict(row, rank_edges=format_rank_edges(stats))
+        if not opt.prep_only:
+            target = InprocTarget(plan, via) if pes > 1 else LocalTarget(plan)
+            chosen = _tuned(opt, target, x).chosen
+            t, peak = _timed(opt, target.prepare(x, chosen))
+            row = _row("scaling", case, spec, g, dim, opt, f"mgg-{via}-inproc-tuned", pes, chosen, "fwd", t, peak,
+                       _bytes_moved(g, dim, _elem(opt)) / (t.median_ms * 1e-3) / 1e9, prep_s)
+            yield dict(row, rank_edges=format_rank_edges(stats))
         opt.budget.done("scaling", time.perf_counter() - t0)
 
 
@@ -277,39 +309,33 @@ def e2e(opt: Options) -> Iterator[dict]:
         opt.budget.done("e2e", time.perf_counter() - t0)
 
 
-def _time_config(opt: Options, g: Graph, x: torch.Tensor, plan, best: dict, c: Config) -> tuple[Timing, float]:
-    """One config's forward; its schedule is dropped afterwards unless it is the best so far
-    (the tuner keeps what it may still use, and device memory stays bounded)."""
-    t, peak = _timed(opt, prepare_mgg(g, x, c, plan).fwd)
-    if t.median_ms < best.get("ms", float("inf")):
-        if "config" in best:
-            plan.drop(0, best["config"])
-        best.update(ms=t.median_ms, config=c)
-    else:
-        plan.drop(0, c)
-    return t, peak
-
-
 def tune(opt: Options) -> Iterator[dict]:
-    """The tuner's trajectory (one measured config per iteration) against the exhaustive grid."""
-    cases = list(itertools.product(opt.graphs, opt.dims))
-    for spec, dim in _cases(opt, "tune", cases, lambda c: f"{c[0]} D={c[1]}"):
+    """The tuner's trajectory (one measured config per iteration, MGG's search seeded and pruned
+    by the cost model) against the exhaustive grid, on the plan of each PE count: one rank, or all
+    ranks in one process reading peers' rows in place (the step `mgg tune --ranks P` tunes)."""
+    cases = list(itertools.product(opt.graphs, opt.dims, opt.pes))
+    for spec, dim, pes in _cases(opt, "tune", cases, lambda c: f"{c[0]} D={c[1]} P={c[2]}"):
         t0 = time.perf_counter()
         g, _ = cache.normalized(spec, opt.data_dir)
+        if pes > g.num_nodes:
+            continue
         x = _features(g.num_nodes, dim, str(opt.device), opt.dtype)
-        plan, limits, best = cache.plan(g), DeviceLimits.of(opt.device), {}
-        search = MggSearch(functools.partial(feasible, dim=dim, limits=limits), opt.tune_budget)
-        while (c := search.propose()) is not None:
-            t, peak = _time_config(opt, g, x, plan, best, c)
-            search.report(c, t.median_ms)
-            yield _row("tune", f"{spec}/d{dim}/search{len(search.trajectory):02d}", spec, g, dim, opt, "mgg-tuner",
-                       1, c, "fwd", t, peak)
-        for c in grid(dim, limits):
-            if not opt.budget.start("tune-grid", f"tune grid {spec} D={dim} {c.as_tuple()}"):
+        plan = cache.plan(g, pes)
+        target = InprocTarget(plan, "peers") if pes > 1 else LocalTarget(plan)
+        impl = "mgg-tuner" if pes == 1 else "mgg-tuner-inproc"
+        probes = []
+        if not opt.prep_only:
+            _tuned(opt, target, x, probes)
+        for i, (c, t, peak) in enumerate(probes):
+            yield _row("tune", f"{spec}/d{dim}/p{pes}/search{i + 1:02d}", spec, g, dim, opt, impl, pes, c, "fwd", t,
+                       peak)
+        for c in grid(dim, DeviceLimits.of(opt.device), get=target.get):
+            if not opt.budget.start("tune-grid", f"tune grid {spec} D={dim} P={pes} {c.as_tuple()}"):
                 continue
             t1 = time.perf_counter()
-            t, peak = _time_config(opt, g, x, plan, best, c)
-            yield _row("tune", f"{spec}/d{dim}/grid", spec, g, dim, opt, "grid", 1, c, "fwd", t, peak)
+            t, peak = _timed(opt, target.prepare(x, c))
+            target.drop(c)  # the grid's schedules go once measured: device memory stays bounded
+            yield _row("tune", f"{spec}/d{dim}/p{pes}/grid", spec, g, dim, opt, "grid", pes, c, "fwd", t, peak)
             opt.budget.done("tune-grid", time.perf_counter() - t1)
         opt.budget.done("tune", time.perf_counter() - t0)
 

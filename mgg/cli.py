@@ -88,8 +88,22 @@ def cmd_train(args):
     for r in res["runs"]:
         print(f"seed {r.seed}: test {r.test_acc * 100:.1f}% (val {r.val_acc * 100:.1f}% at epoch {r.best_epoch}), "
               f"{r.epoch_ms:.1f} ms/epoch")
+        _print_tuning(r.tuning)
     print(f"{ds.name} {args.model}: test accuracy {res['mean'] * 100:.2f} ± {res['std'] * 100:.2f}% "
           f"over {len(res['runs'])} seeds")
+
+
+def _print_tuning(summaries: list) -> None:
+    """Each tuned layer's trajectory and chosen config (mgg train --autotune)."""
+    from .runtime.report import chosen_line, trajectory_table
+
+    for i, t in enumerate(summaries):
+        if t["chosen"] is None:
+            print(f"  layer {i + 1}: still tuning after {len(t['trajectory'])} iterations (more epochs finish it)")
+            continue
+        if t["trajectory"]:
+            print("  " + trajectory_table(t["trajectory"]).replace("\n", "\n  "))
+        print(f"  layer {i + 1} {chosen_line(t)}")
 
 
 def cmd_tune(args):
@@ -186,12 +200,20 @@ def parser() -> argparse.ArgumentParser:
     _add_config(p)
     p.set_defaults(fn=cmd_train)
 
-    p = sub.add_parser("tune", help="search ps, dist, wpb for a graph and feature width")
+    p = sub.add_parser("tune", help="search ps, dist, wpb for a graph, feature width and number of ranks")
     p.add_argument("--dataset", required=True, help=GRAPH_HELP)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
+    p.add_argument("--ranks", type=int, default=1,
+                   help="tune the plan of P ranks: all of them in this process, one after another (P PEs "
+                        "time-sliced on one device); the step time is theirs together")
+    p.add_argument("--via", choices=["peers", "halo"], default="peers",
+                   help="with --ranks > 1: each rank reads peers' rows in place (aggregate_peers, direct loads) "
+                        "or gathers a halo buffer first")
+    p.add_argument("--no-model", action="store_true",
+                   help="MGG's plain search from (1, 1, 1), without the cost model's seed and pruning (eq. 2-3)")
     p.add_argument("--iterations", type=int, default=15)
     p.add_argument("--repeat", type=int, default=5, help="timed runs per measured config")
     p.add_argument("--exhaustive", action="store_true", help="also measure the whole grid, write CSV and heat map")

@@ -40,6 +40,7 @@ class RunResult:
     val_acc: float
     best_epoch: int
     epoch_ms: float
+    tuning: list = field(default_factory=list)  # with autotune: each layer's OnlineTuner.summary()
 
 
 def normalize_features(x: torch.Tensor) -> torch.Tensor:
@@ -139,7 +140,8 @@ def train_once(ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool = Tr
         if val > best[0]:
             best = (val, test, epoch)
         bar.set_postfix(loss=f"{loss.item():.3f}", val=f"{val:.3f}", test=f"{best[1]:.3f}")
-    return RunResult(seed, best[1], best[0], best[2], statistics.median(times))
+    tuning = [m.tuner.summary() for m in model.modules() if getattr(m, "tuner", None) is not None]
+    return RunResult(seed, best[1], best[0], best[2], statistics.median(times), tuning)
 
 
 def train(ds: NodeDataset, cfg: TrainConfig, progress: bool = True, dg=None) -> dict:

@@ -24,7 +24,11 @@ def test_smoke_all_suites(tmp_path):
         assert float(row["p10_ms"]) <= float(row["median_ms"]) <= float(row["p90_ms"])
         assert row["device"] and row["torch"] and row["date"]
     assert {int(row["pes"]) for row in rows if row["suite"] == "scaling"} == {1, 2}
-    assert {row["impl"] for row in rows if row["suite"] == "scaling"} == {"mgg-peers-inproc", "mgg-halo-inproc"}
+    assert {row["impl"] for row in rows if row["suite"] == "scaling"} == {
+        "mgg-peers-inproc", "mgg-halo-inproc", "mgg-peers-inproc-tuned", "mgg-halo-inproc-tuned"}
+    tune = [row for row in rows if row["suite"] == "tune"]
+    assert {(row["impl"], int(row["pes"])) for row in tune} == {
+        ("mgg-tuner", 1), ("mgg-tuner-inproc", 2), ("grid", 1), ("grid", 2)}
     dist = [row for row in rows if row["suite"] == "dist"]
     assert {(row["impl"], int(row["pes"])) for row in dist} >= {("mgg-halo", 1), ("mgg-halo", 2)}
     assert all(row["rank_edges"].count(";") == int(row["pes"]) - 1 for row in dist)

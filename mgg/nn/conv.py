@@ -49,7 +49,7 @@ class _Aggregating(nn.Module):
         self.tuner = None
         if autotune:
             from ..runtime.online import OnlineTuner
-            self.tuner = OnlineTuner()
+            self.tuner = OnlineTuner(fallback=self.config)
 
     def _aggregate(self, x: torch.Tensor, plan) -> torch.Tensor:
         return run_plan(x, plan, self.config, self.deterministic, self.tuner)

@@ -103,12 +103,13 @@ def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callabl
 
 
 def run_plan(x: torch.Tensor, plan, config: Config, deterministic: bool, tuner=None) -> torch.Tensor:
-    """Aggregates x over a layer's plan: a DistPlan (distributed), or a one-rank Plan through
-    the online tuner if the layer has one, else with `config`."""
+    """Aggregates x over a layer's plan (a one-rank Plan, or a DistPlan: this rank's rows)
+    through the layer's online tuner if it has one (over a DistPlan every rank of the group
+    tunes together), else with `config`."""
     from ..distributed.graph import DistPlan
 
-    if isinstance(plan, DistPlan):
-        return plan.aggregate(x, config, deterministic)
     if tuner is not None:
         return tuner.aggregate(x, plan, deterministic)
+    if isinstance(plan, DistPlan):
+        return plan.aggregate(x, config, deterministic)
     return aggregate(x, plan, config, deterministic=deterministic)

@@ -1,6 +1,9 @@
-"""MGG's runtime (§6): the resource model, the cross-iteration config search, the config cache."""
+"""MGG's runtime (§6): the resource model, the cost model (eq. 2-3), the cross-iteration config
+search, the steps it tunes, how ranks agree, the online tuner, the config cache."""
 from .cache import ConfigCache
+from .cost import CostModel, LatencyModel, RankShape
 from .model import DeviceLimits, feasible, grid, resources
 from .search import MggSearch
 
-__all__ = ["ConfigCache", "DeviceLimits", "feasible", "grid", "resources", "MggSearch"]
+__all__ = ["ConfigCache", "CostModel", "DeviceLimits", "LatencyModel", "MggSearch", "RankShape", "feasible", "grid",
+           "resources"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Optional
 
 from .. import _C
 from ..plan import DIST_RANGE, PS_RANGE, WPB_RANGE, Config
@@ -37,16 +38,26 @@ class DeviceLimits:
     smem_per_sm: int = 228 * 1024
     max_threads_per_block: int = 1024
     max_warps_per_sm: int = 64
+    max_blocks_per_sm: int = 32
     static_smem: int = 1024  # the kernels' own static shared memory (the block-get kernel's table)
+    # warps at which an SM's throughput stops growing (None: half its warp slots); the CPU
+    # executor walks blocks one after another, so one
+    saturating_warps: Optional[int] = None
+
+    @property
+    def warps_to_saturate(self) -> int:
+        """Warps per SM at which the SM's throughput stops growing (the cost model's W_sat)."""
+        return self.saturating_warps or max(1, self.max_warps_per_sm // 2)
 
     @staticmethod
     def of(device) -> "DeviceLimits":
-        """The limits of `device` (a CPU gets the defaults, an H100's numbers)."""
+        """The limits of `device` (a CPU gets the defaults, an H100's numbers, and one warp
+        saturates it: the CPU executor's time is its total work)."""
         import torch
 
         device = torch.device(device)
         if device.type != "cuda":
-            return DeviceLimits()
+            return DeviceLimits(saturating_warps=1)
         p = torch.cuda.get_device_properties(device)
         optin = getattr(p, "shared_memory_per_block_optin", 227 * 1024)
         return DeviceLimits(name=p.name, sm_count=p.multi_processor_count,
@@ -54,7 +65,8 @@ class DeviceLimits:
                             smem_per_block_optin=optin,
                             smem_per_sm=getattr(p, "shared_memory_per_multiprocessor", optin),
                             max_threads_per_block=getattr(p, "max_threads_per_block", 1024),
-                            max_warps_per_sm=getattr(p, "max_threads_per_multi_processor", 2048) // 32)
+                            max_warps_per_sm=getattr(p, "max_threads_per_multi_processor", 2048) // 32,
+                            max_blocks_per_sm=getattr(p, "max_blocks_per_multi_processor", 32))
 
 
 def resources(config: Config, dim: int, num_local_parts: int = 0, num_remote_parts: int = 0,

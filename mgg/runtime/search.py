@@ -1,12 +1,14 @@
 """MGG's cross-iteration search over (ps, dist, wpb) (§6), one candidate per training iteration.
 
-Start at (1, 1, 1); grow ps while latency falls, then dist, then wpb; retreat ps one step and
-retry wpb; then hill-climb from the best (measure its untried neighbours, one step along one
-axis, and move while one is faster). That is MGG's search. Because a latency surface can have
-several basins, budget left over then goes to exploration: the untried config farthest from
-everything measured is probed and climbed from when it enters the top 3; three probes in a row
-that do not enter the top 3 end the search. Every measured config stays
-in a lookup table."""
+Start at (1, 1, 1), or where a cost model says (mgg.runtime.cost); grow ps while latency falls
+(from a start inside the lattice, shrink it when growing does not help), then dist, then wpb;
+retreat ps one step and retry wpb; then hill-climb from the best (measure its untried
+neighbours, one step along one axis, and move while one is faster). That is MGG's search.
+Because a latency surface can have several basins, budget left over then goes to exploration:
+the untried config farthest from everything measured (with a cost model, in turn with the
+untried config the model rates best) is probed and climbed from when it enters the top 3; three
+probes in a row that do not enter the top 3 end the search. Every measured config stays in a
+lookup table."""
 from __future__ import annotations
 
 import math
@@ -28,14 +30,23 @@ def _step(config: Config, axis: str, delta: int) -> Optional[Config]:
 
 class MggSearch:
     def __init__(self, is_feasible: Callable[[Config], bool] = lambda c: True, budget: int = 15,
-                 start: Config = Config(1, 1, 1)):
+                 start: Config = Config(1, 1, 1), prior: Optional[Callable[[Config], float]] = None):
+        """Args:
+            is_feasible: whether a config may be measured (the device's limits, a model's pruning).
+            budget: most configs measured.
+            start: the first config (MGG: (1, 1, 1); a cost model's best).
+            prior: an estimate of latency (a cost model's); exploration then alternates between
+                the untried config it rates best and the one farthest from everything measured.
+        """
         self.is_feasible = is_feasible
+        self.prior = prior
         self.budget = budget
         self.table: dict[Config, float] = {}
         self.trajectory: list[tuple[Config, float]] = []
         self._gen = self._plan(start)
         self._pending: Optional[Config] = None
         self._done = False
+        self._probes = 0
 
     # ---- public protocol: propose() a config, run it, report() its latency ----------------------
     def propose(self) -> Optional[Config]:
@@ -77,11 +88,11 @@ class MggSearch:
     def _try(self, c: Optional[Config]) -> bool:
         return c is not None and c not in self.table and self.is_feasible(c)
 
-    def _grow(self, base: Config, axis: str) -> Iterator[Config]:
-        """Steps `axis` up from base while latency falls; leaves the best in self.table."""
+    def _grow(self, base: Config, axis: str, delta: int = +1) -> Iterator[Config]:
+        """Steps `axis` up (delta +1) or down (-1) from base while latency falls."""
         cur = base
         while True:
-            nxt = _step(cur, axis, +1)
+            nxt = _step(cur, axis, delta)
             if not self._try(nxt):
                 return
             yield nxt
@@ -91,12 +102,17 @@ class MggSearch:
 
     def _plan(self, start: Config) -> Iterator[Config]:
         if not self.is_feasible(start):
-            start = next((c for c in (Config(p, 1, 1) for p in PS_STEPS) if self.is_feasible(c)), None)
+            lattice = [Config(p, 1, 1) for p in PS_STEPS] + [Config(p, d, w) for p in PS_STEPS for d in DIST_STEPS
+                                                              for w in WPB_STEPS]
+            start = next((c for c in lattice if self.is_feasible(c)), None)
             if start is None:
                 return
         yield start
         for axis in ("ps", "dist", "wpb"):
-            yield from self._grow(self.best, axis)
+            base = self.best
+            yield from self._grow(base, axis, +1)
+            if self.best == base:  # a start inside the lattice (a model's seed) may lie above the best
+                yield from self._grow(base, axis, -1)
         back = _step(self.best, "ps", -1)
         if self._try(back):
             yield back
@@ -104,7 +120,7 @@ class MggSearch:
         yield from self._climb(self.best)
         misses = 0
         while misses < 3:
-            probe = self._farthest()
+            probe = self._probe()
             if probe is None:
                 return
             yield probe
@@ -128,6 +144,16 @@ class MggSearch:
             if nxt is None or self.table[nxt] >= self.table[center]:
                 return
             center = nxt
+
+    def _probe(self) -> Optional[Config]:
+        """The next exploration probe: the farthest untried config, or, with a prior, the one it
+        rates best and the farthest in turn."""
+        self._probes += 1
+        if self.prior is None or self._probes % 2 == 0:
+            return self._farthest()
+        untried = [c for c in (Config(p, d, w) for p in PS_STEPS for d in DIST_STEPS for w in WPB_STEPS)
+                   if self._try(c)]
+        return min(untried, key=lambda c: (self.prior(c), c.as_tuple()), default=None)
 
     def _farthest(self) -> Optional[Config]:
         def coords(c):
