@@ -1,5 +1,7 @@
-"""Several processes (gloo, CPU) give the logits and gradients of the single-process run; the
-worker (dist_worker.py) is shared with the GPU tests of the nvshmem backend (test_nvshmem.py)."""
+"""Several processes (gloo, CPU) give the logits and gradients of the single-process run, for
+every partition method (the ranks own a relabelled graph; tensors go in and come out in the
+user's node order); the worker (dist_worker.py) is shared with the GPU tests of the nvshmem
+backend (test_nvshmem.py)."""
 import os
 import pickle
 import subprocess
@@ -11,6 +13,18 @@ import torch
 WORKER = os.path.join(os.path.dirname(__file__), "dist_worker.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT = float(os.environ.get("MGG_WORKER_TIMEOUT", "600"))  # seconds for one worker run (GPU calls set less)
+
+
+def _have(package: str) -> bool:
+    try:
+        __import__(package)
+        return True
+    except ImportError:
+        return False
+
+
+# metis and hypergraph where their packages are installed (the `test` extra has them)
+PARTITIONS = ["range", "random"] + [m for m, pkg in (("metis", "pymetis"), ("hypergraph", "mtkahypar")) if _have(pkg)]
 
 
 def worker_env(extra=None) -> dict:
@@ -36,21 +50,60 @@ def compare(ref_path, dist_path):
     return ref, got
 
 
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The single-process result of a worker kind, computed once per module."""
+    done = {}
+
+    def get(kind):
+        if kind not in done:
+            done[kind] = tmp_path_factory.mktemp("reference") / f"{kind}.pkl"
+            run_worker([kind, str(done[kind]), "--single"])
+        return done[kind]
+    return get
+
+
+@pytest.mark.parametrize("partition", PARTITIONS)
 @pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin"])
 @pytest.mark.parametrize("nproc", [2, 4])
-def test_ranks_match_single_process(tmp_path, kind, nproc):
-    ref_path, dist_path = tmp_path / "ref.pkl", tmp_path / "dist.pkl"
-    run_worker([kind, str(ref_path), "--single"])
-    run_worker([kind, str(dist_path)], nproc)
-    compare(ref_path, dist_path)
+def test_ranks_match_single_process(tmp_path, reference, kind, nproc, partition):
+    dist_path = tmp_path / "dist.pkl"
+    run_worker([kind, str(dist_path), "--partition", partition], nproc,
+               env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")})
+    compare(reference(kind), dist_path)
 
 
-def test_torchrun_train_cli():
+def test_precomputed_partition_matches(tmp_path, reference):
+    """DistGraph(partition=an mgg.Partition) computed by the caller (here a seeded one)."""
+    dist_path = tmp_path / "dist.pkl"
+    run_worker(["directed-gin", str(dist_path), "--partition", PARTITIONS[-1], "--precomputed"], 2,
+               env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")})
+    compare(reference("directed-gin"), dist_path)
+
+
+def test_partition_error_reaches_every_rank(tmp_path):
+    """A method whose package is missing: rank 0's one-line error is raised on every rank (none
+    waits for a partition that never comes)."""
+    (tmp_path / "pymetis.py").write_text("raise ImportError('simulated: not installed')\n")
+    env = worker_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
-                        "-m", "mgg", "train", "--epochs", "30", "--seeds", "1", "--quiet"],
-                       capture_output=True, text=True, timeout=TIMEOUT, env=worker_env())
+                        "-m", "mgg", "train", "--epochs", "2", "--seeds", "1", "--quiet", "--partition", "metis"],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert r.returncode != 0
+    errors = [line for line in r.stderr.splitlines() if line.startswith("mgg train: error:")]
+    assert len(errors) == 2, r.stderr[-3000:]
+    assert all("'metis' needs the pymetis package: pip install mgg[partition]" in e for e in errors)
+
+
+@pytest.mark.parametrize("partition", ["range", PARTITIONS[-1]])
+def test_torchrun_train_cli(tmp_path, partition):
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
+                        "-m", "mgg", "train", "--epochs", "30", "--seeds", "1", "--quiet", "--partition", partition],
+                       capture_output=True, text=True, timeout=TIMEOUT,
+                       env=worker_env({"MGG_PARTITION_CACHE": str(tmp_path / "partitions")}))
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "2 ranks, backend halo" in r.stdout and "test accuracy" in r.stdout
+    assert f"2 ranks, backend halo, partition {partition}" in r.stdout and "test accuracy" in r.stdout
 
 
 def test_needs_initialised_group():
@@ -119,22 +172,28 @@ class _FakeLib:
         pass
 
 
-def test_nvshmem_protocol_with_threads_as_pes(monkeypatch):
+@pytest.mark.parametrize("partition", PARTITIONS)
+def test_nvshmem_protocol_with_threads_as_pes(monkeypatch, tmp_path, partition):
     """The nvshmem backend's Python side on the CPU: P threads stand in for P PEs over a fake
     symmetric heap. Each layer writes its rows into the next of two tables, meets the others at
     the barrier, then reads peers' rows in place (aggregate_peers, direct loads). Four layers of
-    one shape reuse the two tables in turn; every layer's result must equal the global one."""
+    one shape reuse the two tables in turn; every layer's result, put back in the user's node
+    order, must equal the global one (for every partition method: the plan is of the relabelled
+    graph, as DistGraph builds it)."""
     import threading
 
     import numpy as np
 
-    from mgg import Config, Plan
+    import mgg
+    from mgg import Config
     from mgg.distributed import nvshmem
     from mgg.testing import random_graph
 
     pes, layers = 3, 4
     g = random_graph(200, 3000, seed=12, weighted=True, skew=0.5)
-    plan = Plan(g, pes)
+    part = mgg.partition(g, pes, partition, cache=str(tmp_path))
+    plan = part.plan(g)
+    perm = torch.from_numpy(part.perm)
     b = plan.bounds
     range_rows = [int(n) for n in np.diff(b)]
     xs = [torch.randn(200, 9, dtype=torch.float64) for _ in range(layers)]
@@ -145,7 +204,8 @@ def test_nvshmem_protocol_with_threads_as_pes(monkeypatch):
         try:
             local.rt = nvshmem.Runtime(_FakeLib(world, pe))
             rp = plan.rank_plan(pe, Config(4, 2, 2))
-            results[pe] = [nvshmem.aggregate(x[b[pe]:b[pe + 1]], rp, rp, range_rows, "direct", False) for x in xs]
+            results[pe] = [nvshmem.aggregate(x[perm][b[pe]:b[pe + 1]], rp, rp, range_rows, "direct", False)
+                           for x in xs]
             assert len(local.rt.tables) == 1 and len(next(iter(local.rt.tables.values()))) == 2
         except Exception as e:  # surfaced below
             errors.append(e)
@@ -159,5 +219,5 @@ def test_nvshmem_protocol_with_threads_as_pes(monkeypatch):
     assert not errors, errors
     assert world.barriers == [layers] * pes
     for i, x in enumerate(xs):
-        got = torch.cat([results[pe][i] for pe in range(pes)])
+        got = part.to_user(torch.cat([results[pe][i] for pe in range(pes)]))
         torch.testing.assert_close(got, g.to_torch_sparse(torch.float64) @ x)
