@@ -11,7 +11,7 @@ each takes an mgg graph and gives every node a part in [0, P). Both packages are
   whose pins are v and the nodes that read v; its connectivity-minus-one objective (km1) is
   exactly the number of rows the ranks exchange (mgg.partition_stats' halo_rows). The
   DETERMINISTIC preset (bit-identical across runs, processes and thread counts), seeded, with
-  two speed settings (mgg/data/mtkahypar-deterministic.ini).
+  three speed settings (mgg/data/mtkahypar-deterministic.ini).
 
 Inputs are checked here (ids in range, k <= n, weights positive and of the right length):
 METIS crashes or returns garbage on bad input rather than raising.
