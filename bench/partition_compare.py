@@ -3,7 +3,7 @@ statistics and the partitioning time (mgg.partition, no disk cache), written as 
 and a markdown table.
 
     python -m bench.partition_compare --graphs cora sbm:100000:8:10:0.9 --ranks 4 8 [--methods ...]
-        [--timeout 1800] [--out bench/results] [--tag TAG]
+        [--timeout 1800] [--out bench/results] [--tag TAG] [--append CSV]
 
 Each case runs in a child process (`mgg partition GRAPH --ranks P --method M --json --no-cache`),
 so a case that runs out of time or memory is recorded and the others go on; its peak resident
@@ -109,15 +109,21 @@ def main(argv=None) -> int:
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--append", default=None, help="add the rows to this CSV (of an earlier run) and rewrite its .md")
     args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    stem = out / f"partition-cpu{'-' + args.tag if args.tag else ''}-{stamp}"
-    rows = []
-    with open(f"{stem}.csv", "w", newline="") as f:
+    if args.append:
+        stem = Path(args.append).with_suffix("")
+        rows = list(csv.DictReader(open(args.append)))
+    else:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        stem = out / f"partition-cpu{'-' + args.tag if args.tag else ''}-{stamp}"
+        rows = []
+    with open(f"{stem}.csv", "a" if args.append else "w", newline="") as f:
         w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
-        w.writeheader()
+        if not args.append:
+            w.writeheader()
         for spec in args.graphs:
             source = _source(spec, args.data_dir)
             for p in args.ranks:

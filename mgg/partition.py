@@ -34,6 +34,7 @@ from .plan import Plan, split_ranges
 
 METHODS = ("range", "random", "metis", "hypergraph")
 CACHED = ("metis", "hypergraph")  # the methods worth keeping on disk
+_RANDOM_STREAM = 0x72616E646F6D  # 'random': the random method's seed sequence is (seed, this)
 
 
 @dataclass(frozen=True, eq=False)
@@ -165,7 +166,9 @@ def _compute(graph: Graph, num_ranks: int, method: str, seed: int) -> Partition:
     if method == "range":
         return range_partition(graph, num_ranks, seconds=time.perf_counter() - t0, seed=seed)
     if method == "random":
-        perm = np.random.default_rng(seed).permutation(graph.num_nodes).astype(np.int64)
+        # a stream of its own: default_rng(seed)'s first permutation is the one mgg.synthetic's
+        # generators scramble ids with, and applying it would restore their generation order
+        perm = np.random.default_rng((seed, _RANDOM_STREAM)).permutation(graph.num_nodes).astype(np.int64)
         rowptr = np.zeros(graph.num_nodes + 1, np.int64)
         np.cumsum(graph.degree().numpy()[perm], out=rowptr[1:])
         return Partition(method, perm, split_ranges(rowptr, num_ranks), time.perf_counter() - t0, seed)

@@ -58,6 +58,23 @@ def test_scaling_and_dist_with_a_partition(tmp_path):
     assert two and all(row["rank_edges"].count(";") == 1 for row in two)
 
 
+def test_partition_compare_writes_csv_and_markdown(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "bench.partition_compare", "--graphs", "cora", "--ranks", "2",
+                        "--methods", "range", "random", "--out", str(tmp_path)], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    (csv_path,) = tmp_path.glob("partition-*.csv")
+    rows = list(csv.DictReader(open(csv_path)))
+    assert [(row["method"], row["status"], row["edges"]) for row in rows] == [("range", "ok", "10556"),
+                                                                              ("random", "ok", "10556")]
+    assert float(rows[0]["remote_fraction"]) > 0.3 and int(rows[0]["halo_rows"]) > 0
+    r = subprocess.run([sys.executable, "-m", "bench.partition_compare", "--graphs", "cora", "--ranks", "3",
+                        "--methods", "range", "--append", str(csv_path)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    md = csv_path.with_suffix(".md").read_text()
+    assert md.count("| cora |") == 3 and "| cora | 3 | range |" in md
+
+
 def test_rejects_too_few_repetitions(tmp_path):
     r = subprocess.run([sys.executable, "-m", "bench", "kernel", "--reps", "5", "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)
