@@ -1,6 +1,7 @@
 """What the suites share within a process and across processes: graphs made once per process
-and kept on disk for later processes (the dist suite's workers, the next run), and one plan per
-(graph, ranks) whose rank plans are reused across dims and fetch policies."""
+and kept on disk for later processes (the dist suite's workers, the next run), partitions made
+once per process (metis and hypergraph results also on disk, by mgg.partition), and one plan per
+(graph, ranks, partition) whose rank plans are reused across dims and fetch policies."""
 from __future__ import annotations
 
 import hashlib
@@ -13,7 +14,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from mgg import Graph, Plan
+from mgg import Graph, Partition, Plan
+from mgg import partition as partition_nodes
 from mgg.io import load_graph
 
 _GRAPHS: dict = {}
@@ -85,13 +87,26 @@ def normalized(spec: str, data_dir=None) -> tuple[Graph, float]:
     return n, t + time.perf_counter() - t0
 
 
-def plan(g: Graph, ranks: int = 1, gathered: bool = False) -> Plan:
-    """One Plan per (graph, ranks) for the whole run; its rank plans (one per config) are kept
-    in its bounded cache and shared by every dim and fetch policy. gathered: every source from
-    one gathered table (the allgather backend)."""
-    key = (id(g), ranks, gathered)
-    if key not in _PLANS:
-        _PLANS[key] = (g, Plan(g, ranks, gathered=gathered))  # holding g keeps id(g) unique
+def partition(spec: str, data_dir, ranks: int, method: str = "range") -> Partition:
+    """The partition of a spec's graph over `ranks` by `method` (mgg.partition, on the graph as
+    loaded: its structure, whatever the normalisation), made once per process; metis and
+    hypergraph results are kept on disk by mgg.partition, so the dist suite's workers and later
+    runs read them."""
+    key = ("partition", spec, str(data_dir), ranks, method)
+    if key not in _GRAPHS:
+        _GRAPHS[key] = partition_nodes(graph(spec, data_dir)[0], ranks, method)
+    return _GRAPHS[key]
+
+
+def plan(g: Graph, ranks: int = 1, gathered: bool = False, part: Optional[Partition] = None) -> Plan:
+    """One Plan per (graph, ranks, gathered, partition) for the whole run; its rank plans (one
+    per config) are kept in its bounded cache and shared by every dim and fetch policy.
+    gathered: every source from one gathered table (the allgather backend). With a partition,
+    the plan of g relabelled into the ranks' order (its features are taken in that order)."""
+    key = (id(g), ranks, gathered, id(part))
+    if key not in _PLANS:  # holding g and part keeps their ids unique
+        _PLANS[key] = ((g, part), Plan(g, ranks, gathered=gathered) if part is None
+                       else part.plan(g, gathered=gathered))
     return _PLANS[key][1]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from mgg import Config, MggError
+from mgg.partition import METHODS
 
 from . import report
 from .budget import Budget
@@ -26,12 +27,16 @@ def parser():
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     ap.add_argument("suites", nargs="+", choices=[*SUITES, "all"])
     ap.add_argument("--graphs", nargs="+", default=["rmat-reddit", "rmat-products"],
-                    help="synthetic specs (rmat-reddit, rmat-products, rmat-reddit:scale=0.1, rmat:N:E), files, "
-                         "dataset directories or names under --data-dir (Planetoid, reddit, ogbn-*)")
+                    help="synthetic specs (rmat-reddit, rmat-products, rmat-reddit:scale=0.1, rmat:N:E, "
+                         "sbm:N:B:DEG:P_IN), files, dataset directories or names under --data-dir (Planetoid, reddit, "
+                         "ogbn-*)")
     ap.add_argument("--dims", nargs="+", type=int, default=[16, 64, 128, 256])
     ap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
     ap.add_argument("--impls", nargs="+", choices=list(PEERS), default=list(PEERS))
     ap.add_argument("--pes", nargs="+", type=int, default=[1, 2, 4])
+    ap.add_argument("--partition", choices=list(METHODS), default="range",
+                    help="scaling and dist: which nodes each rank owns (mgg.partition: range is MGG Algorithm 1; "
+                         "random, metis, hypergraph relabel the graph first)")
     ap.add_argument("--ps", type=int, default=Config().ps)
     ap.add_argument("--dist", type=int, default=Config().dist)
     ap.add_argument("--wpb", type=int, default=Config().wpb)
@@ -78,8 +83,8 @@ def main(argv=None) -> int:
                       impls=args.impls, pes=args.pes, config=Config(args.ps, args.dist, args.wpb), warmup=args.warmup,
                       reps=args.reps, flush_l2=args.flush_l2, data_dir=args.data_dir, tune_budget=args.tune_budget,
                       progress=not args.quiet, budget_s=args.budget_s, worker_timeout_s=args.worker_timeout,
-                      prep_only=args.prep_only, load_edges=args.load_edges, fetch_modes=args.fetch_modes,
-                      ncu=args.ncu)
+                       prep_only=args.prep_only, load_edges=args.load_edges, fetch_modes=args.fetch_modes,
+                       ncu=args.ncu, partition=args.partition)
     except MggError as e:
         print(f"python -m bench: error: {e}", file=sys.stderr)
         return 2

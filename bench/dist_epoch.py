@@ -2,6 +2,9 @@
 (hidden 16) on one graph over the ranks, with one backend.
 
     torchrun --standalone --nproc-per-node P bench/dist_epoch.py SPEC DIM BACKEND DEVICE WARMUP REPS OUT [DATA_DIR]
+             [PARTITION]
+
+PARTITION (default range) is a method of mgg.partition: which nodes each rank owns.
 
 Each epoch is forward, loss, backward, weight-gradient all-reduce and optimizer step; ranks
 synchronise their device and meet at a barrier around it, so an epoch's time is the slowest
@@ -25,15 +28,16 @@ from mgg.nn.models import build
 def main():
     spec, dim, backend, device, warmup, reps, out = sys.argv[1:8]
     data_dir = sys.argv[8] if len(sys.argv) > 8 and sys.argv[8] else None
+    partition = sys.argv[9] if len(sys.argv) > 9 else "range"
     dim, warmup, reps = int(dim), int(warmup), int(reps)
     device = "cuda" if device == "cuda" else "cpu"
     t_start = time.perf_counter()
     init_from_env(device, backend)
     g, _ = cache.graph(spec, data_dir)  # the parent left it in the disk cache
-    dg = DistGraph(g, backend=backend)
+    dg = DistGraph(g, backend=backend, partition=partition)
     dev = torch.device(device, torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
     gen = torch.Generator().manual_seed(dg.rank)
-    x = torch.randn(dg.row_end - dg.row_begin, dim, generator=gen).to(dev)
+    x = torch.randn(dg.num_rows, dim, generator=gen).to(dev)
     y = torch.randint(0, 8, (x.size(0),), generator=gen).to(dev)
     torch.manual_seed(0)
     model = build("gcn", dim, 8, 16, num_layers=2).to(dev)

@@ -49,6 +49,7 @@ class Options:
     load_edges: Optional[list] = None  # the load suite's file sizes (edges)
     fetch_modes: Optional[list] = None  # the fetch suite's modes (default: all)
     ncu: bool = False  # the fetch suite records Nsight Compute metrics where ncu runs
+    partition: str = "range"  # scaling and dist: which nodes each rank owns (a method of mgg.partition)
     budget: Budget = field(default_factory=lambda: Budget(None))
 
 
@@ -81,6 +82,11 @@ def _row(suite, case, spec, g, dim, opt, impl, pes, config, pass_, t: Timing, pe
                 p90_ms=round(t.p90_ms, 5), gbps=round(gbps, 3),
                 bw_fraction=round(gbps / opt.copy_gbps, 4) if gbps == gbps else float("nan"),
                 peak_mem_mb=round(peak, 2), prep_s=round(prep_s, 3))
+
+
+def _impl(name: str, opt: Options) -> str:
+    """An implementation's name, with the partition method where it is not MGG's ranges."""
+    return name if opt.partition == "range" else f"{name}[{opt.partition}]"
 
 
 def _cases(opt: Options, suite: str, cases: list, name: Callable) -> Iterator:
@@ -183,14 +189,16 @@ def ablation(opt: Options) -> Iterator[dict]:
 
 def scaling(opt: Options) -> Iterator[dict]:
     """1, 2, 4 ... PEs on one device, in one process (the multi-process runs are the dist suite):
-    at the given config, then at the config the tuner finds for that step (impl ...-tuned)."""
+    at the given config, then at the config the tuner finds for that step (impl ...-tuned).
+    With opt.partition other than 'range', the plan is of the graph relabelled by that method
+    (the features are random, so their order does not matter) and the impl names say so."""
     cases = list(itertools.product(opt.graphs, opt.dims, opt.pes, ("peers", "halo")))
     for spec, dim, pes, via in _cases(opt, "scaling", cases, lambda c: f"{c[0]} D={c[1]} P={c[2]} {c[3]}"):
         t0 = time.perf_counter()
         g, _ = cache.normalized(spec, opt.data_dir)
         if pes > g.num_nodes:
             continue
-        plan = cache.plan(g, pes)
+        plan = cache.plan(g, pes, part=cache.partition(spec, opt.data_dir, pes, opt.partition))
         x = _features(g.num_nodes, dim, str(opt.device), opt.dtype)
         fn = _inproc_ranks(plan, x, opt.config, via)
         prep_s = time.perf_counter() - t0
@@ -198,15 +206,17 @@ def scaling(opt: Options) -> Iterator[dict]:
         stats = plan.stats()
         remote = sum(s["remote_edges"] for s in stats) / max(g.num_edges, 1)
         case = f"{spec}/d{dim}/remote={remote:.3f}"
-        row = _row("scaling", case, spec, g, dim, opt, f"mgg-{via}-inproc", pes, opt.config, "fwd", t, peak,
-                   _bytes_moved(g, dim, _elem(opt)) / (t.median_ms * 1e-3) / 1e9, prep_s)
+        gbps = _bytes_moved(g, dim, _elem(opt)) / (t.median_ms * 1e-3) / 1e9
+        row = _row("scaling", case, spec, g, dim, opt, _impl(f"mgg-{via}-inproc", opt),
+                   pes, opt.config, "fwd", t, peak, gbps, prep_s)
         yield dict(row, rank_edges=format_rank_edges(stats))
         if not opt.prep_only:
             target = InprocTarget(plan, via) if pes > 1 else LocalTarget(plan)
             chosen = _tuned(opt, target, x).chosen
             t, peak = _timed(opt, target.prepare(x, chosen))
-            row = _row("scaling", case, spec, g, dim, opt, f"mgg-{via}-inproc-tuned", pes, chosen, "fwd", t, peak,
-                       _bytes_moved(g, dim, _elem(opt)) / (t.median_ms * 1e-3) / 1e9, prep_s)
+            gbps = _bytes_moved(g, dim, _elem(opt)) / (t.median_ms * 1e-3) / 1e9
+            row = _row("scaling", case, spec, g, dim, opt, _impl(f"mgg-{via}-inproc-tuned", opt), pes, chosen,
+                       "fwd", t, peak, gbps, prep_s)
             yield dict(row, rank_edges=format_rank_edges(stats))
         opt.budget.done("scaling", time.perf_counter() - t0)
 
@@ -224,7 +234,9 @@ def dist(opt: Options) -> Iterator[dict]:
     """Epoch time of full-graph GCN training under torchrun with 1, 2, 4 ... processes on this
     device, for each backend that can run here (halo always; nvshmem with a GPU and an NVSHMEM
     build). Each run is a child torchrun (bench/dist_epoch.py) that reads the graph from the disk
-    cache; the epoch time is the slowest rank's, per epoch, and the median over epochs."""
+    cache; the epoch time is the slowest rank's, per epoch, and the median over epochs. The ranks
+    own the nodes opt.partition gives them (partitioned here first, so the workers read the disk
+    cache)."""
     import json
     import os
     import sys
@@ -240,17 +252,19 @@ def dist(opt: Options) -> Iterator[dict]:
     for spec, dim, pes, backend in _cases(opt, "dist", cases, lambda c: f"{c[0]} D={c[1]} P={c[2]} {c[3]}"):
         t0 = time.perf_counter()
         g, _ = cache.graph(spec, opt.data_dir)  # made once here; the workers read the disk cache
+        if pes > 1:
+            cache.partition(spec, opt.data_dir, pes, opt.partition)
         prep_s = time.perf_counter() - t0
         if opt.prep_only:
             t, peak = _timed(opt, None)
-            yield _row("dist", f"{spec}/d{dim}/gcn2-h16", spec, g, dim, opt, f"mgg-{backend}", pes, opt.config,
-                       "epoch", t, peak, prep_s=prep_s)
+            yield _row("dist", f"{spec}/d{dim}/gcn2-h16", spec, g, dim, opt, _impl(f"mgg-{backend}", opt), pes,
+                       opt.config, "epoch", t, peak, prep_s=prep_s)
             continue
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "r.json"
             cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={pes}", "--standalone",
                    str(worker), spec, str(dim), backend, opt.device.type, str(opt.warmup), str(opt.reps), str(out),
-                   str(opt.data_dir or "")]
+                   str(opt.data_dir or ""), opt.partition]
             env = dict(os.environ, OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // pes)),
                        PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
             env.setdefault("NVSHMEM_REMOTE_TRANSPORT", "none")
@@ -265,8 +279,9 @@ def dist(opt: Options) -> Iterator[dict]:
                 continue
             res = json.loads(out.read_text())
         t = Timing(res["median_ms"], res["p10_ms"], res["p90_ms"], res["epochs"])
-        yield dict(_row("dist", f"{spec}/d{dim}/gcn2-h16", spec, g, dim, opt, f"mgg-{backend}", pes, opt.config,
-                        "epoch", t, res["peak_mem_mb"], prep_s=prep_s + res["prep_s"]), rank_edges=res["rank_edges"])
+        yield dict(_row("dist", f"{spec}/d{dim}/gcn2-h16", spec, g, dim, opt, _impl(f"mgg-{backend}", opt), pes,
+                        opt.config, "epoch", t, res["peak_mem_mb"], prep_s=prep_s + res["prep_s"]),
+                   rank_edges=res["rank_edges"])
         opt.budget.done("dist", time.perf_counter() - t0)
 
 

@@ -9,8 +9,9 @@ from . import io, synthetic  # noqa: E402
 from .errors import GraphError, MggError, PlanError  # noqa: E402
 from .graph import Graph  # noqa: E402
 from .ops import aggregate, make_plan  # noqa: E402
+from .partition import Partition, partition  # noqa: E402  (the function shadows the module's name)
 from .plan import Config, Plan, split_ranges  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "Plan", "Config", "aggregate", "make_plan", "split_ranges", "io", "synthetic",
-           "MggError", "GraphError", "PlanError"]
+__all__ = ["Graph", "Plan", "Config", "aggregate", "make_plan", "split_ranges", "partition", "Partition", "io",
+           "synthetic", "MggError", "GraphError", "PlanError"]

@@ -51,17 +51,52 @@ def cmd_info(args):
             print(f"{k:28s} {v}")
 
 
+def _partition_rows(ranks: list[dict], total: dict) -> list[dict]:
+    """The per-rank statistics and a last row with the totals."""
+    keys = list(ranks[0])
+    last = dict(total, rank="total", send_rows=total["halo_rows"])
+    return ranks + [{k: last[k] for k in keys}]
+
+
+COMPARE = ("method", "local_edges", "remote_edges", "remote_fraction", "halo_rows", "max_send_peer", "edge_imbalance",
+           "node_imbalance", "seconds", "cached")
+
+
 def cmd_partition(args):
+    from .errors import MissingPackageError
     from .io import load_graph
-    from .plan import Plan
+    from .partition import METHODS, partition
 
     g = load_graph(args.graph, args.data_dir, relabel=args.relabel)
-    rows = Plan(g, args.ranks).stats()
+    methods = METHODS if args.method == "all" else (args.method,)
+    if args.ranks == 1 and args.method != "range":
+        print("mgg partition: 1 rank: nothing to partition (every method gives the identity)", file=sys.stderr)
+    results, skipped = [], []
+    for m in methods:
+        try:
+            r = partition(g, args.ranks, m, seed=args.seed, cache=not args.no_cache)
+        except MissingPackageError as e:
+            if args.method != "all":
+                raise
+            skipped.append(str(e))
+            print(f"mgg partition: skipping {m}: {e}", file=sys.stderr)
+            continue
+        ranks, total = r.stats(g)
+        results.append(dict(method=m, total=total, ranks=ranks))
+    head = dict(graph=args.graph, nodes=g.num_nodes, edges=g.num_edges, num_ranks=args.ranks, seed=args.seed)
     if args.json:
-        print(json.dumps(dict(graph=args.graph, nodes=g.num_nodes, edges=g.num_edges, ranks=rows), indent=2))
-    else:
-        print(f"{args.graph}: {g.num_nodes} nodes, {g.num_edges} edges, {args.ranks} ranks")
-        print(_table(rows), end="")
+        out = dict(head, methods=results, skipped=skipped) if args.method == "all" else dict(head, **results[0])
+        print(json.dumps(out, indent=2))
+        return
+    print(f"{args.graph}: {g.num_nodes} nodes, {g.num_edges} edges, {args.ranks} ranks", end="")
+    if args.method == "all":
+        print(" (halo_rows: rows all ranks receive, the communication volume; max_send_peer: the most rows one "
+              "rank sends to one peer)")
+        print(_table([{k: res["total"][k] for k in COMPARE} for res in results]), end="")
+        return
+    t = results[0]["total"]
+    print(f", method {t['method']} ({t['seconds']:.3f} s{', from the cache' if t['cached'] else ''})")
+    print(_table(_partition_rows(results[0]["ranks"], t)), end="")
 
 
 def cmd_train(args):
@@ -79,11 +114,15 @@ def cmd_train(args):
     if distributed:
         from .distributed.trainer import train as train_distributed
 
-        res = train_distributed(ds, cfg, args.backend, progress=not args.quiet, fetch=args.fetch)
+        res = train_distributed(ds, cfg, args.backend, progress=not args.quiet, fetch=args.fetch,
+                                partition=args.partition)
         if res["rank"] != 0:
             return
-        print(f"{res['world']} ranks, backend {args.backend}")
+        print(f"{res['world']} ranks, backend {args.backend}, partition {args.partition}")
     else:
+        if args.partition != "range":
+            raise MggError("--partition applies to distributed training (torchrun with 2 or more processes); one "
+                           "process owns every node")
         res = train(ds, cfg, progress=not args.quiet)
     for r in res["runs"]:
         print(f"seed {r.seed}: test {r.test_acc * 100:.1f}% (val {r.val_acc * 100:.1f}% at epoch {r.best_epoch}), "
@@ -125,7 +164,7 @@ def cmd_bench(args):
 
 
 GRAPH_HELP = ("a file (edge list, .mtx, .npz), a dataset directory or name under --data-dir (Planetoid name, "
-              "reddit, ogbn-*), or a synthetic spec (rmat-reddit, rmat-products, rmat:N:E)")
+              "reddit, ogbn-*), or a synthetic spec (rmat-reddit, rmat-products, rmat:N:E, sbm:N:BLOCKS:AVG_DEG:P_IN)")
 
 
 def _add_source(p):
@@ -151,6 +190,12 @@ def _backends() -> tuple:
     return BACKENDS
 
 
+def _partition_methods() -> list:
+    from .partition import METHODS
+
+    return list(METHODS)
+
+
 def _fetch_names() -> list:
     from .ops import FETCH
 
@@ -168,9 +213,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_info)
 
-    p = sub.add_parser("partition", help="per-rank nodes, edges, local/remote edges and imbalance")
+    p = sub.add_parser("partition", help="which nodes each rank owns, and what it costs: per rank nodes, edges, "
+                                         "local/remote edges, rows exchanged, imbalance; --method all compares")
     p.add_argument("graph", help=GRAPH_HELP)
     p.add_argument("--ranks", type=int, required=True)
+    p.add_argument("--method", choices=[*_partition_methods(), "all"], default="range",
+                   help="range: MGG Algorithm 1 on the graph's order; random: a seeded permutation; metis: METIS "
+                        "k-way, fewest remote edges; hypergraph: Mt-KaHyPar, fewest rows exchanged (metis and "
+                        "hypergraph: pip install mgg[partition]); all: compare them")
+    p.add_argument("--seed", type=int, default=0, help="the seed of random, metis and hypergraph")
+    p.add_argument("--no-cache", action="store_true",
+                   help="partition afresh (metis and hypergraph results are otherwise kept in "
+                        "$MGG_PARTITION_CACHE or ~/.cache/mgg/partitions)")
     _add_source(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_partition)
@@ -195,6 +249,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fetch", choices=[f for f in _fetch_names() if f != "uva"], default="get-warp",
                    help="how the nvshmem backend reads peers' rows: NVSHMEM get at warp/thread/block scope, "
                         "or direct loads through nvshmem_ptr")
+    p.add_argument("--partition", choices=_partition_methods(), default="range",
+                   help="under torchrun, which nodes each rank owns: range (MGG Algorithm 1), random, metis or "
+                        "hypergraph (see mgg partition)")
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--quiet", action="store_true")
     _add_config(p)

@@ -6,7 +6,7 @@ by `mgg train`, `mgg partition`, `mgg tune` and `python -m bench`. A spec is, in
 2. a dataset name under `data_dir`: a Planetoid name (`ind.NAME.*` in the directory or PyG's
    `NAME/raw`), `reddit` (PyG's `Reddit/raw`), an OGB name (`ogbn-arxiv` -> `ogbn_arxiv/`, as
    OGB lays it out), or a file name;
-3. a synthetic spec (mgg.synthetic): `rmat-reddit`, `rmat-products`, `rmat:N:E`; the old names
+3. a synthetic spec (mgg.synthetic): `rmat-reddit`, `rmat-products`, `rmat:N:E`, `sbm:N:B:DEG:P_IN`; the old names
    `reddit` and `products` still mean the stand-ins when no real data is found, with a note.
 
 Cora ships with the package (Planetoid raw format)."""

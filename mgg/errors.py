@@ -11,3 +11,7 @@ class GraphError(MggError):
 
 class PlanError(MggError):
     """A plan or its configuration (ranks, ps, dist, wpb) is invalid."""
+
+
+class MissingPackageError(MggError):
+    """An optional package that a feature needs is not installed (the message names the pip extra)."""

@@ -33,6 +33,7 @@ import torch
 from . import _C
 from .errors import PlanError
 from .graph import Graph
+from .partition_stats import partition_stats
 
 PS_RANGE = tuple(_C.limits["ps"])
 DIST_RANGE = tuple(_C.limits["dist"])
@@ -468,17 +469,11 @@ class Plan:
         self._plans.pop((rank, config), None)
 
     def stats(self) -> list[dict]:
-        """Per rank: nodes, edges, local and remote edges, halo rows (what the halo and nvshmem
-        backends move), allgather rows (what the allgather backend moves: every other rank's rows),
-        remote fraction, edge imbalance."""
-        rows = []
-        mean = self.graph.num_edges / self.num_ranks
-        for r in range(self.num_ranks):
-            p = self.partition(r)
-            e = p.num_local_edges + p.num_remote_edges
-            rows.append(dict(rank=r, nodes=p.num_rows, edges=e, local_edges=p.num_local_edges,
-                             remote_edges=p.num_remote_edges, halo_nodes=p.num_halo,
-                             allgather_rows=self.graph.num_nodes - p.num_rows,
-                             remote_fraction=round(p.num_remote_edges / e, 4) if e else 0.0,
-                             imbalance=round(e / mean, 4) if mean else 1.0))
-        return rows
+        """Per rank: nodes, edges, local and remote edges, remote fraction, halo rows received
+        (what the halo and nvshmem backends move), rows sent (in total and to the one peer that
+        gets the most), allgather rows (what the allgather backend moves: every other rank's
+        rows), edge and node imbalance (mgg.partition_stats; its second result has the totals)."""
+        ranks = partition_stats(self.graph, self.bounds)[0]
+        for r in ranks:
+            r["allgather_rows"] = self.graph.num_nodes - r["nodes"]
+        return ranks

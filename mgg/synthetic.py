@@ -10,6 +10,10 @@
   the published ones (the maximum degree, isolated share and skew of the real graphs are not
   published, so they are shown as unknown). The old names `reddit` and `products` still work
   and say on stderr that they are the stand-ins.
+- `sbm:NODES:BLOCKS:AVG_DEG:P_IN[:SEED]`: a stochastic block model, a graph with community
+  structure (what graph partitioning can exploit and R-MAT barely has): BLOCKS equal
+  communities over randomly numbered nodes (so the node order says nothing of them), undirected
+  and simple, NODES * AVG_DEG directed edges, a share P_IN of the pairs inside a community.
 
 Edges are made in chunks, so host memory stays near the size of the CSR itself."""
 from __future__ import annotations
@@ -52,8 +56,10 @@ PRESETS = {
         "node-property table (loaded with inverse edges: 123,718,280); the other statistics are not published")),
 }
 ALIASES = {"reddit": "rmat-reddit", "products": "rmat-products"}
-SPEC_HELP = "'rmat-reddit', 'rmat-products' (optionally ':scale=0.1', ':seed=1'), 'rmat:NODES:EDGES[:SEED]'"
+SPEC_HELP = ("'rmat-reddit', 'rmat-products' (optionally ':scale=0.1', ':seed=1'), 'rmat:NODES:EDGES[:SEED]', "
+             "'sbm:NODES:BLOCKS:AVG_DEG:P_IN[:SEED]'")
 _PRESET_RE = re.compile(r"(rmat-reddit|rmat-products|reddit|products)(?::scale=([0-9.eE+-]+))?(?::seed=(\d+))?")
+_SBM_RE = re.compile(r"sbm:(\d+):(\d+):([0-9.eE+-]+):([0-9.eE+-]+)(?::(\d+))?")
 
 
 def rmat_edges(num_nodes: int, num_edges: int, seed: int = 0, abcd=(0.57, 0.19, 0.19, 0.05),
@@ -166,6 +172,81 @@ def rmat_undirected(num_nodes: int, num_edges: int, seed: int = 0, abcd=(0.57, 0
     return Graph.from_edges(src, dst, num_nodes, what=f"rmat-undirected:{num_nodes}:{num_edges}")
 
 
+def _distinct_pairs(draw, want: int, num_nodes: int, rng, chunk: int) -> np.ndarray:
+    """`want` distinct undirected pairs as sorted keys min * N + max: candidates from draw(k)
+    (two id arrays, no self-loops) until there are enough; the excess is dropped at random."""
+    keys = np.empty(0, np.int64)
+    while keys.size < want:
+        u, v = draw(min(chunk, int((want - keys.size) * 1.1) + 1000))
+        fresh = sorted_unique(np.minimum(u, v) * num_nodes + np.maximum(u, v))
+        if keys.size:
+            at = np.minimum(np.searchsorted(keys, fresh), keys.size - 1)
+            fresh = fresh[keys[at] != fresh]
+        if keys.size + fresh.size > want:
+            fresh = np.delete(fresh, rng.choice(fresh.size, keys.size + fresh.size - want, replace=False))
+        keys = np.sort(np.concatenate([keys, fresh])) if keys.size else fresh
+    return keys
+
+
+def sbm_communities(num_nodes: int, blocks: int, seed: int = 0) -> np.ndarray:
+    """The community of every node of sbm(num_nodes, blocks, ..., seed): equal shares (+-1),
+    randomly placed."""
+    return np.random.default_rng([seed, 1]).permutation(np.arange(num_nodes) % blocks)
+
+
+def sbm(num_nodes: int, blocks: int, avg_degree: float, p_in: float, seed: int = 0, chunk: int = 1 << 22) -> Graph:
+    """A stochastic block model: an undirected simple graph (every pair in both directions, no
+    self-loops or duplicates) over `blocks` communities of equal size (+-1) with randomly drawn
+    members (sbm_communities). It has round(num_nodes * avg_degree / 2) distinct pairs, round(p_in * pairs) of
+    them inside a community (one end uniform, the other uniform in its community) and the rest
+    between two different communities.
+
+    Args:
+        num_nodes: N >= 2.
+        blocks: communities, 1 <= blocks <= N / 2.
+        avg_degree: directed edges per node.
+        p_in: the share of pairs inside a community, in [0, 1] (1 with one block).
+        seed: the generator's seed.
+
+    Returns:
+        The Graph.
+    """
+    what = f"sbm:{num_nodes}:{blocks}:{avg_degree}:{p_in}"
+    if num_nodes < 2 or not 1 <= blocks <= num_nodes // 2 or not avg_degree > 0 or not 0 <= p_in <= 1:
+        raise GraphError(f"{what}: need NODES >= 2, 1 <= BLOCKS <= NODES / 2, AVG_DEG > 0 and P_IN in [0, 1]")
+    if blocks == 1 and p_in < 1:
+        raise GraphError(f"{what}: one block has no pairs between communities (P_IN must be 1)")
+    rng = np.random.default_rng(seed)
+    comm = sbm_communities(num_nodes, blocks, seed)
+    order = np.argsort(comm, kind="stable")  # the members of each block, block by block
+    size = np.bincount(comm, minlength=blocks)
+    start = np.concatenate([[0], np.cumsum(size)[:-1]])
+    pairs = int(round(num_nodes * avg_degree / 2))
+    inside = int(round(p_in * pairs))
+    room_in = int((size * (size - 1) // 2).sum())
+    room_out = num_nodes * (num_nodes - 1) // 2 - room_in
+    if inside > room_in // 2 or pairs - inside > room_out // 2:
+        raise GraphError(f"{what}: {pairs:,} pairs are too many for a sparse block model of {num_nodes:,} nodes")
+
+    def within(k):  # u uniform, v uniform in u's block
+        u = rng.integers(0, num_nodes, k)
+        b = comm[u]
+        v = order[start[b] + (rng.random(k) * size[b]).astype(np.int64)]
+        keep = u != v
+        return u[keep], v[keep]
+
+    def between(k):  # u uniform, v uniform outside u's block
+        u = rng.integers(0, num_nodes, k)
+        b = comm[u]
+        i = (rng.random(k) * (num_nodes - size[b])).astype(np.int64)
+        return u, order[i + (i >= start[b]) * size[b]]
+
+    keys = np.concatenate([_distinct_pairs(within, inside, num_nodes, rng, chunk),
+                           _distinct_pairs(between, pairs - inside, num_nodes, rng, chunk)])
+    u, v = keys // num_nodes, keys % num_nodes
+    return Graph.from_edges(np.concatenate([u, v]), np.concatenate([v, u]), num_nodes, what=what)
+
+
 def sorted_unique(a: np.ndarray) -> np.ndarray:
     """np.unique by one in-place sort (numpy 2's hash-based unique is many times slower on
     large int64 arrays). Sorts `a`."""
@@ -187,7 +268,7 @@ def canonical(spec: str) -> str:
 
 
 def is_spec(spec: str) -> bool:
-    return bool(_PRESET_RE.fullmatch(spec)) or spec.startswith("rmat:")
+    return bool(_PRESET_RE.fullmatch(spec)) or spec.startswith(("rmat:", "sbm:"))
 
 
 def preset_of(spec: str) -> Optional[tuple[str, float]]:
@@ -215,6 +296,13 @@ def from_spec(spec: str) -> Graph:
     m = re.fullmatch(r"rmat:(\d+):(\d+)(?::(\d+))?", spec)
     if m:
         return rmat(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    m = _SBM_RE.fullmatch(spec)
+    if m:
+        try:
+            deg, p_in = float(m.group(3)), float(m.group(4))
+        except ValueError:
+            raise GraphError(f"{spec}: AVG_DEG and P_IN must be numbers ({SPEC_HELP})") from None
+        return sbm(int(m.group(1)), int(m.group(2)), deg, p_in, int(m.group(5) or 0))
     raise GraphError(f"{spec}: not a synthetic spec ({SPEC_HELP})")
 
 

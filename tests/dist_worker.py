@@ -3,7 +3,10 @@ one GPU with several NVSHMEM PEs). Run alone it computes the single-process refe
 torchrun each rank computes its rows and rank 0 writes the assembled result.
 
     python dist_worker.py KIND OUT --single [--device cuda]
-    torchrun --standalone --nproc-per-node N dist_worker.py KIND OUT [--backend nvshmem] ...
+    torchrun --standalone --nproc-per-node N dist_worker.py KIND OUT [--backend nvshmem] [--partition metis] ...
+
+With --partition the ranks own the nodes of a relabelled graph (mgg.partition); the worker still
+hands DistGraph tensors in the user's node order and gathers the results back into it.
 """
 import argparse
 import pickle
@@ -11,6 +14,7 @@ import pickle
 import torch
 import torch.distributed as dist
 
+import mgg
 from mgg.datasets import bundled_planetoid_dir
 from mgg.distributed import DistGraph
 from mgg.distributed.trainer import all_reduce
@@ -68,23 +72,29 @@ def main():
                     "written to OUT.FETCH when there are several (one NVSHMEM start-up serves them all)")
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--partition", default="range", help="a method of mgg.partition")
+    ap.add_argument("--precomputed", action="store_true",
+                    help="partition here (seed 5) and hand DistGraph the mgg.Partition")
     args = ap.parse_args()
     if args.single:
         (res, identical) = run(args)
         pickle.dump((*res, identical), open(args.out, "wb"))
         return
     dist.init_process_group("gloo")
+    g = case(args.kind)[0]
+    part = mgg.partition(g, dist.get_world_size(), args.partition, seed=5, cache=False) if args.precomputed \
+        else args.partition
     fetches = args.fetch.split(",")
     for fetch in fetches:
-        dg = DistGraph(case(args.kind)[0], backend=args.backend, fetch=fetch)
+        dg = DistGraph(g, backend=args.backend, fetch=fetch, partition=part)
+        assert not args.precomputed or dg.partition is part
         (logits, xgrad, wgrads), identical = run(args, dg)
-        parts = [None] * dg.world
-        dist.all_gather_object(parts, (dg.row_begin, logits, xgrad, identical))
+        logits, xgrad = dg.gather(logits), dg.gather(xgrad)  # every rank's rows, in the user's node order
+        flags = [None] * dg.world
+        dist.all_gather_object(flags, identical)
         if dg.rank == 0:
-            parts.sort(key=lambda p: p[0])
             out = args.out if len(fetches) == 1 else f"{args.out}.{fetch}"
-            pickle.dump((torch.cat([p[1] for p in parts]), torch.cat([p[2] for p in parts]), wgrads,
-                         all(p[3] for p in parts)), open(out, "wb"))
+            pickle.dump((logits, xgrad, wgrads, all(flags)), open(out, "wb"))
         dist.barrier()
     if args.backend == "nvshmem":
         from mgg.distributed import nvshmem

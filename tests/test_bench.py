@@ -1,5 +1,6 @@
 """CI smoke test of the harness: every suite that runs without a GPU, on tiny graphs."""
 import csv
+import os
 import subprocess
 import sys
 
@@ -50,6 +51,37 @@ def test_smoke_all_suites(tmp_path):
     assert "speedup of mgg over each peer" in md and "tuner against the exhaustive grid" in md
     assert "## load: graph files to an mgg Graph" in md and "## load: the plan of a graph" in md
     assert "## fetch: one kernel" in md and "fetch rmat:1500:15000 D=16 P=2 uva (needs a GPU)" in md
+
+
+def test_scaling_and_dist_with_a_partition(tmp_path):
+    """--partition: the plans (in process) and the ranks (under torchrun) own a relabelled graph,
+    and the impl names say by which method."""
+    env = dict(os.environ, MGG_PARTITION_CACHE=str(tmp_path / "partitions"))
+    r = subprocess.run([sys.executable, "-m", "bench", "scaling", "dist", "--smoke", "--quiet", "--partition", "random",
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-4000:]
+    (csv_path,) = tmp_path.glob("*.csv")
+    rows = list(csv.DictReader(open(csv_path)))
+    assert {row["impl"] for row in rows} == {"mgg-peers-inproc[random]", "mgg-halo-inproc[random]", "mgg-halo[random]"}
+    two = [row for row in rows if int(row["pes"]) == 2]
+    assert two and all(row["rank_edges"].count(";") == 1 for row in two)
+
+
+def test_partition_compare_writes_csv_and_markdown(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "bench.partition_compare", "--graphs", "cora", "--ranks", "2",
+                        "--methods", "range", "random", "--out", str(tmp_path)], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    (csv_path,) = tmp_path.glob("partition-*.csv")
+    rows = list(csv.DictReader(open(csv_path)))
+    assert [(row["method"], row["status"], row["edges"]) for row in rows] == [("range", "ok", "10556"),
+                                                                              ("random", "ok", "10556")]
+    assert float(rows[0]["remote_fraction"]) > 0.3 and int(rows[0]["halo_rows"]) > 0
+    r = subprocess.run([sys.executable, "-m", "bench.partition_compare", "--graphs", "cora", "--ranks", "3",
+                        "--methods", "range", "--append", str(csv_path)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    md = csv_path.with_suffix(".md").read_text()
+    assert md.count("| cora |") == 3 and "| cora | 3 | range |" in md
 
 
 def test_rejects_too_few_repetitions(tmp_path):

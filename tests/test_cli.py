@@ -1,13 +1,15 @@
 """The mgg command: each subcommand runs, bad arguments give one line and a non-zero status."""
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 
-def mgg(*args, check=True):
-    r = subprocess.run([sys.executable, "-m", "mgg", *args], capture_output=True, text=True, timeout=600)
+def mgg(*args, check=True, env=None):
+    r = subprocess.run([sys.executable, "-m", "mgg", *args], capture_output=True, text=True, timeout=600,
+                       env=None if env is None else dict(os.environ, **env))
     if check:
         assert r.returncode == 0, r.stderr
     return r
@@ -26,7 +28,59 @@ def test_partition_json_and_table(tmp_path):
     assert "remote_fraction" in mgg("partition", "cora", "--ranks", "2").stdout
 
 
+def _installed(package):
+    try:
+        __import__(package)
+        return True
+    except ImportError:
+        return False
+
+
+def test_partition_methods_compared(tmp_path):
+    """--method all: one row per method; metis and hypergraph (where installed) cut Cora's remote
+    edges far below the range split; the second run reads them from the cache."""
+    env = {"MGG_PARTITION_CACHE": str(tmp_path)}
+    out = json.loads(mgg("partition", "cora", "--ranks", "4", "--method", "all", "--json", env=env).stdout)
+    have = [m for m, pkg in (("metis", "pymetis"), ("hypergraph", "mtkahypar")) if _installed(pkg)]
+    assert [m["method"] for m in out["methods"]] == ["range", "random", *have]
+    assert (out["nodes"], out["edges"], out["num_ranks"]) == (2708, 10556, 4)
+    for m in out["methods"]:
+        t = m["total"]
+        assert t["edges"] == 10556 and t["local_edges"] + t["remote_edges"] == 10556
+        assert t["remote_edges"] == sum(r["remote_edges"] for r in m["ranks"])
+        assert t["halo_rows"] == sum(r["halo_rows"] for r in m["ranks"]) == sum(r["send_rows"] for r in m["ranks"])
+        assert t["max_send_peer"] == max(r["max_send_peer"] for r in m["ranks"])
+    by = {m["method"]: m["total"] for m in out["methods"]}
+    assert by["range"]["remote_fraction"] > 0.6
+    for m in have:
+        assert by[m]["remote_fraction"] < 0.15 and by[m]["edge_imbalance"] <= 1.10 and not by[m]["cached"]
+    text = mgg("partition", "cora", "--ranks", "4", "--method", "all", env=env).stdout
+    assert "halo_rows" in text and "max_send_peer" in text and all(m in text for m in by)
+    if have:
+        text = mgg("partition", "cora", "--ranks", "4", "--method", have[0], env=env).stdout
+        assert f"method {have[0]}" in text and "from the cache" in text and "total" in text
+
+
+def test_partition_one_rank_says_there_is_nothing_to_do():
+    r = mgg("partition", "cora", "--ranks", "1", "--method", "hypergraph", "--json")
+    assert "nothing to partition" in r.stderr
+    assert json.loads(r.stdout)["total"]["remote_edges"] == 0
+
+
+def test_partition_missing_package_is_one_line(tmp_path):
+    (tmp_path / "pymetis.py").write_text("raise ImportError('simulated: not installed')\n")
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    env = {"PYTHONPATH": path, "MGG_PARTITION_CACHE": str(tmp_path / "cache")}
+    r = mgg("partition", "cora", "--ranks", "2", "--method", "metis", check=False, env=env)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "mgg partition: error: partition method 'metis' needs the pymetis package: pip install mgg[partition]"]
+    r = mgg("partition", "cora", "--ranks", "2", "--method", "all", "--json", env=env)
+    assert "skipping metis" in r.stderr and "metis" not in [m["method"] for m in json.loads(r.stdout)["methods"]]
+
+
 @pytest.mark.parametrize("args, msg", [
+    (["train", "--partition", "metis"], "--partition applies to distributed training (torchrun"),
+    (["partition", "sbm:100:80:4:0.5", "--ranks", "2"], "1 <= BLOCKS <= NODES / 2"),
     (["partition", "missing.txt", "--ranks", "2"], "no such file"),
     (["partition", "rmat:10:50", "--ranks", "20"], "exceed the number of nodes"),
     (["train", "--dataset", "pubmed"], "pubmed: no such file, not a dataset in"),

@@ -1,5 +1,7 @@
-"""Several processes (gloo, CPU) give the logits and gradients of the single-process run; the
-worker (dist_worker.py) is shared with the GPU tests of the nvshmem backend (test_nvshmem.py)."""
+"""Several processes (gloo, CPU) give the logits and gradients of the single-process run, for
+every partition method (the ranks own a relabelled graph; tensors go in and come out in the
+user's node order); the worker (dist_worker.py) is shared with the GPU tests of the nvshmem
+backend (test_nvshmem.py)."""
 import os
 import pickle
 import subprocess
@@ -11,6 +13,18 @@ import torch
 WORKER = os.path.join(os.path.dirname(__file__), "dist_worker.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT = float(os.environ.get("MGG_WORKER_TIMEOUT", "600"))  # seconds for one worker run (GPU calls set less)
+
+
+def _have(package: str) -> bool:
+    try:
+        __import__(package)
+        return True
+    except ImportError:
+        return False
+
+
+# metis and hypergraph where their packages are installed (the `test` extra has them)
+PARTITIONS = ["range", "random"] + [m for m, pkg in (("metis", "pymetis"), ("hypergraph", "mtkahypar")) if _have(pkg)]
 
 
 def worker_env(extra=None) -> dict:
@@ -36,22 +50,70 @@ def compare(ref_path, dist_path):
     return ref, got
 
 
-@pytest.mark.parametrize("backend", ["halo", "allgather"])
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The single-process result of a worker kind, computed once per module."""
+    done = {}
+
+    def get(kind):
+        if kind not in done:
+            done[kind] = tmp_path_factory.mktemp("reference") / f"{kind}.pkl"
+            run_worker([kind, str(done[kind]), "--single"])
+        return done[kind]
+    return get
+
+
+@pytest.mark.parametrize("partition", PARTITIONS)
 @pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin"])
 @pytest.mark.parametrize("nproc", [2, 4])
-def test_ranks_match_single_process(tmp_path, kind, nproc, backend):
-    ref_path, dist_path = tmp_path / "ref.pkl", tmp_path / "dist.pkl"
-    run_worker([kind, str(ref_path), "--single"])
-    run_worker([kind, str(dist_path), "--backend", backend], nproc)
-    compare(ref_path, dist_path)
+def test_ranks_match_single_process(tmp_path, reference, kind, nproc, partition):
+    dist_path = tmp_path / "dist.pkl"
+    run_worker([kind, str(dist_path), "--partition", partition], nproc,
+               env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")})
+    compare(reference(kind), dist_path)
 
 
-def test_torchrun_train_cli():
+@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin"])
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_allgather_ranks_match_single_process(tmp_path, reference, kind, nproc):
+    """The allgather backend (CAGNET 1D), over a partition other than the range split."""
+    dist_path = tmp_path / "dist.pkl"
+    run_worker([kind, str(dist_path), "--backend", "allgather", "--partition", PARTITIONS[-1]], nproc,
+               env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")})
+    compare(reference(kind), dist_path)
+
+
+def test_precomputed_partition_matches(tmp_path, reference):
+    """DistGraph(partition=an mgg.Partition) computed by the caller (here a seeded one)."""
+    dist_path = tmp_path / "dist.pkl"
+    run_worker(["directed-gin", str(dist_path), "--partition", PARTITIONS[-1], "--precomputed"], 2,
+               env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")})
+    compare(reference("directed-gin"), dist_path)
+
+
+def test_partition_error_reaches_every_rank(tmp_path):
+    """A method whose package is missing: rank 0's one-line error is raised on every rank (none
+    waits for a partition that never comes)."""
+    (tmp_path / "pymetis.py").write_text("raise ImportError('simulated: not installed')\n")
+    env = worker_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
-                        "-m", "mgg", "train", "--epochs", "30", "--seeds", "1", "--quiet"],
-                       capture_output=True, text=True, timeout=TIMEOUT, env=worker_env())
+                        "-m", "mgg", "train", "--epochs", "2", "--seeds", "1", "--quiet", "--partition", "metis"],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert r.returncode != 0
+    errors = [line for line in r.stderr.splitlines() if line.startswith("mgg train: error:")]
+    assert len(errors) == 2, r.stderr[-3000:]
+    assert all("'metis' needs the pymetis package: pip install mgg[partition]" in e for e in errors)
+
+
+@pytest.mark.parametrize("partition", ["range", PARTITIONS[-1]])
+def test_torchrun_train_cli(tmp_path, partition):
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
+                        "-m", "mgg", "train", "--epochs", "30", "--seeds", "1", "--quiet", "--partition", partition],
+                       capture_output=True, text=True, timeout=TIMEOUT,
+                       env=worker_env({"MGG_PARTITION_CACHE": str(tmp_path / "partitions")}))
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "2 ranks, backend halo" in r.stdout and "test accuracy" in r.stdout
+    assert f"2 ranks, backend halo, partition {partition}" in r.stdout and "test accuracy" in r.stdout
 
 
 def test_needs_initialised_group():

@@ -1,5 +1,6 @@
 """Graph type, loaders, synthetic generators and normalisation."""
 import pickle
+import re
 import tracemalloc
 
 import numpy as np
@@ -10,7 +11,7 @@ import torch
 from mgg import GraphError
 from mgg.graph import Graph
 from mgg.io import NodeDataset, load_edge_list, load_graph, load_npz, load_planetoid
-from mgg.synthetic import PRESETS, degree_stats, from_spec, preset_of, rmat, rmat_undirected
+from mgg.synthetic import PRESETS, degree_stats, from_spec, preset_of, rmat, rmat_undirected, sbm_communities
 from mgg.testing import random_graph
 
 
@@ -248,6 +249,30 @@ def test_preset_generator_is_seeded_and_exact():
         rmat_undirected(10, 11)
     with pytest.raises(GraphError, match="do not fit"):
         rmat_undirected(4, 14)
+
+
+def test_sbm_is_simple_undirected_with_its_share_inside_communities():
+    g = from_spec("sbm:2000:4:8:0.9:3")
+    s = degree_stats(g)
+    assert (s["nodes"], s["edges"], s["self_loops"], s["duplicates"], s["symmetric"]) == (2000, 16000, 0, 0, True)
+    comm = sbm_communities(2000, 4, 3)
+    assert np.bincount(comm).tolist() == [500] * 4
+    inside = comm[g.rows().numpy()] == comm[g.col.numpy()]
+    assert int(inside.sum()) == 2 * round(0.9 * 8000)
+    assert torch.equal(from_spec("sbm:2000:4:8:0.9:3").col, g.col)
+    assert not torch.equal(from_spec("sbm:2000:4:8:0.9:4").col, g.col)
+    assert from_spec("sbm:100:1:4:1").num_edges == 400
+
+
+@pytest.mark.parametrize("spec, msg", [
+    ("sbm:100:1:4:0.5", "one block has no pairs between communities"),
+    ("sbm:100:80:4:0.5", "1 <= BLOCKS <= NODES / 2"),
+    ("sbm:20:2:15:0.5", "too many for a sparse block model"),
+    ("sbm:100:2:4:1.5", "P_IN in [0, 1]"),
+])
+def test_sbm_refuses_impossible_specs(spec, msg):
+    with pytest.raises(GraphError, match=re.escape(msg)):
+        from_spec(spec)
 
 
 def test_degree_stats_on_a_known_graph():

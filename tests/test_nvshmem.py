@@ -6,7 +6,7 @@ run on the H100/H200 (bench/gpu_verify.sh)."""
 import pickle
 
 import pytest
-from test_distributed import compare, run_worker
+from test_distributed import PARTITIONS, compare, run_worker
 
 from mgg.testing import requires_cuda
 
@@ -38,6 +38,18 @@ def test_pes_on_one_gpu_match_single_process(reference, tmp_path, kind, nproc):
                env=NVSHMEM_ENV)
     for fetch in FETCHES:
         compare(reference(kind), f"{out}.{fetch}")
+
+
+@pytest.mark.parametrize("partition", [p for p in PARTITIONS if p != "range"])
+@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin"])
+def test_pes_on_one_gpu_with_a_partition(tmp_path, kind, partition):
+    """The PEs own the nodes of a relabelled graph (mgg.partition): the symmetric tables hold
+    the relabelled rows, the results come back in the user's node order."""
+    ref_path, dist_path = tmp_path / "ref.pkl", tmp_path / "dist.pkl"
+    run_worker([kind, str(ref_path), "--single", "--device", "cuda"])
+    run_worker([kind, str(dist_path), "--device", "cuda", "--backend", "nvshmem", "--partition", partition], 4,
+               env=dict(NVSHMEM_ENV, MGG_PARTITION_CACHE=str(tmp_path / "partitions")))
+    compare(ref_path, dist_path)
 
 
 @pytest.mark.parametrize("nproc", [2, 4])

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
+from test_distributed import PARTITIONS
 
-from mgg import Config, MggError, Plan
+import mgg
+from mgg import Config, MggError
 from mgg.distributed import nvshmem
 from mgg.testing import random_graph
 
@@ -56,14 +58,18 @@ class _FakeHeap:
         self.freed += 1
 
 
-def test_layer_protocol_with_threads_as_pes(monkeypatch):
+@pytest.mark.parametrize("partition", PARTITIONS)
+def test_layer_protocol_with_threads_as_pes(monkeypatch, tmp_path, partition):
     """P threads stand in for P PEs. Each layer writes its rows into the next of two tables,
     meets the others at the barrier, then reads peers' rows in place (aggregate_peers, direct
-    loads). Four layers of one shape reuse the two tables in turn; every layer's result must
-    equal the global one; destroy frees both tables."""
+    loads). Four layers of one shape reuse the two tables in turn; every layer's result, put
+    back in the user's node order, must equal the global one (for every partition method: the
+    plan is of the relabelled graph, as DistGraph builds it); destroy frees both tables."""
     pes, layers = 3, 4
     g = random_graph(200, 3000, seed=12, weighted=True, skew=0.5)
-    plan = Plan(g, pes)
+    part = mgg.partition(g, pes, partition, cache=str(tmp_path))
+    plan = part.plan(g)
+    perm = torch.from_numpy(part.perm)
     b = plan.bounds
     range_rows = [int(n) for n in np.diff(b)]
     xs = [torch.randn(200, 9, dtype=torch.float64) for _ in range(layers)]
@@ -74,7 +80,8 @@ def test_layer_protocol_with_threads_as_pes(monkeypatch):
         try:
             local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
             rp = plan.rank_plan(pe, Config(4, 2, 2))
-            results[pe] = [nvshmem.aggregate(x[b[pe]:b[pe + 1]], rp, rp, range_rows, "direct", False) for x in xs]
+            results[pe] = [nvshmem.aggregate(x[perm][b[pe]:b[pe + 1]], rp, rp, range_rows, "direct", False)
+                           for x in xs]
             assert len(local.rt.tables) == 1 and len(next(iter(local.rt.tables.values()))) == 2
             local.rt.destroy()
             assert local.rt.heap.freed == 2
@@ -90,7 +97,7 @@ def test_layer_protocol_with_threads_as_pes(monkeypatch):
     assert not errors, errors
     assert world.barriers == [layers] * pes
     for i, x in enumerate(xs):
-        got = torch.cat([results[pe][i] for pe in range(pes)])
+        got = part.to_user(torch.cat([results[pe][i] for pe in range(pes)]))
         torch.testing.assert_close(got, g.to_torch_sparse(torch.float64) @ x)
 
 
@@ -196,7 +203,7 @@ def test_start_use_and_shutdown_in_nvshmem4py_order(one_rank_group, monkeypatch)
     monkeypatch.setattr(nvshmem.atexit, "register", lambda fn: None)
     nvshmem.start(core, lib, device=object())
     g = random_graph(40, 300, seed=3)
-    rp = Plan(g).rank_plan(0, Config(2, 1, 2))
+    rp = mgg.Plan(g).rank_plan(0, Config(2, 1, 2))
     x = torch.randn(40, 5, dtype=torch.float64)
     for _ in range(3):  # three layers of one shape: two tables, used in turn
         out = nvshmem.aggregate(x, rp, rp, [40], "direct", False)

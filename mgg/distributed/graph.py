@@ -11,10 +11,12 @@ peers' rows through the backend:
 - `allgather` (CAGNET 1D): every rank gathers all rows each layer and aggregates its own rows
   from the whole table (allgather.py); its adjoint reduce-scatters the table's gradient.
 
-The same model code runs on both."""
+The same model code runs on both. Which nodes a rank owns is a partition (mgg.partition): by
+default MGG's ranges of the graph's own order, or a relabelling that cuts communication
+(METIS, hypergraph); users see their own node order either way."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Union
 
 import numpy as np
 import torch
@@ -23,6 +25,8 @@ import torch.distributed as dist
 from ..errors import MggError
 from ..graph import Graph
 from ..ops import check_fetch, run_step
+from ..partition import CACHED, METHODS, Partition
+from ..partition import partition as partition_nodes
 from ..plan import Config, Plan
 from . import nvshmem
 from .allgather import AllGather
@@ -65,9 +69,25 @@ class DistPlan:
 
 
 class DistGraph:
-    """What a distributed model passes to mgg layers in place of edge_index."""
+    """What a distributed model passes to mgg layers in place of edge_index.
 
-    def __init__(self, graph: Graph, group=None, backend: str = "halo", fetch: str = "get-warp"):
+    Args:
+        graph: the graph, in the user's node order; every rank passes the same one.
+        group: the torch.distributed group (default: the world).
+        backend: 'halo' or 'nvshmem' (module docstring).
+        fetch: how the nvshmem backend reads peers' rows (mgg._C.FETCH).
+        partition: which nodes each rank owns: a method of mgg.partition ('range', MGG
+            Algorithm 1 on the graph's order, the default; 'random', 'metis', 'hypergraph') or a
+            precomputed mgg.Partition of this graph for this many ranks. Rank 0 partitions (or
+            reads the disk cache) and the others receive its result, so all ranks agree.
+        seed: the partitioning method's seed.
+
+    The ranks own contiguous ranges of the relabelled graph, but every tensor a user hands in
+    or gets back is in the user's node order: `local(t)` takes a per-node tensor and gives this
+    rank's rows, `global_ids` names them, `gather(rows)` assembles every rank's rows."""
+
+    def __init__(self, graph: Graph, group=None, backend: str = "halo", fetch: str = "get-warp",
+                 partition: Union[str, Partition] = "range", seed: int = 0):
         if backend not in BACKENDS:
             raise MggError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if not dist.is_initialized():
@@ -82,16 +102,85 @@ class DistGraph:
         self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
         if self.world > graph.num_nodes:
             raise MggError(f"{self.world} ranks exceed the graph's {graph.num_nodes} nodes")
-        self.bounds = Plan(graph, self.world).bounds
+        self.partition = _agree(graph, self.world, self.rank, group, partition, seed)
+        self.bounds = self.partition.bounds
         self.row_begin, self.row_end = int(self.bounds[self.rank]), int(self.bounds[self.rank + 1])
+        self.global_ids = torch.from_numpy(self.partition.rank_nodes(self.rank).copy())
+        self._ids: dict = {}
         self._plans: dict[str, DistPlan] = {}
 
+    @property
+    def num_rows(self) -> int:
+        """The number of nodes this rank owns."""
+        return self.row_end - self.row_begin
+
+    def _ids_on(self, device) -> torch.Tensor:
+        key = str(device)
+        if key not in self._ids:
+            self._ids[key] = self.global_ids.to(device)
+        return self._ids[key]
+
     def local(self, t: torch.Tensor) -> torch.Tensor:
-        """This rank's rows of a per-node tensor."""
-        return t[self.row_begin:self.row_end]
+        """This rank's rows of a per-node tensor given in the user's node order (features,
+        labels, masks), in the rank's row order: rows global_ids of t (a view for 'range')."""
+        if t.size(0) != self.graph.num_nodes:
+            raise MggError(f"a per-node tensor has {t.size(0)} rows but the graph has {self.graph.num_nodes} nodes")
+        if self.partition.identity:
+            return t[self.row_begin:self.row_end]
+        return t[self._ids_on(t.device)]
+
+    def gather(self, rows: torch.Tensor) -> torch.Tensor:
+        """Every rank's rows of a per-node tensor (outputs, gradients), assembled in the user's
+        node order on every rank. A collective; the result is detached.
+
+        Args:
+            rows: this rank's rows [num_rows, ...], in the rank's row order (as local() gives).
+
+        Returns:
+            [nodes, ...] in the user's node order, on rows' device.
+        """
+        if rows.size(0) != self.num_rows:
+            raise MggError(f"rank {self.rank}: {rows.size(0)} rows given but it owns {self.num_rows}")
+        sizes = [int(b) for b in np.diff(self.bounds)]
+        device = rows.device
+        send = rows.detach()
+        if send.is_cuda and dist.get_backend(self.group) == "gloo":
+            send = send.cpu()  # gloo moves host memory
+        padded = send.new_zeros((max(sizes), *send.shape[1:]))
+        padded[:send.size(0)] = send
+        parts = [torch.empty_like(padded) for _ in sizes]
+        dist.all_gather(parts, padded, group=self.group)
+        return self.partition.to_user(torch.cat([p[:k] for p, k in zip(parts, sizes, strict=True)])).to(device)
 
     def plan_for(self, tag: str, make: Callable[[Graph], Graph]) -> DistPlan:
-        """The DistPlan of make(graph) (a layer's normalisation), built once per tag."""
+        """The DistPlan of make(graph) (a layer's normalisation, in the user's order, then
+        relabelled into the ranks' order), built once per tag."""
         if tag not in self._plans:
-            self._plans[tag] = DistPlan(make(self.graph), self.rank, self.bounds, self.group, self.backend, self.fetch)
+            g = self.partition.relabel(make(self.graph))
+            self._plans[tag] = DistPlan(g, self.rank, self.bounds, self.group, self.backend, self.fetch)
         return self._plans[tag]
+
+
+def _agree(graph: Graph, world: int, rank: int, group, partition: Union[str, Partition], seed: int) -> Partition:
+    """The ranks' common partition: a given one (checked), one computed alike on every rank
+    ('range', 'random'), or rank 0's result (read from its disk cache or computed) sent to all;
+    an error on rank 0 is raised on every rank."""
+    if isinstance(partition, Partition):
+        if partition.num_nodes != graph.num_nodes or partition.num_ranks != world:
+            raise MggError(f"the partition is of {partition.num_nodes} nodes over {partition.num_ranks} ranks, but "
+                           f"the graph has {graph.num_nodes} nodes and the group {world} ranks")
+        return partition
+    if not isinstance(partition, str) or partition not in METHODS:
+        raise MggError(f"partition must be one of {METHODS} or an mgg.Partition, got {partition!r}")
+    if partition not in CACHED:
+        return partition_nodes(graph, world, partition, seed)
+    box: list = [None]
+    if rank == 0:
+        try:
+            box[0] = partition_nodes(graph, world, partition, seed)
+        except Exception as e:  # every rank raises it: none waits for a result that never comes
+            box[0] = str(e) if isinstance(e, MggError) else f"rank 0 could not partition: {e.__class__.__name__}: {e}"
+    dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
+    if isinstance(box[0], str):
+        raise MggError(box[0])
+    return box[0]

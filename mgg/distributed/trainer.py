@@ -48,8 +48,10 @@ def allreduce_grads(model: torch.nn.Module, group=None) -> None:
 
 
 def train(ds: NodeDataset, cfg: TrainConfig, backend: str = "halo", progress: bool = True,
-          fetch: str = "get-warp") -> dict:
-    """Trains once per seed over the ranks of the torchrun job; every rank returns the summary."""
+          fetch: str = "get-warp", partition="range") -> dict:
+    """Trains once per seed over the ranks of the torchrun job; every rank returns the summary.
+    `partition` (a method of mgg.partition or an mgg.Partition) decides which nodes each rank
+    owns; features, labels and masks stay in the dataset's node order."""
     if backend == "nvshmem" and not cfg.device.startswith("cuda"):
         raise MggError("the nvshmem backend runs on GPUs: add --device cuda (or use --backend halo)")
     if backend == "nvshmem":
@@ -61,6 +63,6 @@ def train(ds: NodeDataset, cfg: TrainConfig, backend: str = "halo", progress: bo
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise MggError(f"--device {cfg.device} but no CUDA GPU is visible")
     init_from_env(cfg.device, backend)
-    dg = DistGraph(ds.graph, backend=backend, fetch=fetch)
+    dg = DistGraph(ds.graph, backend=backend, fetch=fetch, partition=partition)
     runs = [train_once(ds, cfg, s, progress, dg) for s in cfg.seeds]
     return dict(summarize(ds, cfg, runs), rank=dg.rank, world=dg.world)
