@@ -37,7 +37,7 @@ def compare(ref_path, dist_path):
 
 
 @pytest.mark.parametrize("backend", ["halo", "allgather"])
-@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin"])
+@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin", "cora-sage"])
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_ranks_match_single_process(tmp_path, kind, nproc, backend):
     ref_path, dist_path = tmp_path / "ref.pkl", tmp_path / "dist.pkl"
