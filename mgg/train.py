@@ -118,6 +118,89 @@ class Nodes:
             allreduce_grads(model, self.dg.group)
 
 
+@dataclass
+class Session:
+    """One seed's model, optimiser and this process's share of the data, on the device."""
+    model: torch.nn.Module
+    opt: torch.optim.Optimizer
+    nodes: Nodes
+    x: torch.Tensor  # normalised features of this process's nodes
+    y: torch.Tensor
+    masks: list  # train, validation, test masks of this process's nodes
+    totals: torch.Tensor  # train, validation, test node counts over all processes
+    graph: object  # what the model's layers receive
+    device: torch.device
+
+
+def start(ds: NodeDataset, cfg: TrainConfig, seed: int, dg=None) -> Session:
+    """Builds the model (seeded), its optimiser, and moves this process's data to the device.
+
+    Args:
+        ds: the dataset.
+        cfg: the training config.
+        seed: seeds the initial weights and the dropout masks.
+        dg: an mgg.distributed.DistGraph (this rank's share), or None for one process.
+
+    Returns:
+        The Session.
+    """
+    if cfg.conv_module is not None and dg is not None:
+        raise MggError("train: conv_module (another library's layers) trains in one process, not over a DistGraph")
+    nodes = Nodes(ds, dg)
+    torch.manual_seed(seed)
+    dev = torch.device(cfg.device, torch.cuda.current_device()) if cfg.device.startswith("cuda") and dg is not None \
+        else torch.device(cfg.device)
+    model = build_model(cfg, ds.x.size(1), ds.num_classes).to(dev)
+    opt = build_optimizer(model, cfg)
+    if dg is not None:
+        torch.manual_seed(seed * 1000 + nodes.rank)  # dropout masks differ per rank, as they do per node
+    masks = [nodes.own(m).to(dev) for m in (ds.train_mask, ds.val_mask, ds.test_mask)]
+    graph = nodes.graph if cfg.conv_module is None else ds.graph.edge_index().to(dev)
+    totals = torch.tensor([float(m.sum()) for m in (ds.train_mask, ds.val_mask, ds.test_mask)])
+    return Session(model, opt, nodes, nodes.own(normalize_features(ds.x)).to(dev), nodes.own(ds.y).to(dev), masks,
+                   totals, graph, dev)
+
+
+def train_step(s: Session) -> torch.Tensor:
+    """One full-graph step: forward, the mean cross-entropy over all training nodes, backward,
+    weight gradients summed over the processes, optimiser step; returns when the device is done.
+
+    Args:
+        s: the Session.
+
+    Returns:
+        The loss (detached).
+    """
+    s.model.train()
+    s.opt.zero_grad()
+    logits = s.model(s.x, s.graph)
+    train = s.masks[0]
+    loss = F.cross_entropy(logits[train], s.y[train], reduction="sum") / s.totals[0]
+    loss.backward()
+    s.nodes.sync_grads(s.model)
+    s.opt.step()
+    if s.device.type == "cuda":
+        torch.cuda.synchronize(s.device)
+    return loss.detach()
+
+
+@torch.no_grad()
+def evaluate(s: Session) -> tuple[float, float]:
+    """Full-graph validation and test accuracy (over all processes).
+
+    Args:
+        s: the Session.
+
+    Returns:
+        (validation accuracy, test accuracy).
+    """
+    s.model.eval()
+    pred = s.model(s.x, s.graph).argmax(1)
+    correct = s.nodes.sum(torch.tensor([float((pred[m] == s.y[m]).sum()) for m in s.masks[1:]]))
+    val, test = (correct / s.totals[1:]).tolist()
+    return val, test
+
+
 def train_once(ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool = True, dg=None,
                on_epoch: Optional[Callable[[int, float, float, float], bool]] = None) -> RunResult:
     """One seed: trains for cfg.epochs; test accuracy is taken at the epoch of best validation
@@ -137,46 +220,20 @@ def train_once(ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool = Tr
     Returns:
         The run's RunResult.
     """
-    if cfg.conv_module is not None and dg is not None:
-        raise MggError("train: conv_module (another library's layers) trains in one process, not over a DistGraph")
-    nodes = Nodes(ds, dg)
-    torch.manual_seed(seed)
-    dev = torch.device(cfg.device, torch.cuda.current_device()) if cfg.device.startswith("cuda") and dg is not None \
-        else torch.device(cfg.device)
-    model = build_model(cfg, ds.x.size(1), ds.num_classes).to(dev)
-    opt = build_optimizer(model, cfg)
-    if dg is not None:
-        torch.manual_seed(seed * 1000 + nodes.rank)  # dropout masks differ per rank, as they do per node
-    x = nodes.own(normalize_features(ds.x)).to(dev)
-    y = nodes.own(ds.y).to(dev)
-    masks = [nodes.own(m).to(dev) for m in (ds.train_mask, ds.val_mask, ds.test_mask)]
-    graph = nodes.graph if cfg.conv_module is None else ds.graph.edge_index().to(dev)
-    totals = torch.tensor([float(m.sum()) for m in (ds.train_mask, ds.val_mask, ds.test_mask)])
+    s = start(ds, cfg, seed, dg)
     best, times = (-1.0, 0.0, 0), []
-    bar = tqdm(range(cfg.epochs), desc=f"seed {seed}", disable=not progress or nodes.rank != 0, leave=False)
+    bar = tqdm(range(cfg.epochs), desc=f"seed {seed}", disable=not progress or s.nodes.rank != 0, leave=False)
     for epoch in bar:
         t0 = time.perf_counter()
-        model.train()
-        opt.zero_grad()
-        logits = model(x, graph)
-        loss = F.cross_entropy(logits[masks[0]], y[masks[0]], reduction="sum") / totals[0]
-        loss.backward()
-        nodes.sync_grads(model)
-        opt.step()
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
+        loss = train_step(s)
         times.append((time.perf_counter() - t0) * 1e3)
-        model.eval()
-        with torch.no_grad():
-            pred = model(x, graph).argmax(1)
-        correct = nodes.sum(torch.tensor([float((pred[m] == y[m]).sum()) for m in masks[1:]]))
-        val, test = (correct / totals[1:]).tolist()
+        val, test = evaluate(s)
         if val > best[0]:
             best = (val, test, epoch)
         bar.set_postfix(loss=f"{loss.item():.3f}", val=f"{val:.3f}", test=f"{best[1]:.3f}")
         if on_epoch is not None and on_epoch(epoch, times[-1] / 1e3, val, test):
             break
-    tuning = [m.tuner.summary() for m in model.modules() if getattr(m, "tuner", None) is not None]
+    tuning = [m.tuner.summary() for m in s.model.modules() if getattr(m, "tuner", None) is not None]
     return RunResult(seed, best[1], best[0], best[2], statistics.median(times), len(times), tuning)
 
 
