@@ -20,7 +20,22 @@ from .env import copy_bandwidth_gbps, environment
 from .peers import PEERS
 from .suites import SUITES, Options
 
-SMOKE = dict(graphs=["rmat:1500:15000"], dims=[16], pes=[1, 2], tune_budget=6, load_edges=[100_000])
+SMOKE = dict(graphs=["rmat:1500:15000"], dims=[16], pes=[1, 2], tune_budget=6, load_edges=[100_000],
+             tta_models=["gcn"], tta_seeds=1, tta_target=["gcn=0.6"], tta_max_epochs=40)
+
+
+def _targets(pairs: list) -> dict:
+    """MODEL=ACC pairs as {model: acc}."""
+    out = {}
+    for p in pairs:
+        model, sep, acc = p.partition("=")
+        try:
+            out[model] = float(acc)
+        except ValueError:
+            raise MggError(f"--tta-target takes MODEL=ACCURACY pairs (gcn=0.78), got {p!r}") from None
+        if not sep or not 0 < out[model] <= 1:
+            raise MggError(f"--tta-target takes MODEL=ACCURACY pairs with 0 < ACCURACY <= 1, got {p!r}")
+    return out
 
 
 def parser():
@@ -60,6 +75,13 @@ def parser():
                          "Compute, where ncu runs)")
     ap.add_argument("--load-edges", nargs="+", type=int, default=None,
                     help="load suite: edge counts of the generated files (default 100000000)")
+    ap.add_argument("--tta-datasets", nargs="+", default=None, help="tta suite: datasets (default cora)")
+    ap.add_argument("--tta-models", nargs="+", default=None, help="tta suite: models (default gcn sage)")
+    ap.add_argument("--tta-target", nargs="+", default=[], metavar="MODEL=ACC",
+                    help="tta suite: target validation accuracy per model (default gcn=0.78 sage=0.78 gat=0.78 "
+                         "gin=0.75)")
+    ap.add_argument("--tta-seeds", type=int, default=3, help="tta suite: seeds per model and impl")
+    ap.add_argument("--tta-max-epochs", type=int, default=200, help="tta suite: epoch limit of a run")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--tag", default="", help="added to the output file names")
@@ -84,7 +106,9 @@ def main(argv=None) -> int:
                       reps=args.reps, flush_l2=args.flush_l2, data_dir=args.data_dir, tune_budget=args.tune_budget,
                       progress=not args.quiet, budget_s=args.budget_s, worker_timeout_s=args.worker_timeout,
                        prep_only=args.prep_only, load_edges=args.load_edges, fetch_modes=args.fetch_modes,
-                       ncu=args.ncu, partition=args.partition)
+                       ncu=args.ncu, partition=args.partition, tta_datasets=args.tta_datasets,
+                       tta_models=args.tta_models, tta_targets=_targets(args.tta_target), tta_seeds=args.tta_seeds,
+                       tta_max_epochs=args.tta_max_epochs)
     except MggError as e:
         print(f"python -m bench: error: {e}", file=sys.stderr)
         return 2

@@ -10,7 +10,8 @@ from pathlib import Path
 COLUMNS = ["suite", "case", "graph", "nodes", "edges", "dim", "dtype", "impl", "pes", "ps", "dist", "wpb", "pass",
            "median_ms", "p10_ms", "p90_ms", "gbps", "bw_fraction", "peak_mem_mb", "prep_s", "rank_edges",
            "edges_per_s", "peak_mem_bytes_per_edge", "rank_ms", "traffic_mb", "rank_traffic_mb",
-           "achieved_occupancy", "sm_throughput", "device", "torch", "cuda", "date"]
+           "achieved_occupancy", "sm_throughput", "target_acc", "epochs", "time_to_target_s", "reached",
+           "best_val_acc", "val_curve", "device", "torch", "cuda", "date"]
 
 
 def format_rank_edges(stats: list[dict]) -> str:
@@ -82,6 +83,10 @@ def plot(rows: list[dict], suite: str, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if suite == "tta":
+        from .tta import plot as plot_tta
+
+        return plot_tta(rows, path)
     sel = [r for r in rows if r["suite"] == suite]
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(sel) + 2), 4))
     if suite in ("scaling", "dist", "fetch"):
@@ -251,4 +256,6 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = ()) -> str:
                   f"{float(r['peak_mem_bytes_per_edge']):.1f} |"
                   for r in ld]
         lines.append("")
-    return "\n".join(lines + prep + tail)
+    from .tta import summary_lines
+
+    return "\n".join(lines + summary_lines(rows) + prep + tail)

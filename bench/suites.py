@@ -25,6 +25,7 @@ from .fetch import fetch
 from .load import load
 from .peers import PEERS
 from .report import format_rank_edges
+from .tta import tta
 
 
 @dataclass
@@ -50,6 +51,11 @@ class Options:
     fetch_modes: Optional[list] = None  # the fetch suite's modes (default: all)
     ncu: bool = False  # the fetch suite records Nsight Compute metrics where ncu runs
     partition: str = "range"  # scaling and dist: which nodes each rank owns (a method of mgg.partition)
+    tta_datasets: Optional[list] = None  # the tta suite's datasets (default: cora)
+    tta_models: Optional[list] = None  # the tta suite's models (default: gcn, sage)
+    tta_targets: Optional[dict] = None  # model -> target validation accuracy (default: bench.tta.DEFAULT_TARGETS)
+    tta_seeds: int = 3
+    tta_max_epochs: int = 200
     budget: Budget = field(default_factory=lambda: Budget(None))
 
 
@@ -356,4 +362,4 @@ def tune(opt: Options) -> Iterator[dict]:
 
 
 SUITES = {"kernel": kernel, "ablation": ablation, "scaling": scaling, "dist": dist, "e2e": e2e, "tune": tune,
-          "load": load, "fetch": fetch}
+          "load": load, "fetch": fetch, "tta": tta}

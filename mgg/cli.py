@@ -108,8 +108,8 @@ def cmd_train(args):
     ds = _dataset(args)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     cfg = TrainConfig(model=args.model, hidden=args.hidden, layers=args.layers, epochs=args.epochs, lr=args.lr,
-                      weight_decay=args.weight_decay, seeds=tuple(range(args.seeds)), device=args.device,
-                      config=Config(args.ps, args.dist, args.wpb), autotune=args.autotune,
+                      weight_decay=args.weight_decay, dropout=args.dropout, seeds=tuple(range(args.seeds)),
+                      device=args.device, config=Config(args.ps, args.dist, args.wpb), autotune=args.autotune,
                       deterministic=args.deterministic)
     if distributed:
         from .distributed.trainer import train as train_distributed
@@ -203,6 +203,8 @@ def _fetch_names() -> list:
 
 
 def parser() -> argparse.ArgumentParser:
+    from .nn.models import PROTOCOLS
+
     ap = argparse.ArgumentParser(prog="mgg", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
 
@@ -233,12 +235,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default="cora", help="a dataset name under --data-dir (Planetoid name, reddit, "
                                                      "ogbn-arxiv ...) or a dataset directory or .npz file")
     p.add_argument("--data-dir", default=None, help="directory holding the datasets (default: bundled Cora)")
-    p.add_argument("--model", choices=["gcn", "gin"], default="gcn")
-    p.add_argument("--hidden", type=int, default=None, help="default: 16 for gcn, 64 for gin")
+    p.add_argument("--model", choices=list(PROTOCOLS), default="gcn",
+                   help="; ".join(f"{k}: {v.source}" for k, v in PROTOCOLS.items()))
+    p.add_argument("--hidden", type=int, default=None, help="hidden width (gat: per head); default: the model's ("
+                   + ", ".join(f"{k} {v.hidden}" for k, v in PROTOCOLS.items()) + ")")
     p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--epochs", type=int, default=200)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--weight-decay", type=float, default=5e-4)
+    p.add_argument("--epochs", type=int, default=None, help="default: the model's (200)")
+    p.add_argument("--lr", type=float, default=None,
+                   help="default: the model's (" + ", ".join(f"{k} {v.lr}" for k, v in PROTOCOLS.items()) + ")")
+    p.add_argument("--weight-decay", type=float, default=None,
+                   help="default: the model's (5e-4; gcn: on the first layer only)")
+    p.add_argument("--dropout", type=float, default=None,
+                   help="default: the model's (" + ", ".join(f"{k} {v.dropout}" for k, v in PROTOCOLS.items()) + ")")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--device", default="cpu")
     p.add_argument("--autotune", action="store_true", help="tune ps/dist/wpb online while training")

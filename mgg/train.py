@@ -6,12 +6,13 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from .errors import MggError
 from .io import NodeDataset
 from .nn import models
 from .plan import Config
@@ -19,18 +20,30 @@ from .plan import Config
 
 @dataclass
 class TrainConfig:
+    """What to train and how. hidden, epochs, lr, weight_decay and dropout left None follow the
+    model's protocol (mgg.nn.models.PROTOCOLS); conv_module=torch_geometric.nn trains the same
+    model with PyG's layers (one process only)."""
     model: str = "gcn"
     hidden: Optional[int] = None
     layers: int = 2
-    epochs: int = 200
-    lr: float = 0.01
-    weight_decay: float = 5e-4
-    dropout: float = 0.5
+    epochs: Optional[int] = None
+    lr: Optional[float] = None
+    weight_decay: Optional[float] = None
+    dropout: Optional[float] = None
     seeds: tuple = (0, 1, 2, 3, 4)
     device: str = "cpu"
     config: Config = field(default_factory=Config)
     autotune: bool = False
     deterministic: bool = False
+    conv_module: Optional[object] = None
+
+    def __post_init__(self):
+        if self.model not in models.PROTOCOLS:
+            raise MggError(f"model must be one of {tuple(models.PROTOCOLS)}, got {self.model!r}")
+        p = models.PROTOCOLS[self.model]
+        for name in ("hidden", "epochs", "lr", "weight_decay", "dropout"):
+            if getattr(self, name) is None:
+                setattr(self, name, getattr(p, name))
 
 
 @dataclass
@@ -40,6 +53,7 @@ class RunResult:
     val_acc: float
     best_epoch: int
     epoch_ms: float
+    epochs: int = 0  # epochs run (fewer than cfg.epochs when on_epoch stopped the run)
     tuning: list = field(default_factory=list)  # with autotune: each layer's OnlineTuner.summary()
 
 
@@ -50,14 +64,16 @@ def normalize_features(x: torch.Tensor) -> torch.Tensor:
 
 
 def build_model(cfg: TrainConfig, in_dim: int, num_classes: int) -> torch.nn.Module:
-    """The model of a training config, with mgg layers."""
-    return models.build(cfg.model, in_dim, num_classes, cfg.hidden, num_layers=cfg.layers, dropout=cfg.dropout,
-                        config=cfg.config, autotune=cfg.autotune, deterministic=cfg.deterministic)
+    """The model of a training config, with mgg's layers (or cfg.conv_module's)."""
+    mgg_kw = dict(config=cfg.config, autotune=cfg.autotune, deterministic=cfg.deterministic)
+    return models.build(cfg.model, in_dim, num_classes, cfg.hidden, conv_module=cfg.conv_module,
+                        num_layers=cfg.layers, dropout=cfg.dropout, **(mgg_kw if cfg.conv_module is None else {}))
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """Adam; for GCN, weight decay on the first layer only (Kipf & Welling), else on every parameter."""
-    if cfg.model == "gcn":
+    """Adam; weight decay on the first layer only where the protocol says so (GCN: Kipf &
+    Welling), else on every parameter."""
+    if models.PROTOCOLS[cfg.model].decay_first_layer_only:
         first = list(model.convs[0].parameters())
         rest = [p for p in model.parameters() if all(p is not q for q in first)]
         return torch.optim.Adam([dict(params=first, weight_decay=cfg.weight_decay),
@@ -102,10 +118,34 @@ class Nodes:
             allreduce_grads(model, self.dg.group)
 
 
-def train_once(ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool = True, dg=None) -> RunResult:
-    """One seed: trains for cfg.epochs; test accuracy is taken at the epoch of best validation
-    accuracy. The loss is the mean cross-entropy over all training nodes, whichever process owns
-    them, so the summed weight gradients equal one process's."""
+@dataclass
+class Session:
+    """One seed's model, optimiser and this process's share of the data, on the device."""
+    model: torch.nn.Module
+    opt: torch.optim.Optimizer
+    nodes: Nodes
+    x: torch.Tensor  # normalised features of this process's nodes
+    y: torch.Tensor
+    masks: list  # train, validation, test masks of this process's nodes
+    totals: torch.Tensor  # train, validation, test node counts over all processes
+    graph: object  # what the model's layers receive
+    device: torch.device
+
+
+def start(ds: NodeDataset, cfg: TrainConfig, seed: int, dg=None) -> Session:
+    """Builds the model (seeded), its optimiser, and moves this process's data to the device.
+
+    Args:
+        ds: the dataset.
+        cfg: the training config.
+        seed: seeds the initial weights and the dropout masks.
+        dg: an mgg.distributed.DistGraph (this rank's share), or None for one process.
+
+    Returns:
+        The Session.
+    """
+    if cfg.conv_module is not None and dg is not None:
+        raise MggError("train: conv_module (another library's layers) trains in one process, not over a DistGraph")
     nodes = Nodes(ds, dg)
     torch.manual_seed(seed)
     dev = torch.device(cfg.device, torch.cuda.current_device()) if cfg.device.startswith("cuda") and dg is not None \
@@ -114,34 +154,87 @@ def train_once(ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool = Tr
     opt = build_optimizer(model, cfg)
     if dg is not None:
         torch.manual_seed(seed * 1000 + nodes.rank)  # dropout masks differ per rank, as they do per node
-    x = nodes.own(normalize_features(ds.x)).to(dev)
-    y = nodes.own(ds.y).to(dev)
     masks = [nodes.own(m).to(dev) for m in (ds.train_mask, ds.val_mask, ds.test_mask)]
+    graph = nodes.graph if cfg.conv_module is None else ds.graph.edge_index().to(dev)
     totals = torch.tensor([float(m.sum()) for m in (ds.train_mask, ds.val_mask, ds.test_mask)])
+    return Session(model, opt, nodes, nodes.own(normalize_features(ds.x)).to(dev), nodes.own(ds.y).to(dev), masks,
+                   totals, graph, dev)
+
+
+def train_step(s: Session) -> torch.Tensor:
+    """One full-graph step: forward, the mean cross-entropy over all training nodes, backward,
+    weight gradients summed over the processes, optimiser step; returns when the device is done.
+
+    Args:
+        s: the Session.
+
+    Returns:
+        The loss (detached).
+    """
+    s.model.train()
+    s.opt.zero_grad()
+    logits = s.model(s.x, s.graph)
+    train = s.masks[0]
+    loss = F.cross_entropy(logits[train], s.y[train], reduction="sum") / s.totals[0]
+    loss.backward()
+    s.nodes.sync_grads(s.model)
+    s.opt.step()
+    if s.device.type == "cuda":
+        torch.cuda.synchronize(s.device)
+    return loss.detach()
+
+
+@torch.no_grad()
+def evaluate(s: Session) -> tuple[float, float]:
+    """Full-graph validation and test accuracy (over all processes).
+
+    Args:
+        s: the Session.
+
+    Returns:
+        (validation accuracy, test accuracy).
+    """
+    s.model.eval()
+    pred = s.model(s.x, s.graph).argmax(1)
+    correct = s.nodes.sum(torch.tensor([float((pred[m] == s.y[m]).sum()) for m in s.masks[1:]]))
+    val, test = (correct / s.totals[1:]).tolist()
+    return val, test
+
+
+def train_once(ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool = True, dg=None,
+               on_epoch: Optional[Callable[[int, float, float, float], bool]] = None) -> RunResult:
+    """One seed: trains for cfg.epochs; test accuracy is taken at the epoch of best validation
+    accuracy. The loss is the mean cross-entropy over all training nodes, whichever process owns
+    them, so the summed weight gradients equal one process's.
+
+    Args:
+        ds: the dataset.
+        cfg: the training config.
+        seed: seeds the initial weights and dropout.
+        progress: a progress bar on rank 0.
+        dg: an mgg.distributed.DistGraph (this rank's share), or None for one process.
+        on_epoch: called after each epoch's evaluation with (epoch, seconds of the training step
+            (forward, backward, gradient sum, optimiser step; evaluation excluded), validation
+            accuracy, test accuracy); returning True ends the run.
+
+    Returns:
+        The run's RunResult.
+    """
+    s = start(ds, cfg, seed, dg)
     best, times = (-1.0, 0.0, 0), []
-    bar = tqdm(range(cfg.epochs), desc=f"seed {seed}", disable=not progress or nodes.rank != 0, leave=False)
+    bar = tqdm(range(cfg.epochs), desc=f"seed {seed}", disable=not progress or s.nodes.rank != 0, leave=False)
     for epoch in bar:
         t0 = time.perf_counter()
-        model.train()
-        opt.zero_grad()
-        logits = model(x, nodes.graph)
-        loss = F.cross_entropy(logits[masks[0]], y[masks[0]], reduction="sum") / totals[0]
-        loss.backward()
-        nodes.sync_grads(model)
-        opt.step()
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
+        loss = train_step(s)
         times.append((time.perf_counter() - t0) * 1e3)
-        model.eval()
-        with torch.no_grad():
-            pred = model(x, nodes.graph).argmax(1)
-        correct = nodes.sum(torch.tensor([float((pred[m] == y[m]).sum()) for m in masks[1:]]))
-        val, test = (correct / totals[1:]).tolist()
+        val, test = evaluate(s)
         if val > best[0]:
             best = (val, test, epoch)
         bar.set_postfix(loss=f"{loss.item():.3f}", val=f"{val:.3f}", test=f"{best[1]:.3f}")
-    tuning = [m.tuner.summary() for m in model.modules() if getattr(m, "tuner", None) is not None]
-    return RunResult(seed, best[1], best[0], best[2], statistics.median(times), tuning)
+        if on_epoch is not None and on_epoch(epoch, times[-1] / 1e3, val, test):
+            break
+    tuning = [m.tuner.summary() for m in s.model.modules() if getattr(m, "tuner", None) is not None]
+    return RunResult(seed, best[1], best[0], best[2], statistics.median(times), len(times), tuning)
 
 
 def train(ds: NodeDataset, cfg: TrainConfig, progress: bool = True, dg=None) -> dict:

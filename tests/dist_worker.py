@@ -24,9 +24,9 @@ from mgg.testing import random_graph
 
 
 def case(kind):
-    if kind == "cora-gcn":
+    if kind in ("cora-gcn", "cora-sage"):
         ds = load_planetoid(bundled_planetoid_dir(), "cora")
-        return ds.graph, ds.x[:, :64].contiguous(), "gcn", 16
+        return ds.graph, ds.x[:, :64].contiguous(), kind.split("-")[1], 16
     g = random_graph(300, 3000, seed=11, skew=0.6)  # directed: the backward needs the transposed plan
     return g, torch.randn(300, 12, generator=torch.Generator().manual_seed(1)), "gin", 8
 

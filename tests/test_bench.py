@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from bench.report import COLUMNS
@@ -17,7 +18,7 @@ def test_smoke_all_suites(tmp_path):
     rows = list(csv.DictReader(open(csv_path)))
     assert list(rows[0].keys()) == COLUMNS
     suites = {row["suite"] for row in rows}
-    assert suites == {"kernel", "ablation", "scaling", "dist", "e2e", "tune", "load", "fetch"}
+    assert suites == {"kernel", "ablation", "scaling", "dist", "e2e", "tune", "load", "fetch", "tta"}
     kernel = [row for row in rows if row["suite"] == "kernel"]
     assert {row["impl"] for row in kernel} >= {"mgg", "torch.sparse", "pyg"}
     assert {row["pass"] for row in kernel} == {"fwd", "bwd"}
@@ -46,10 +47,21 @@ def test_smoke_all_suites(tmp_path):
     assert set(fetch) == {(f"fetch-{m}", p) for m in ("direct", "halo", "allgather") for p in (1, 2)}
     assert float(fetch[("fetch-halo", 1)]["traffic_mb"]) == 0 and float(fetch[("fetch-halo", 2)]["traffic_mb"]) > 0
     assert fetch[("fetch-direct", 2)]["rank_ms"].count(";") == 1  # every rank's time
-    assert len(list(tmp_path.glob("*.png"))) == 8
+    tta = {row["impl"]: row for row in rows if row["suite"] == "tta"}
+    assert set(tta) == {"mgg", "pyg", "minibatch-sampler(torch)"} or set(tta) == {"mgg", "pyg", "pyg-neighborloader"}
+    for row in tta.values():  # GCN on Cora to 0.6 validation accuracy within the 40-epoch limit
+        assert (row["graph"], row["case"], row["pass"], row["target_acc"]) == ("cora", "cora/gcn/seed0", "train", "0.6")
+        assert row["reached"] == "True" and 0 < int(row["epochs"]) <= 40
+        curve = [tuple(map(float, p.split(":"))) for p in row["val_curve"].split(";")]
+        assert len(curve) == int(row["epochs"]) and curve[-1][1] >= 0.6 > max(a for _, a in curve[:-1])
+        assert float(row["time_to_target_s"]) == pytest.approx(curve[-1][0], abs=1e-3) > 0
+        assert float(row["best_val_acc"]) == pytest.approx(curve[-1][1], abs=1e-4)
+        assert float(row["peak_mem_mb"]) > 0 and float(row["median_ms"]) > 0
+    assert len(list(tmp_path.glob("*.png"))) == 9
     md = next(tmp_path.glob("*.md")).read_text()
     assert "speedup of mgg over each peer" in md and "tuner against the exhaustive grid" in md
     assert "## load: graph files to an mgg Graph" in md and "## load: the plan of a graph" in md
+    assert "## tta: time to the target validation accuracy" in md
     assert "## fetch: one kernel" in md and "fetch rmat:1500:15000 D=16 P=2 uva (needs a GPU)" in md
 
 
@@ -200,3 +212,23 @@ def test_plans_are_shared_across_dims_and_tune_evicts(monkeypatch, tmp_path):
     assert any(r["impl"] == "grid" for r in rows)
     for _, p in cache._PLANS.values():
         assert len(p._plans) <= 2  # the best so far and at most one other schedule stay
+
+
+def test_tta_target_must_be_model_equals_accuracy(tmp_path):
+    r = _bench(tmp_path, "tta", "--tta-target", "gcn:0.7")
+    assert r.returncode != 0 and "--tta-target takes MODEL=ACCURACY pairs" in r.stderr
+
+
+def test_accuracy_script_writes_a_row_per_seed_and_the_table(tmp_path):
+    """bench.accuracy trains each model with mgg's and PyG's layers through mgg.train."""
+    pytest.importorskip("torch_geometric")
+    r = subprocess.run([sys.executable, "-m", "bench.accuracy", "--models", "gcn", "sage", "--seeds", "2", "--epochs",
+                        "2", "--quiet", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (path,) = tmp_path.glob("accuracy-cora-*.csv")
+    rows = list(csv.DictReader(open(path)))
+    assert [(row["model"], row["layers"], row["seed"]) for row in rows] == [
+        (m, impl, s) for m in ("gcn", "sage") for impl in ("mgg", "pyg") for s in ("0", "1")]
+    assert all(0 < float(row["test_acc"]) <= 1 and row["epochs"] == "2" for row in rows)
+    md = next(tmp_path.glob("accuracy-cora-*.md")).read_text()
+    assert "| gcn | " in md and "| sage | " in md and "mgg - PyG" in md

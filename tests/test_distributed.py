@@ -73,7 +73,14 @@ def test_ranks_match_single_process(tmp_path, reference, kind, nproc, partition)
     compare(reference(kind), dist_path)
 
 
-@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin"])
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_sage_ranks_match_single_process(tmp_path, reference, nproc):
+    dist_path = tmp_path / "dist.pkl"
+    run_worker(["cora-sage", str(dist_path)], nproc)
+    compare(reference("cora-sage"), dist_path)
+
+
+@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin", "cora-sage"])
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_allgather_ranks_match_single_process(tmp_path, reference, kind, nproc):
     """The allgather backend (CAGNET 1D), over a partition other than the range split."""

@@ -141,3 +141,33 @@ def test_unsupported_arguments_are_refused_in_one_line(make, err, msg):
     with pytest.raises(getattr(mgg, err, TypeError), match=msg) as e:
         make()
     assert "\n" not in str(e.value)
+
+
+def test_gat_model_follows_pyg_example_with_pyg_layers(cora):
+    """examples/gat.py: GATConv(in, 8, heads=8, dropout=0.6) -> ELU -> GATConv(64, classes,
+    heads=1, concat=False, dropout=0.6), with dropout 0.6 before each layer."""
+    from mgg.nn.models import GAT, build
+
+    torch.manual_seed(5)
+    model = build("gat", 1433, 7, conv_module=pyg_nn, num_layers=2, dropout=0.6)
+    assert isinstance(model, GAT)
+    first, last = model.convs
+    assert (first.in_channels, first.out_channels, first.heads, first.concat, first.dropout) == (1433, 8, 8, True, 0.6)
+    assert (last.in_channels, last.out_channels, last.heads, last.concat, last.dropout) == (64, 7, 1, False, 0.6)
+    model.eval()
+    x, ei = cora.x, _edge_index(cora)
+    h = torch.nn.functional.elu(first(x, ei))
+    torch.testing.assert_close(model(x, ei), last(h, ei))
+
+
+def test_gat_model_without_mggs_gatconv_says_so():
+    import importlib.util
+
+    import mgg
+    from mgg.nn.models import build
+
+    if importlib.util.find_spec("mgg.nn.gat") is not None:
+        pytest.skip("mgg.nn.gat exists")
+    with pytest.raises(mgg.MggError, match="conv_module=torch_geometric.nn") as e:
+        build("gat", 8, 3)
+    assert "\n" not in str(e.value)

@@ -113,3 +113,8 @@ def run_plan(x: torch.Tensor, plan, config: Config, deterministic: bool, tuner=N
     if isinstance(plan, DistPlan):
         return plan.aggregate(x, config, deterministic)
     return aggregate(x, plan, config, deterministic=deterministic)
+
+
+def clear() -> None:
+    """Forgets every remembered plan (the next forward of each graph plans it anew)."""
+    _CACHE.clear()

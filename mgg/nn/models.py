@@ -1,11 +1,40 @@
-"""The models of the trainer and the benchmarks: Kipf & Welling's 2-layer GCN and an L-layer GIN.
-`conv` lets the same model be built with PyG's layers (for comparisons)."""
+"""The models of the trainer and the benchmarks, and the protocol each is trained with:
+Kipf & Welling's 2-layer GCN, an L-layer GIN, PyG's GraphSAGE (examples/reddit.py) and
+Veličković et al.'s GAT (PyG examples/gat.py). `conv_module` lets the same model be built with
+PyG's layers (conv_module=torch_geometric.nn) for comparisons."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import MggError
 from . import conv as mgg_conv
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How a model is trained on a Planetoid graph unless the user says otherwise."""
+    hidden: int  # hidden width (GAT: per head)
+    dropout: float
+    lr: float
+    weight_decay: float
+    decay_first_layer_only: bool  # Kipf & Welling decay the first layer's weights only
+    epochs: int
+    source: str
+
+
+PROTOCOLS = {
+    "gcn": Protocol(16, 0.5, 0.01, 5e-4, True, 200, "Kipf & Welling (PyG examples/gcn.py)"),
+    "gin": Protocol(64, 0.5, 0.01, 5e-4, False, 200, "Xu et al.'s GIN layers with the GCN protocol's optimiser"),
+    "sage": Protocol(256, 0.5, 0.01, 5e-4, False, 200,
+                     "PyG examples/reddit.py (2 mean SAGEConv, hidden 256, ReLU, dropout 0.5, Adam lr 0.01) "
+                     "with the Planetoid weight decay 5e-4"),
+    "gat": Protocol(8, 0.6, 0.005, 5e-4, False, 200,
+                    "Veličković et al. / PyG examples/gat.py (8 heads of 8, dropout 0.6 on inputs and attention, "
+                    "ELU, Adam lr 0.005, weight decay 5e-4)"),
+}
 
 
 class GCN(nn.Module):
@@ -45,10 +74,80 @@ class GIN(nn.Module):
         return self.head(x)
 
 
+class SAGE(nn.Module):
+    """PyG examples/reddit.py's GraphSAGE: SAGEConv layers (mean aggregation), ReLU and dropout
+    between them, none on the input."""
+
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 2, dropout: float = 0.5,
+                 conv_module=None, **conv_kwargs):
+        super().__init__()
+        if conv_module is not None:
+            Conv = conv_module.SAGEConv
+        else:
+            from .sage import SAGEConv as Conv
+        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
+        self.convs = nn.ModuleList(Conv(a, b, **conv_kwargs) for a, b in zip(dims[:-1], dims[1:], strict=True))
+        self.dropout = dropout
+
+    def forward(self, x, edge_index):
+        for i, conv in enumerate(self.convs):
+            x = conv(x, edge_index)
+            if i < len(self.convs) - 1:
+                x = F.dropout(F.relu(x), self.dropout, self.training)
+        return x
+
+
+def _mgg_gat():
+    try:
+        from .gat import GATConv
+    except ImportError as e:
+        raise MggError(f"mgg's GATConv is not available in this build ({e}); "
+                       f"pass conv_module=torch_geometric.nn for PyG's") from None
+    return GATConv
+
+
+class GAT(nn.Module):
+    """Veličković et al.'s GAT as in PyG examples/gat.py: dropout -> GATConv(in, hidden,
+    heads) -> ELU -> dropout -> GATConv(hidden * heads, out, out_heads, concat=False); the
+    attention coefficients are dropped with the same probability."""
+
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 2, dropout: float = 0.6,
+                 heads: int = 8, out_heads: int = 1, conv_module=None, **conv_kwargs):
+        super().__init__()
+        Conv = conv_module.GATConv if conv_module is not None else _mgg_gat()
+        dims = [in_dim] + [hidden * heads] * (num_layers - 1)
+        self.convs = nn.ModuleList(Conv(a, hidden, heads=heads, dropout=dropout, **conv_kwargs) for a in dims[:-1])
+        self.convs.append(Conv(dims[-1], out_dim, heads=out_heads, concat=False, dropout=dropout, **conv_kwargs))
+        self.dropout = dropout
+
+    def forward(self, x, edge_index):
+        for i, conv in enumerate(self.convs):
+            x = F.dropout(x, self.dropout, self.training)
+            x = conv(x, edge_index)
+            if i < len(self.convs) - 1:
+                x = F.elu(x)
+        return x
+
+
+MODELS = {"gcn": GCN, "gin": GIN, "sage": SAGE, "gat": GAT}
+
+
 def build(name: str, in_dim: int, out_dim: int, hidden: int | None = None, conv_module=None, **kw) -> nn.Module:
-    if name == "gcn":
-        return GCN(in_dim, hidden or 16, out_dim, conv_module=conv_module, **kw)
-    if name == "gin":
-        return GIN(in_dim, hidden or 64, out_dim, conv_module=conv_module, **kw)
-    from ..errors import MggError
-    raise MggError(f"model must be 'gcn' or 'gin', got {name!r}")
+    """A model by name.
+
+    Args:
+        name: 'gcn', 'gin', 'sage' or 'gat'.
+        in_dim: input feature width.
+        out_dim: number of classes.
+        hidden: hidden width (GAT: per head); default the model's protocol (PROTOCOLS).
+        conv_module: where the conv classes come from (torch_geometric.nn for PyG's); default mgg.nn.
+        **kw: num_layers, dropout, and keyword arguments of every conv layer (mgg's: config,
+            autotune, deterministic).
+
+    Returns:
+        The model (an nn.Module taking (x, edge_index)).
+    """
+    if name not in MODELS:
+        raise MggError(f"model must be one of {tuple(MODELS)}, got {name!r}")
+    hidden = hidden or PROTOCOLS[name].hidden
+    return MODELS[name](in_dim, hidden, out_dim, conv_module=conv_module, **kw)
