@@ -76,7 +76,7 @@ def parser():
     ap.add_argument("--load-edges", nargs="+", type=int, default=None,
                     help="load suite: edge counts of the generated files (default 100000000)")
     ap.add_argument("--tta-datasets", nargs="+", default=None, help="tta suite: datasets (default cora)")
-    ap.add_argument("--tta-models", nargs="+", default=None, help="tta suite: models (default gcn sage)")
+    ap.add_argument("--tta-models", nargs="+", default=None, help="tta suite: models (default gcn sage gat)")
     ap.add_argument("--tta-target", nargs="+", default=[], metavar="MODEL=ACC",
                     help="tta suite: target validation accuracy per model (default gcn=0.78 sage=0.78 gat=0.78 "
                          "gin=0.75)")

@@ -52,7 +52,7 @@ class Options:
     ncu: bool = False  # the fetch suite records Nsight Compute metrics where ncu runs
     partition: str = "range"  # scaling and dist: which nodes each rank owns (a method of mgg.partition)
     tta_datasets: Optional[list] = None  # the tta suite's datasets (default: cora)
-    tta_models: Optional[list] = None  # the tta suite's models (default: gcn, sage)
+    tta_models: Optional[list] = None  # the tta suite's models (default: gcn, sage, gat)
     tta_targets: Optional[dict] = None  # model -> target validation accuracy (default: bench.tta.DEFAULT_TARGETS)
     tta_seeds: int = 3
     tta_max_epochs: int = 200

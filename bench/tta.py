@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from mgg.runtime.timing import Timing
 
-DEFAULT_MODELS = ["gcn", "sage"]
+DEFAULT_MODELS = ["gcn", "sage", "gat"]
 DEFAULT_TARGETS = {"gcn": 0.78, "sage": 0.78, "gat": 0.78, "gin": 0.75}
 BATCH_SIZE = 1024
 

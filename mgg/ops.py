@@ -121,3 +121,130 @@ def aggregate(x: torch.Tensor, plan: Union[Plan, Graph], config: Optional[Config
         raise MggError(f"x has {x.size(0)} rows but the graph has {plan.graph.num_nodes} nodes")
     x = x.contiguous()
     return run_step(x, x.new_empty((0, x.size(1))), plan.rank_plan(0, config or Config()), deterministic)
+
+
+# ---- GAT's attention (csrc/core/attention.h) ----------------------------------------------------
+
+@torch.library.register_fake("mgg::attend")
+def _attend_fake(x, x_remote, a_dst, plan, params, heads, negative_slope, dropout, seed, ids, row_offset):
+    rows, channels = plan[0].size(0) - 1, x.size(1) // heads - 1
+    return x.new_empty((rows, heads * channels)), x.new_empty((rows, 2 * heads), dtype=_acc_dtype(x.dtype))
+
+
+@torch.library.register_fake("mgg::attend_backward")
+def _attend_backward_fake(grad, x, x_remote, a_dst, out, stats, plan, params, heads, negative_slope, dropout, seed,
+                          ids, row_offset):
+    return torch.empty_like(x), torch.empty_like(x_remote), torch.empty_like(a_dst)
+
+
+@torch.library.register_fake("mgg::attend_peers")
+def _attend_peers_fake(peers, my_pe, a_dst, plan, params, heads, negative_slope, dropout, seed, offsets, fetch):
+    x = peers[my_pe]
+    rows, channels = plan[0].size(0) - 1, x.size(1) // heads - 1
+    return x.new_empty((rows, heads * channels)), x.new_empty((rows, 2 * heads), dtype=_acc_dtype(x.dtype))
+
+
+@torch.library.register_fake("mgg::attention_terms")
+def _attention_terms_fake(grad, out, a_dst, stats, heads):
+    channels = out.size(1) // heads
+    return out.new_empty((out.size(0), heads * (channels + 4)), dtype=_acc_dtype(out.dtype))
+
+
+@torch.library.register_fake("mgg::attention_keep")
+def _attention_keep_fake(dst, src, heads, seed, p):
+    return dst.new_empty((dst.size(0), heads), dtype=torch.float32)
+
+
+@torch.library.register_fake("mgg::attend_peers_dst")
+def _attend_peers_dst_fake(peers, my_pe, terms, plan, params, heads, negative_slope, dropout, seed, offsets, fetch):
+    return peers[my_pe].new_empty((terms.size(0), heads))
+
+
+@torch.library.register_fake("mgg::attend_peers_src")
+def _attend_peers_src_fake(x, terms, my_pe, plan, params, heads, negative_slope, dropout, seed, offsets, fetch):
+    return torch.empty_like(x)
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def attention_table(h: torch.Tensor, a_src: torch.Tensor) -> torch.Tensor:
+    """The source table of the attention ops: per node and head, the head's C features then its
+    source term, so one fetch brings both.
+
+    Args:
+        h: [nodes, H, C] features per head.
+        a_src: [nodes, H] source terms.
+
+    Returns:
+        [nodes, H * (C + 1)], differentiable in h and a_src.
+    """
+    return torch.cat([h, a_src.unsqueeze(-1)], -1).reshape(h.size(0), -1)
+
+
+def run_attend(table: torch.Tensor, table_remote: torch.Tensor, a_dst: torch.Tensor, plan: RankPlan, heads: int,
+               negative_slope: float, dropout: float, seed: int, ids: Optional[torch.Tensor] = None,
+               row_offset: int = 0) -> torch.Tensor:
+    """One rank's attention with remote rows from one table (a halo buffer), differentiable in
+    table, table_remote and a_dst.
+
+    Args:
+        table: the rank's source rows [rows, H * (C + 1)] (attention_table).
+        table_remote: its halo rows, likewise (empty for one rank).
+        a_dst: the rank's destination terms [rows, H].
+        plan: the rank's plan of an unweighted graph.
+        heads, negative_slope, dropout, seed: as GATConv's (seed draws the dropout mask).
+        ids: global node ids of [table | table_remote]'s rows (default: their positions).
+        row_offset: the global id of the rank's first row.
+
+    Returns:
+        [rows, H * C].
+    """
+    args = plan.op_args(table.device, transposed=_needs_grad(table, table_remote, a_dst))
+    out, _ = torch.ops.mgg.attend(table, table_remote, a_dst, *args, heads, negative_slope, dropout, seed, ids,
+                                  row_offset)
+    return out
+
+
+def attention_graph(graph: Graph, add_self_loops: bool = True) -> Graph:
+    """The graph GAT attends over: unweighted (attention makes the weights) and, with
+    add_self_loops, with its self-loops replaced by one per node (as PyG's GATConv)."""
+    g = Graph._unchecked(graph.rowptr, graph.col) if graph.weight is not None else graph
+    return g.add_self_loops() if add_self_loops else g
+
+
+def attend(h: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, plan: Union[Plan, Graph],
+           negative_slope: float = 0.2, dropout: float = 0.0, seed: int = 0,
+           config: Optional[Config] = None) -> torch.Tensor:
+    """GAT's attention on one rank: out_i = sum_j softmax_j(leaky_relu(a_src_j + a_dst_i)) h_j per
+    head, over the in-edges of i, differentiable in h, a_src and a_dst.
+
+    Args:
+        h: [nodes, H, C] features per head: float32, float64 (CPU), float16 or bfloat16.
+        a_src, a_dst: [nodes, H] source and destination terms.
+        plan: a Plan of one rank of an unweighted graph, or a Graph (used as it is: see
+            attention_graph for GAT's self-loops).
+        negative_slope: of the leaky ReLU.
+        dropout: probability of zeroing a coefficient (scaled by 1 / (1 - dropout)).
+        seed: the dropout draw (a function of seed, edge and head).
+        config: the plan's config; only warps_per_block matters to attention.
+
+    Returns:
+        [nodes, H, C].
+    """
+    if isinstance(plan, Graph):
+        plan = Plan(attention_graph(plan, add_self_loops=False))
+    if plan.num_ranks != 1:
+        raise MggError(f"mgg.attend runs one rank; this plan has {plan.num_ranks} (use mgg.distributed)")
+    for name, t, dims in (("h", h, 3), ("a_src", a_src, 2), ("a_dst", a_dst, 2)):
+        if not isinstance(t, torch.Tensor) or t.dim() != dims:
+            raise MggError(f"{name} must be a {dims}-D tensor, got {getattr(t, 'shape', type(t).__name__)}")
+    n, heads = plan.graph.num_nodes, h.size(1)
+    if h.size(0) != n or a_src.shape != (n, heads) or a_dst.shape != (n, heads):
+        raise MggError(f"h must be [{n}, H, C] and a_src, a_dst [{n}, H] for a graph of {n} nodes; got "
+                       f"{tuple(h.shape)}, {tuple(a_src.shape)}, {tuple(a_dst.shape)}")
+    table = attention_table(h, a_src)
+    out = run_attend(table, table.new_empty((0, table.size(1))), a_dst.contiguous(),
+                     plan.rank_plan(0, config or Config()), heads, negative_slope, dropout, seed)
+    return out.view(n, heads, -1)

@@ -73,19 +73,23 @@ def test_ranks_match_single_process(tmp_path, reference, kind, nproc, partition)
     compare(reference(kind), dist_path)
 
 
+@pytest.mark.parametrize("kind", ["cora-sage", "cora-gat"])
 @pytest.mark.parametrize("nproc", [2, 4])
-def test_sage_ranks_match_single_process(tmp_path, reference, nproc):
+def test_layer_ranks_match_single_process(tmp_path, reference, kind, nproc):
+    """SAGE, and GAT with attention dropout 0.5: every rank draws the single process's mask."""
     dist_path = tmp_path / "dist.pkl"
-    run_worker(["cora-sage", str(dist_path)], nproc)
-    compare(reference("cora-sage"), dist_path)
+    run_worker([kind, str(dist_path)], nproc)
+    compare(reference(kind), dist_path)
 
 
-@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin", "cora-sage"])
+@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin", "cora-sage", "cora-gat"])
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_allgather_ranks_match_single_process(tmp_path, reference, kind, nproc):
-    """The allgather backend (CAGNET 1D), over a partition other than the range split."""
+    """The allgather backend (CAGNET 1D), over a partition other than the range split (GAT: the
+    range split, where the dropout mask's global ids are the user's)."""
     dist_path = tmp_path / "dist.pkl"
-    run_worker([kind, str(dist_path), "--backend", "allgather", "--partition", PARTITIONS[-1]], nproc,
+    part = "range" if kind == "cora-gat" else PARTITIONS[-1]
+    run_worker([kind, str(dist_path), "--backend", "allgather", "--partition", part], nproc,
                env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")})
     compare(reference(kind), dist_path)
 

@@ -158,16 +158,3 @@ def test_gat_model_follows_pyg_example_with_pyg_layers(cora):
     x, ei = cora.x, _edge_index(cora)
     h = torch.nn.functional.elu(first(x, ei))
     torch.testing.assert_close(model(x, ei), last(h, ei))
-
-
-def test_gat_model_without_mggs_gatconv_says_so():
-    import importlib.util
-
-    import mgg
-    from mgg.nn.models import build
-
-    if importlib.util.find_spec("mgg.nn.gat") is not None:
-        pytest.skip("mgg.nn.gat exists")
-    with pytest.raises(mgg.MggError, match="conv_module=torch_geometric.nn") as e:
-        build("gat", 8, 3)
-    assert "\n" not in str(e.value)

@@ -31,7 +31,7 @@ def reference(tmp_path_factory):
 
 
 @pytest.mark.parametrize("nproc", [2, 4])
-@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin", "cora-sage"])
+@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin", "cora-sage", "cora-gat"])
 def test_pes_on_one_gpu_match_single_process(reference, tmp_path, kind, nproc):
     out = tmp_path / "dist.pkl"
     run_worker([kind, str(out), "--device", "cuda", "--backend", "nvshmem", "--fetch", ",".join(FETCHES)], nproc,

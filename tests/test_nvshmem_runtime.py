@@ -11,7 +11,7 @@ import torch.distributed as dist
 from test_distributed import PARTITIONS
 
 import mgg
-from mgg import Config, MggError
+from mgg import Config, MggError, ops
 from mgg.distributed import nvshmem
 from mgg.testing import random_graph
 
@@ -99,6 +99,68 @@ def test_layer_protocol_with_threads_as_pes(monkeypatch, tmp_path, partition):
     for i, x in enumerate(xs):
         got = part.to_user(torch.cat([results[pe][i] for pe in range(pes)]))
         torch.testing.assert_close(got, g.to_torch_sparse(torch.float64) @ x)
+
+
+def _run_pes(pes: int, pe_main) -> None:
+    """Runs pe_main(pe) on one thread per PE; an error on one aborts the others' barriers."""
+    errors = []
+
+    def guarded(pe):
+        try:
+            pe_main(pe)
+        except Exception as e:  # surfaced below
+            errors.append(e)
+            pe_main.world.barrier.abort()
+
+    threads = [threading.Thread(target=guarded, args=(pe,)) for pe in range(pes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_attention_protocol_with_threads_as_pes(monkeypatch):
+    """GAT's attention on the nvshmem backend, 3 threads as PEs: the forward reads peers' source
+    rows in place; the backward publishes the source rows and the output rows' terms, meets the
+    others once, then computes d a_dst over its in-edges and its source rows' gradients over the
+    transposed graph's in-edges, reading the destinations' terms on their owners. Two calls with
+    attention dropout 0.5 (two seeds) share the tables; outputs and gradients of h, a_src and
+    a_dst must equal one process's mgg.attend with the same seeds (the same masks)."""
+    pes, heads, c = 3, 2, 5
+    g = ops.attention_graph(random_graph(150, 1500, seed=4, skew=0.5))  # directed, self-loops added
+    plan = mgg.Plan(g, pes)
+    plan_t = mgg.Plan(g.transpose(), bounds=plan.bounds)
+    b = plan.bounds
+    range_rows = [int(n) for n in np.diff(b)]
+    gen = torch.Generator().manual_seed(0)
+    h, a_src, a_dst = (torch.randn(*shape, dtype=torch.float64, generator=gen)
+                       for shape in ((150, heads, c), (150, heads), (150, heads)))
+    w = torch.randn(150, heads * c, dtype=torch.float64, generator=gen)
+    seeds = (11, 12)
+    ref = [t.clone().requires_grad_() for t in (h, a_src, a_dst)]
+    ref_out = [ops.attend(*ref, g, dropout=0.5, seed=s).reshape(150, -1) for s in seeds]
+    sum((o * w).sum() for o in ref_out).backward()
+    world, local, results = _FakeWorld(pes), threading.local(), {}
+    monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
+
+    def pe_main(pe):
+        local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
+        lo, hi = int(b[pe]), int(b[pe + 1])
+        mine = [t[lo:hi].clone().requires_grad_() for t in (h, a_src, a_dst)]
+        rp, rpt = plan.rank_plan(pe, Config(4, 2, 2)), plan_t.rank_plan(pe, Config(4, 2, 2))
+        table = ops.attention_table(mine[0], mine[1])
+        outs = [nvshmem.attend(table, mine[2], rp, rpt, range_rows, "direct", heads, 0.2, 0.5, s) for s in seeds]
+        sum((o * w[lo:hi]).sum() for o in outs).backward()
+        results[pe] = ([o.detach() for o in outs], [t.grad for t in mine])
+    pe_main.world = world
+
+    _run_pes(pes, pe_main)
+    assert world.barriers == [2 * len(seeds)] * pes  # one per forward, one per backward
+    for i, o in enumerate(ref_out):
+        torch.testing.assert_close(torch.cat([results[pe][0][i] for pe in range(pes)]), o.detach())
+    for k, t in enumerate(ref):
+        torch.testing.assert_close(torch.cat([results[pe][1][k] for pe in range(pes)]), t.grad)
 
 
 class _FakeCore:

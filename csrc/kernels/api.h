@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "../core/attention.h"
 #include "../core/limits.h"
 
 namespace mgg::kernels {
@@ -71,5 +72,31 @@ cudaError_t launch_table(const Step& step, const Sources& sources, const Launch&
                          cudaStream_t stream);
 cudaError_t launch_peers(const Step& step, Source source, const Sources& sources, const Launch& launch, void* out,
                          float* scratch, cudaStream_t stream);
+
+// GAT's attention (core/attention.h, kernels/attention.cu): one step of the call, its shape,
+// and the global ids its dropout draws with. Sources are read as aggregate's are (Source and
+// Sources: remote rows from one table, peer pointers or NVSHMEM gets); terms tables are fp32.
+struct Attention {
+  Storage storage;
+  DevicePart local, remote;
+  int64_t rows, heads, channels, wpb;
+  float slope, dropout;
+  uint64_t seed;
+  NodeIds ids;
+};
+
+enum class AttentionPass : int {
+  kForward,  // sources: source rows (storage type); writes out and stats
+  kDst,      // sources: source rows; reads the output rows' terms, writes d a_dst
+  kSrc,      // sources: the output rows' terms (fp32); reads the step's own rows, writes their gradient
+};
+
+std::string plan_attention_launch(const Attention& a, AttentionPass pass, Source source, Launch* launch);
+cudaError_t launch_attend(const Attention& a, Source source, const Sources& src, const Launch& l, const void* a_dst,
+                          void* out, float* stats, cudaStream_t stream);
+cudaError_t launch_attend_dst(const Attention& a, Source source, const Sources& src, const Launch& l,
+                              const float* terms, void* d_dst, cudaStream_t stream);
+cudaError_t launch_attend_src(const Attention& a, Source source, const Sources& src, const Launch& l, const void* own,
+                              void* grad, cudaStream_t stream);
 
 }  // namespace mgg::kernels

@@ -137,6 +137,76 @@ class AggregatePeers : public torch::autograd::Function<AggregatePeers> {
   }
 };
 
+at::Tensor call_attend_backward(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& x_remote,
+                                const at::Tensor& a_dst, const at::Tensor& out, const at::Tensor& stats,
+                                const PlanList& plan, at::IntArrayRef params, int64_t heads, double slope,
+                                double dropout, int64_t seed, const std::optional<at::Tensor>& ids, int64_t row_offset,
+                                at::Tensor* d_remote, at::Tensor* d_dst) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("mgg::attend_backward", "")
+                       .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+                           const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                           const at::Tensor&, const at::Tensor&, const PlanList&, at::IntArrayRef, int64_t, double,
+                           double, int64_t, const std::optional<at::Tensor>&, int64_t)>();
+  auto [dx, dr, dd] =
+      op.call(grad, x, x_remote, a_dst, out, stats, plan, params, heads, slope, dropout, seed, ids, row_offset);
+  *d_remote = dr;
+  *d_dst = dd;
+  return dx;
+}
+
+// GAT's attention: the gradients of x (features and source terms), x_remote and a_dst, by the
+// two passes of core/attention.h. The statistics output is not differentiable.
+class Attend : public torch::autograd::Function<Attend> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& x_remote,
+                               const at::Tensor& a_dst, const PlanList& plan, at::IntArrayRef params, int64_t heads,
+                               double slope, double dropout, int64_t seed, const std::optional<at::Tensor>& ids,
+                               int64_t row_offset) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("mgg::attend", "")
+                         .typed<std::tuple<at::Tensor, at::Tensor>(
+                             const at::Tensor&, const at::Tensor&, const at::Tensor&, const PlanList&, at::IntArrayRef,
+                             int64_t, double, double, int64_t, const std::optional<at::Tensor>&, int64_t)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [out, stats] = op.call(x, x_remote, a_dst, plan, params, heads, slope, dropout, seed, ids, row_offset);
+    ctx->save_for_backward({x, x_remote, a_dst, out, stats});
+    ctx->saved_data["plan"] = plan;
+    ctx->saved_data["params"] = params.vec();
+    ctx->saved_data["heads"] = heads;
+    ctx->saved_data["slope"] = slope;
+    ctx->saved_data["dropout"] = dropout;
+    ctx->saved_data["seed"] = seed;
+    ctx->saved_data["ids"] = ids;
+    ctx->saved_data["row_offset"] = row_offset;
+    ctx->mark_non_differentiable({stats});
+    return {out, stats};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const c10::IValue& ids = ctx->saved_data["ids"];
+    at::Tensor d_remote, d_dst;
+    const at::Tensor dx = call_attend_backward(
+        grads[0].defined() ? grads[0] : at::zeros_like(saved[3]), saved[0], saved[1], saved[2], saved[3], saved[4],
+        ctx->saved_data["plan"].to<PlanList>(), ctx->saved_data["params"].toIntVector(),
+        ctx->saved_data["heads"].toInt(), ctx->saved_data["slope"].toDouble(), ctx->saved_data["dropout"].toDouble(),
+        ctx->saved_data["seed"].toInt(), ids.isNone() ? std::nullopt : std::optional<at::Tensor>(ids.toTensor()),
+        ctx->saved_data["row_offset"].toInt(), &d_remote, &d_dst);
+    return {dx,           d_remote,     d_dst,        at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor> attend_autograd(const at::Tensor& x, const at::Tensor& x_remote,
+                                                   const at::Tensor& a_dst, const PlanList& plan,
+                                                   at::IntArrayRef params, int64_t heads, double slope, double dropout,
+                                                   int64_t seed, const std::optional<at::Tensor>& ids,
+                                                   int64_t row_offset) {
+  auto outs = Attend::apply(x, x_remote, a_dst, plan, params, heads, slope, dropout, seed, ids, row_offset);
+  return {outs[0], outs[1]};
+}
+
 at::Tensor aggregate_autograd(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan,
                               at::IntArrayRef params, bool deterministic) {
   return Aggregate::apply(x, x_remote, plan, params, deterministic);
@@ -152,6 +222,7 @@ at::Tensor aggregate_peers_autograd(const at::Tensor& x, at::TensorList peers, i
 TORCH_LIBRARY_IMPL(mgg, Autograd, m) {
   m.impl("aggregate", &aggregate_autograd);
   m.impl("aggregate_peers", &aggregate_peers_autograd);
+  m.impl("attend", &attend_autograd);
 }
 
 }  // namespace mgg

@@ -3,6 +3,7 @@
 // (plan_check.cpp), which runs once per set of plan tensors.
 #include <string>
 
+#include "../core/attention.h"
 #include "../core/schedule.h"
 #include "step.h"
 
@@ -127,6 +128,118 @@ Call check_aggregate(const at::Tensor& x, const at::Tensor& x_remote, const Plan
   check_table(c.op, x_remote, "x_remote", x);
   check_step_args(c.op, c.step, x.device(), false);
   check_step_content(c.op, c.step, x.size(0), RemoteRows{x_remote.size(0)});
+  return c;
+}
+
+namespace {
+
+// The heads and channels of an attention call's tables [rows, H * (C + extra)], C >= 1.
+int64_t channels_of(const char* op, const at::Tensor& t, int64_t heads, int64_t extra, const char* what) {
+  TORCH_CHECK(heads >= 1 && heads <= kMaxHeads, op, ": heads must be in [1, ", kMaxHeads, "], got ", heads);
+  TORCH_CHECK(t.dim() == 2 && t.size(1) % heads == 0 && t.size(1) / heads > extra, op, ": ", what, " must be [rows, ",
+              heads, " * (channels + ", extra, ")] (per head its features then ",
+              extra == 1 ? "its source term" : "its terms", "), got ", t.sizes());
+  return t.size(1) / heads - extra;
+}
+
+void check_dropout(const char* op, double dropout) {
+  TORCH_CHECK(dropout >= 0.0 && dropout < 1.0, op, ": dropout must be in [0, 1), got ", dropout);
+}
+
+void check_unweighted(const char* op, const Step& s) {
+  TORCH_CHECK(!s.has(kLocalWeight) && !s.has(kRemoteWeight), op,
+              ": the plan has edge weights, but attention computes its own (plan the graph without weights)");
+}
+
+NodeIds positions(const int64_t* ids, int64_t base, int64_t remote_at) {
+  NodeIds n{};
+  n.local = {ids, base};
+  n.remote = {ids ? ids + remote_at : nullptr, ids ? 0 : base + remote_at};
+  return n;
+}
+
+}  // namespace
+
+AttentionCall check_attend(const char* op, const at::Tensor& x, const at::Tensor& x_remote, const at::Tensor& a_dst,
+                           const PlanList& plan, at::IntArrayRef params, int64_t heads, double dropout,
+                           const std::optional<at::Tensor>& ids, int64_t row_offset, bool need_transposed) {
+  AttentionCall c{op, step_of(op, plan, params, 0, true), step_of(op, plan, params, 1, need_transposed), heads, 0, {},
+                  {}};
+  check_x(op, x);
+  c.channels = channels_of(op, x, heads, 1, "x");
+  check_dropout(op, dropout);
+  check_table(op, x_remote, "x_remote", x);
+  check_step_args(op, c.step, x.device(), false);
+  check_unweighted(op, c.step);
+  TORCH_CHECK(a_dst.dim() == 2 && a_dst.size(0) == c.step.rows() && a_dst.size(1) == heads, op, ": a_dst must be [",
+              c.step.rows(), ", ", heads, "] (the output rows' destination terms), got ", a_dst.sizes());
+  TORCH_CHECK(a_dst.scalar_type() == x.scalar_type() && a_dst.device() == x.device() && a_dst.is_contiguous(), op,
+              ": a_dst must be a contiguous ", x.scalar_type(), " tensor on ", x.device());
+  const int64_t sources = x.size(0) + x_remote.size(0);
+  const int64_t* id = nullptr;
+  if (ids.has_value()) {
+    check_index(op, *ids, "ids", at::kLong, x.device());
+    TORCH_CHECK(ids->numel() == sources, op, ": ids must give a global id to each row of x and x_remote (", sources,
+                "), got ", ids->numel());
+    id = ids->data_ptr<int64_t>();
+  }
+  check_step_content(op, c.step, x.size(0), RemoteRows{x_remote.size(0)});
+  c.ids = positions(id, 0, x.size(0));
+  c.ids.rows = {nullptr, row_offset};
+  if (need_transposed) {  // its rows: x's rows then x_remote's; its sources: the output rows
+    check_step_args(op, c.step_t, x.device(), false);
+    TORCH_CHECK(c.step_t.rows() == sources && !c.step_t.has_remote(), op, ": the transposed step must have a row per ",
+                "source (", sources, ") and no remote part, got ", c.step_t.rows(), " rows");
+    check_unweighted(op, c.step_t);
+    check_step_content(op, c.step_t, c.step.rows(), RemoteRows{0});
+    c.ids_t = positions(nullptr, row_offset, 0);
+    c.ids_t.rows = {id, 0};
+  }
+  return c;
+}
+
+AttentionCall check_attend_peers(const char* op, const at::Tensor& own, at::TensorList tables, int64_t my_pe,
+                                 const PlanList& plan, at::IntArrayRef params, int64_t heads, double dropout,
+                                 at::IntArrayRef offsets, int64_t fetch, int64_t extra_per_head) {
+  AttentionCall c{op, step_of(op, plan, params, 0, true), Step{}, heads, 0, {}, {}};
+  TORCH_CHECK(fetch >= 0 && fetch < kNumFetch, op, ": fetch must be 0 (direct), 1 (get, thread), 2 (get, warp), ",
+              "3 (get, block) or 4 (uva), got ", fetch);
+  const bool uva = fetch == static_cast<int64_t>(Fetch::kUva);
+  TORCH_CHECK(fetch == static_cast<int64_t>(Fetch::kDirect) || own.is_cuda(), op, ": fetch '", kFetchNames[fetch],
+              uva ? "' reads pinned host memory from a GPU kernel" : "' is an NVSHMEM get",
+              ", which needs CUDA tensors; on the CPU use fetch 'direct'");
+  check_x(op, own);
+  check_dropout(op, dropout);
+  TORCH_CHECK(!tables.empty() && static_cast<int64_t>(tables.size()) <= kMaxPes, op, ": tables must list every ",
+              "PE's table (1 to ", kMaxPes, "), got ", tables.size());
+  TORCH_CHECK(my_pe >= 0 && my_pe < static_cast<int64_t>(tables.size()), op, ": my_pe ", my_pe, " is outside [0, ",
+              tables.size(), ")");
+  const at::Tensor& mine = tables[my_pe];
+  c.channels = channels_of(op, mine, heads, extra_per_head, "tables[my_pe]");
+  TORCH_CHECK(own.size(1) == heads * (c.channels + 1), op, ": the source rows must be [rows, ",
+              heads * (c.channels + 1), "], got ", own.sizes());
+  if (extra_per_head == 1) check_table(op, own, "x", mine);
+  std::vector<int64_t> rows;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    check_table(op, tables[i], "tables[" + std::to_string(i) + "]", mine, uva && static_cast<int64_t>(i) != my_pe);
+    rows.push_back(tables[i].size(0));
+  }
+  TORCH_CHECK(own.device() == mine.device(), op, ": the source rows must be on ", mine.device());
+  TORCH_CHECK(static_cast<int64_t>(offsets.size()) == static_cast<int64_t>(tables.size()) + 1, op,
+              ": offsets must give each PE's first global id and the end (", tables.size() + 1, " entries), got ",
+              offsets.size());
+  for (size_t i = 0; i + 1 < offsets.size(); ++i) {
+    TORCH_CHECK(offsets[i + 1] - offsets[i] >= rows[i], op, ": offsets give PE ", i, " ", offsets[i + 1] - offsets[i],
+                " ids but its table has ", rows[i], " rows");
+  }
+  check_step_args(op, c.step, own.device(), true);
+  check_unweighted(op, c.step);
+  TORCH_CHECK(c.step.rows() == own.size(0), op, ": the step has ", c.step.rows(), " rows but x has ", own.size(0));
+  check_step_content(op, c.step, mine.size(0), RemoteRows{0, &rows, my_pe});
+  c.ids.rows = {nullptr, offsets[my_pe]};
+  c.ids.local = {nullptr, offsets[my_pe]};
+  c.ids.by_pe = true;
+  for (size_t i = 0; i < tables.size(); ++i) c.ids.pe_base[i] = offsets[i];
   return c;
 }
 

@@ -8,6 +8,19 @@
 //                   through `fetch` (mgg._C.FETCH: direct loads, or NVSHMEM get at thread, warp
 //                   or block scope on CUDA with symmetric tables).
 // block_schedule:   the block schedule of a step from its row pointers (CPU, at plan time).
+// attend:           GAT's attention over a step (core/attention.h): x holds the rank's source
+//                   rows (per head its features then its source term), x_remote the halo rows
+//                   likewise, a_dst the output rows' destination terms; ids (optional) the global
+//                   ids of [x | x_remote]'s rows and row_offset the id of output row 0, which the
+//                   dropout draw uses. Returns the output rows and each row's softmax statistics
+//                   (max, sum per head). attend_backward: its adjoint, registered as attend's
+//                   autograd in autograd.cpp.
+// attend_peers:     the same with sources named by owner PE (peers[pe], as aggregate_peers), the
+//                   global ids being offsets[pe] + row; no autograd of its own: the nvshmem
+//                   backend composes its backward from attention_terms (the output rows' terms,
+//                   published to peers), attend_peers_dst (pass A: d a_dst) and attend_peers_src
+//                   (pass B over the transposed graph's step: the source rows' gradients).
+// attention_keep:   the dropout factors those ops draw for given edges (global ids) and heads.
 #include <torch/library.h>
 
 TORCH_LIBRARY(mgg, m) {
@@ -16,4 +29,22 @@ TORCH_LIBRARY(mgg, m) {
       "aggregate_peers(Tensor x, Tensor[] peers, int my_pe, Tensor?[] plan, int[] params, int fetch, "
       "bool deterministic) -> Tensor");
   m.def("block_schedule(Tensor local_rowptr, Tensor? remote_rowptr, int ps, int dist, int wpb) -> (Tensor, Tensor)");
+  m.def(
+      "attend(Tensor x, Tensor x_remote, Tensor a_dst, Tensor?[] plan, int[] params, int heads, float negative_slope, "
+      "float dropout, int seed, Tensor? ids, int row_offset) -> (Tensor, Tensor)");
+  m.def(
+      "attend_backward(Tensor grad, Tensor x, Tensor x_remote, Tensor a_dst, Tensor out, Tensor stats, Tensor?[] plan, "
+      "int[] params, int heads, float negative_slope, float dropout, int seed, Tensor? ids, int row_offset) -> "
+      "(Tensor, Tensor, Tensor)");
+  m.def(
+      "attend_peers(Tensor[] peers, int my_pe, Tensor a_dst, Tensor?[] plan, int[] params, int heads, "
+      "float negative_slope, float dropout, int seed, int[] offsets, int fetch) -> (Tensor, Tensor)");
+  m.def("attention_terms(Tensor grad, Tensor out, Tensor a_dst, Tensor stats, int heads) -> Tensor");
+  m.def("attention_keep(Tensor dst, Tensor src, int heads, int seed, float p) -> Tensor");
+  m.def(
+      "attend_peers_dst(Tensor[] peers, int my_pe, Tensor terms, Tensor?[] plan, int[] params, int heads, "
+      "float negative_slope, float dropout, int seed, int[] offsets, int fetch) -> Tensor");
+  m.def(
+      "attend_peers_src(Tensor x, Tensor[] terms, int my_pe, Tensor?[] plan, int[] params, int heads, "
+      "float negative_slope, float dropout, int seed, int[] offsets, int fetch) -> Tensor");
 }

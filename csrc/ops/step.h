@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "../core/attention.h"
 #include "../core/limits.h"
 #include "../core/step_layout.h"
 
@@ -51,6 +52,31 @@ Call check_aggregate(const at::Tensor& x, const at::Tensor& x_remote, const Plan
                      bool deterministic);
 Call check_aggregate_peers(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
                            at::IntArrayRef params, int64_t fetch, bool deterministic);
+
+// A checked call of an attention op (GAT; core/attention.h): its step(s), the heads and
+// channels of its source rows, and the global ids its dropout is drawn with (NodeIds; pointers
+// into the call's tensors on the call's device).
+struct AttentionCall {
+  const char* op;
+  Step step, step_t;  // step_t: the table backward's transposed step (rows: [x | x_remote])
+  int64_t heads, channels;
+  NodeIds ids, ids_t;  // ids_t: the transposed step's (its rows are sources, its sources rows)
+};
+
+// Sources from tables: x [rows of the rank, H*(C+1)], x_remote [halo rows, same]; a_dst
+// [output rows, H]; ids: optional int64 global ids of [x | x_remote]'s rows (default: their
+// positions), row_offset: the global id of output row 0. need_transposed: the backward's call.
+AttentionCall check_attend(const char* op, const at::Tensor& x, const at::Tensor& x_remote, const at::Tensor& a_dst,
+                           const PlanList& plan, at::IntArrayRef params, int64_t heads, double dropout,
+                           const std::optional<at::Tensor>& ids, int64_t row_offset, bool need_transposed);
+
+// Sources named by owner PE: own [rows, width] (this PE's table, the local sources and the rows
+// the call's outputs are for), tables[pe] every PE's table of the same width and dtype (pass B:
+// the terms tables); offsets[pe]: the global id of PE pe's first row. extra_per_head: the
+// table's columns per head after C: 1 (source rows) or kTermFields (terms).
+AttentionCall check_attend_peers(const char* op, const at::Tensor& own, at::TensorList tables, int64_t my_pe,
+                                 const PlanList& plan, at::IntArrayRef params, int64_t heads, double dropout,
+                                 at::IntArrayRef offsets, int64_t fetch, int64_t extra_per_head);
 
 // The content of a step (every index in bounds; the schedule tiles the partitions implied by the
 // row pointers and ps, within the kernels' caps, and writes every output row exactly once), with

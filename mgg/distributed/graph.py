@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from ..errors import MggError
 from ..graph import Graph
-from ..ops import check_fetch, run_step
+from ..ops import check_fetch, run_attend, run_step
 from ..partition import CACHED, METHODS, Partition
 from ..partition import partition as partition_nodes
 from ..plan import Config, Plan
@@ -44,6 +44,7 @@ class DistPlan:
         # the ranges of the DistGraph, whatever the normalisation
         self.plan = Plan(graph, bounds=bounds, gathered=backend == "allgather")
         self.range_rows = [int(b) for b in np.diff(bounds)]
+        self._cache: dict = {}
         if backend == "halo":
             self.exchange = HaloExchange(self.plan.partition(rank), group)
         elif backend == "allgather":
@@ -66,6 +67,43 @@ class DistPlan:
             x_all = self.exchange(x_own)
             return run_step(x_all, x_all.new_empty((0, x_all.size(1))), rp, deterministic)
         return run_step(x_own, self.exchange(x_own), rp, deterministic)
+
+    def attend(self, table_own: torch.Tensor, a_dst_own: torch.Tensor, heads: int, negative_slope: float,
+               dropout: float, seed: int, config: Config) -> torch.Tensor:
+        """GAT's attention for this rank's output rows (mgg.ops.run_attend), differentiable in
+        table_own (this rank's source rows, attention_table) and a_dst_own [rows, heads].
+
+        The dropout mask is drawn from global node ids of the (relabelled) graph, so every
+        backend and every rank count draw the same mask on the same partition.
+
+        Returns:
+            [rows, heads * C].
+        """
+        p = self.plan.partition(self.rank)
+        if table_own.dim() != 2 or table_own.size(0) != p.num_rows or a_dst_own.shape != (p.num_rows, heads):
+            raise MggError(f"rank {self.rank}: the attention inputs {tuple(table_own.shape)}, "
+                           f"{tuple(a_dst_own.shape)} do not match its {p.num_rows} rows and {heads} heads")
+        table_own, a_dst_own = table_own.contiguous(), a_dst_own.contiguous()
+        rp = self.plan.rank_plan(self.rank, config)
+        args = (heads, negative_slope, dropout, seed)
+        if self.backend == "nvshmem":
+            return nvshmem.attend(table_own, a_dst_own, rp, self.plan_t.rank_plan(self.rank, config),
+                                  self.range_rows, self.fetch, *args)
+        if self.backend == "allgather":
+            t_all = self.exchange(table_own)
+            return run_attend(t_all, t_all.new_empty((0, t_all.size(1))), a_dst_own, rp, *args,
+                              row_offset=p.row_begin)
+        return run_attend(table_own, self.exchange(table_own), a_dst_own, rp, *args,
+                          ids=self._attention_ids(table_own.device), row_offset=p.row_begin)
+
+    def _attention_ids(self, device) -> torch.Tensor:
+        """Global ids of [own rows | halo rows] (the halo backend's source table)."""
+        key = ("ids", str(device))
+        if key not in self._cache:
+            p = self.plan.partition(self.rank)
+            ids = np.concatenate([np.arange(p.row_begin, p.row_end, dtype=np.int64), p.halo_nodes])
+            self._cache[key] = torch.from_numpy(ids).to(device)
+        return self._cache[key]
 
 
 class DistGraph:

@@ -25,11 +25,12 @@ import atexit
 import os
 from typing import Optional
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
 from ..errors import MggError
-from ..ops import run_peers
+from ..ops import FETCH, run_peers
 from ..plan import RankPlan
 
 EXTRA = "pip install 'mgg[nvshmem]'"
@@ -254,12 +255,7 @@ def _pull(x_own: torch.Tensor, plan: RankPlan, range_rows: list[int], fetch: str
     """One aggregation over the symmetric tables: write this rank's rows into the next table,
     barrier, then the kernel reads its own rows and peers' rows from their tables."""
     rt = runtime()
-    t = rt.next_table(x_own.size(1), x_own.dtype, range_rows)
-    if fetch == "direct" and not t.reachable:
-        raise MggError("fetch 'direct' needs every PE reachable by loads (one node with peer access); "
-                       "use fetch 'get-warp'")
-    t.own.copy_(x_own)
-    rt.heap.barrier()  # every PE's rows of this layer are written before any PE reads
+    t = _publish(rt, x_own, range_rows, fetch)  # every PE's rows of this layer are written before any PE reads
     return run_peers(t.own, t.peers, rt.heap.my_pe(), plan, fetch, deterministic)
 
 
@@ -293,3 +289,84 @@ def aggregate(x_own: torch.Tensor, plan: RankPlan, plan_t: RankPlan, range_rows:
         [rows, D], this rank's output rows.
     """
     return _Aggregate.apply(x_own, plan, plan_t, range_rows, fetch, deterministic)
+
+
+class _Attend(torch.autograd.Function):
+    """GAT's attention over the symmetric tables. Forward: publish this rank's source rows (per
+    head its features and source term), barrier, attend reading peers' rows in place. Backward:
+    publish the source rows again (a later layer may have reused the forward's table) and this
+    rank's output-row terms (attention_terms: the gradient, a_dst and the softmax statistics),
+    barrier once, then two kernels that read peers' tables: d a_dst over this rank's in-edges,
+    and the source rows' gradients over the transposed graph's in-edges, whose terms live on the
+    destinations' owners. The dropout masks are a function of (seed, global edge, head), so the
+    backward's equal the forward's on every rank (the layer gives every rank one seed)."""
+
+    @staticmethod
+    def forward(ctx, table_own, a_dst_own, plan, plan_t, range_rows, fetch, heads, slope, dropout, seed):
+        rt = runtime()
+        t = _publish(rt, table_own, range_rows, fetch)
+        offsets = _offsets(range_rows)
+        args, params = plan.op_args(table_own.device, peers=True, transposed=False)
+        out, stats = torch.ops.mgg.attend_peers(t.peers, rt.heap.my_pe(), a_dst_own, args, params, heads, slope,
+                                                dropout, seed, offsets, FETCH[fetch])
+        ctx.save_for_backward(table_own, a_dst_own, out, stats)
+        ctx.args = (plan, plan_t, range_rows, fetch, heads, slope, dropout, seed)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        table_own, a_dst_own, out, stats = ctx.saved_tensors
+        plan, plan_t, range_rows, fetch, heads, slope, dropout, seed = ctx.args
+        rt = runtime()
+        me, offsets = rt.heap.my_pe(), _offsets(range_rows)
+        terms = torch.ops.mgg.attention_terms(grad.contiguous(), out, a_dst_own, stats, heads)
+        x = _publish(rt, table_own, range_rows, fetch, barrier=False)
+        tt = rt.next_table(terms.size(1), terms.dtype, range_rows)
+        tt.own.copy_(terms)
+        rt.heap.barrier()  # every PE's source rows and terms are written before any PE reads
+        args, params = plan.op_args(table_own.device, peers=True, transposed=False)
+        d_dst = torch.ops.mgg.attend_peers_dst(x.peers, me, tt.own, args, params, heads, slope, dropout, seed,
+                                               offsets, FETCH[fetch])
+        args_t, params_t = plan_t.op_args(table_own.device, peers=True, transposed=False)
+        d_table = torch.ops.mgg.attend_peers_src(x.own, tt.peers, me, args_t, params_t, heads, slope, dropout,
+                                                 seed, offsets, FETCH[fetch])
+        return d_table, d_dst, None, None, None, None, None, None, None, None
+
+
+def _offsets(range_rows: list[int]) -> list[int]:
+    """The global id of each PE's first row, then the end (the rank bounds)."""
+    return [0, *(int(o) for o in np.cumsum(range_rows))]
+
+
+def _publish(rt: "Runtime", rows: torch.Tensor, range_rows: list[int], fetch: str, barrier: bool = True) -> "_Table":
+    """Writes this rank's rows into the next symmetric table of their shape (and meets the
+    other PEs at the barrier, unless the caller publishes more first)."""
+    t = rt.next_table(rows.size(1), rows.dtype, range_rows)
+    if fetch == "direct" and not t.reachable:
+        raise MggError("fetch 'direct' needs every PE reachable by loads (one node with peer access); "
+                       "use fetch 'get-warp'")
+    t.own.copy_(rows)
+    if barrier:
+        rt.heap.barrier()
+    return t
+
+
+def attend(table_own: torch.Tensor, a_dst_own: torch.Tensor, plan: RankPlan, plan_t: RankPlan,
+           range_rows: list[int], fetch: str, heads: int, negative_slope: float, dropout: float,
+           seed: int) -> torch.Tensor:
+    """One rank's GAT attention over the symmetric tables, differentiable in table_own and
+    a_dst_own.
+
+    Args:
+        table_own: this rank's source rows [rows, H * (C + 1)] (mgg.ops.attention_table).
+        a_dst_own: this rank's destination terms [rows, H].
+        plan, plan_t: this rank's plans of the graph and of its transpose (the backward's).
+        range_rows: every rank's row count.
+        fetch: how peers' rows are read (mgg._C.FETCH).
+        heads, negative_slope, dropout, seed: as GATConv's; every rank passes the same seed.
+
+    Returns:
+        [rows, H * C].
+    """
+    return _Attend.apply(table_own, a_dst_own, plan, plan_t, range_rows, fetch, heads, negative_slope, dropout,
+                         seed)

@@ -1,6 +1,7 @@
 """PyG-compatible GNN layers whose aggregation runs through mgg.aggregate."""
 from .conv import GCNConv, GINConv
+from .gat import GATConv
 from .models import GAT, GCN, GIN, SAGE
 from .sage import SAGEConv
 
-__all__ = ["GCNConv", "GINConv", "SAGEConv", "GCN", "GIN", "SAGE", "GAT"]
+__all__ = ["GCNConv", "GINConv", "SAGEConv", "GATConv", "GCN", "GIN", "SAGE", "GAT"]

@@ -11,6 +11,7 @@ from torch import nn
 
 from ..errors import MggError
 from . import conv as mgg_conv
+from .gat import GATConv
 
 
 @dataclass(frozen=True)
@@ -97,27 +98,20 @@ class SAGE(nn.Module):
         return x
 
 
-def _mgg_gat():
-    try:
-        from .gat import GATConv
-    except ImportError as e:
-        raise MggError(f"mgg's GATConv is not available in this build ({e}); "
-                       f"pass conv_module=torch_geometric.nn for PyG's") from None
-    return GATConv
-
-
 class GAT(nn.Module):
     """Veličković et al.'s GAT as in PyG examples/gat.py: dropout -> GATConv(in, hidden,
     heads) -> ELU -> dropout -> GATConv(hidden * heads, out, out_heads, concat=False); the
-    attention coefficients are dropped with the same probability."""
+    attention coefficients are dropped with the same probability (or attention_dropout)."""
 
     def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 2, dropout: float = 0.6,
-                 heads: int = 8, out_heads: int = 1, conv_module=None, **conv_kwargs):
+                 heads: int = 8, out_heads: int = 1, conv_module=None, attention_dropout: float | None = None,
+                 **conv_kwargs):
         super().__init__()
-        Conv = conv_module.GATConv if conv_module is not None else _mgg_gat()
+        Conv = conv_module.GATConv if conv_module is not None else GATConv
         dims = [in_dim] + [hidden * heads] * (num_layers - 1)
-        self.convs = nn.ModuleList(Conv(a, hidden, heads=heads, dropout=dropout, **conv_kwargs) for a in dims[:-1])
-        self.convs.append(Conv(dims[-1], out_dim, heads=out_heads, concat=False, dropout=dropout, **conv_kwargs))
+        p = dropout if attention_dropout is None else attention_dropout
+        self.convs = nn.ModuleList(Conv(a, hidden, heads=heads, dropout=p, **conv_kwargs) for a in dims[:-1])
+        self.convs.append(Conv(dims[-1], out_dim, heads=out_heads, concat=False, dropout=p, **conv_kwargs))
         self.dropout = dropout
 
     def forward(self, x, edge_index):

@@ -8,25 +8,11 @@
 #include <torch/library.h>
 
 #include "../../kernels/api.h"
-#include "../../nvshmem/attach.h"
 #include "../step.h"
+#include "sources.h"
 
 namespace mgg {
 namespace {
-
-kernels::Storage storage_of(const char* op, at::ScalarType st) {
-  switch (st) {
-    case at::kFloat:
-      return kernels::Storage::kFloat32;
-    case at::kHalf:
-      return kernels::Storage::kFloat16;
-    case at::kBFloat16:
-      return kernels::Storage::kBFloat16;
-    default:
-      TORCH_CHECK(false, op, ": CUDA storage must be float32, float16 or bfloat16, got ", st,
-                  " (float64 is supported on the CPU only)");
-  }
-}
 
 at::Tensor f32(const Step& s, StepField w) { return s.has(w) ? s[w].to(at::kFloat).contiguous() : at::Tensor(); }
 
@@ -83,51 +69,13 @@ at::Tensor aggregate_cuda(const at::Tensor& x, const at::Tensor& x_remote, const
       });
 }
 
-kernels::Source source_of(Fetch f) {  // uva reads host tables by plain loads, as direct does
-  switch (f) {
-    case Fetch::kGetThread:
-      return kernels::Source::kGetThread;
-    case Fetch::kGetWarp:
-      return kernels::Source::kGetWarp;
-    case Fetch::kGetBlock:
-      return kernels::Source::kGetBlock;
-    default:
-      return kernels::Source::kPeerPointers;
-  }
-}
-
 at::Tensor aggregate_peers_cuda(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
                                 at::IntArrayRef params, int64_t fetch, bool deterministic) {
   const c10::cuda::CUDAGuard guard(x.device());
   const Call c = check_aggregate_peers(x, peers, my_pe, plan, params, fetch, deterministic);
-  const Fetch how = static_cast<Fetch>(fetch);
-  kernels::Sources src{};
+  kernels::Source source{};
+  kernels::Sources src = peer_sources(c.op, peers, my_pe, static_cast<Fetch>(fetch), &source);
   src.local_table = x.data_ptr();
-  if (how == Fetch::kDirect) {
-    for (size_t i = 0; i < peers.size(); ++i) src.peers[i] = peers[i].data_ptr();
-  } else if (how == Fetch::kUva) {  // pinned host tables, read through their device-mapped addresses
-    for (size_t i = 0; i < peers.size(); ++i) {
-      if (static_cast<int64_t>(i) == my_pe) {
-        src.peers[i] = peers[i].data_ptr();
-        continue;
-      }
-      void* mapped = nullptr;
-      C10_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, peers[i].data_ptr(), 0));
-      src.peers[i] = mapped;
-    }
-  } else {
-    const void* symmetric = peers[my_pe].data_ptr();
-    TORCH_CHECK(shmem::attached(), c.op, ": fetch '", kFetchNames[fetch], "' is an NVSHMEM get but NVSHMEM is ",
-                "not initialised in this process (mgg.distributed.nvshmem.init)");
-    TORCH_CHECK(shmem::n_pes() == static_cast<int>(peers.size()) && shmem::my_pe() == my_pe, c.op, ": NVSHMEM has ",
-                shmem::n_pes(), " PEs and this is PE ", shmem::my_pe(), ", but the call names ", peers.size(),
-                " PEs and my_pe ", my_pe);
-    TORCH_CHECK(shmem::is_symmetric(symmetric), c.op,
-                ": peers[my_pe] is not in NVSHMEM's symmetric heap, so peers cannot get from it");
-    src.symmetric = symmetric;
-    src.p2p = shmem::reachable_by_loads(symmetric);
-  }
-  const kernels::Source source = source_of(how);
   return run(
       x, c, true, [&](const kernels::Step& s, kernels::Launch* l) { return kernels::plan_peers_launch(s, source, l); },
       [&](const kernels::Step& s, const kernels::Launch& l, void* out, float* scratch, cudaStream_t stream) {

@@ -1,0 +1,177 @@
+// Host side of GAT's attention kernels (attention_kernel.cuh): one warp per row, wpb warps per
+// block, a grid.y slice per group of whole heads; the kernel and remote-row policy for each
+// pass and Source (block-scope gets are served at warp scope: a warp owns its row, so the
+// block's warps do not walk their rows together); launch shapes checked against the compiled
+// kernel and the device, in one line.
+#include "attention_kernel.cuh"
+#include "launch.cuh"
+#include "nvshmem_fetch.cuh"
+
+namespace mgg::kernels {
+namespace {
+
+using GetThread = NvshmemGetFetch<GetScope::kThread>;
+using GetWarp = NvshmemGetFetch<GetScope::kWarp>;
+
+bool lands(Source s) { return s == Source::kGetThread || s == Source::kGetWarp || s == Source::kGetBlock; }
+
+// Calls f(remote policy) for a source.
+template <typename F>
+auto with_remote(Source source, const Sources& src, F&& f) {
+  switch (source) {
+    case Source::kTable:
+      return f(TableFetch{src.remote_table});
+    case Source::kGetThread:
+      return f(GetThread{src.symmetric, src.p2p});
+    case Source::kGetWarp:
+    case Source::kGetBlock:
+      return f(GetWarp{src.symmetric, src.p2p});
+    default: {
+      PeerPointerFetch peer{};
+      for (int i = 0; i < kMaxPes; ++i) peer.base[i] = src.peers[i];
+      return f(peer);
+    }
+  }
+}
+
+template <typename scalar_t, typename Remote>
+const void* kernel_of(AttentionPass pass) {
+  switch (pass) {
+    case AttentionPass::kDst:
+      return reinterpret_cast<const void*>(attend_dst_kernel<scalar_t, Remote>);
+    case AttentionPass::kSrc:
+      return reinterpret_cast<const void*>(attend_src_kernel<scalar_t, Remote>);
+    default:
+      return reinterpret_cast<const void*>(attend_kernel<scalar_t, Remote>);
+  }
+}
+
+int heads_per_tile(const Attention& a) {
+  const int64_t n = kMaxTile / a.channels;
+  return static_cast<int>(n < a.heads ? n : a.heads);
+}
+
+// The launch's arguments and its shape (l: blocks, threads, smem).
+AttentionArgs args_of(const Attention& a, AttentionPass pass, Source source) {
+  AttentionArgs r{};
+  r.local = a.local;
+  r.remote = a.remote;
+  r.rows = a.rows;
+  r.heads = static_cast<int>(a.heads);
+  r.channels = static_cast<int>(a.channels);
+  r.heads_per_tile = heads_per_tile(a);
+  r.landing = lands(source) ? kAttentionLanding : 0;
+  const bool terms = pass == AttentionPass::kSrc;
+  r.ld = r.heads_per_tile * static_cast<int>(a.channels + (terms ? kTermFields : 1));
+  const int64_t elem = terms ? 4 : static_cast<int64_t>(storage_bytes(a.storage));
+  const int64_t bytes = (kMaxTile + kMaxHeads) * 4 + static_cast<int64_t>(r.landing) * r.ld * elem;
+  r.warp_bytes = (bytes + 15) / 16 * 16;
+  r.slope = a.slope;
+  r.dropout = a.dropout;
+  r.seed = a.seed;
+  r.ids = a.ids;
+  return r;
+}
+
+}  // namespace
+
+std::string plan_attention_launch(const Attention& a, AttentionPass pass, Source source, Launch* l) {
+  if (a.channels > kMaxTile) {
+    return "attention heads of " + std::to_string(a.channels) + " channels exceed the kernels' " +
+           std::to_string(kMaxTile) + " columns per slice";
+  }
+  return with_storage(a.storage, [&](auto zero) -> std::string {
+    using scalar_t = decltype(zero);
+    return with_remote(source, Sources{}, [&](auto remote) -> std::string {
+      using Remote = decltype(remote);
+      int device = 0, optin = 0, major = 0, minor = 0;
+      cudaError_t e = cudaGetDevice(&device);
+      if (e != cudaSuccess) return cuda_message("cudaGetDevice", e);
+      cudaFuncAttributes attr{};
+      e = cudaFuncGetAttributes(&attr, kernel_of<scalar_t, Remote>(pass));
+      if (e == cudaErrorInvalidDeviceFunction || e == cudaErrorNoKernelImageForDevice) {
+        cudaGetLastError();
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+        const std::string cc = std::to_string(major) + "." + std::to_string(minor);
+        return "this mgg build has no kernel for this GPU (compute capability " + cc +
+               "): reinstall with TORCH_CUDA_ARCH_LIST=\"" + cc + "\" (`mgg info` lists the archs this build has)";
+      }
+      if (e != cudaSuccess) return cuda_message("cudaFuncGetAttributes", e);
+      e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+      if (e != cudaSuccess) return cuda_message("cudaDeviceGetAttribute", e);
+      const AttentionArgs args = args_of(a, pass, source);
+      l->threads = static_cast<int>(a.wpb) * kWarp;
+      if (l->threads > attr.maxThreadsPerBlock) {
+        return "warps_per_block " + std::to_string(a.wpb) + " exceeds this kernel's " +
+               std::to_string(attr.maxThreadsPerBlock) + " threads per block: lower warps_per_block";
+      }
+      l->smem = static_cast<size_t>(a.wpb * args.warp_bytes);
+      if (l->smem + attr.sharedSizeBytes > static_cast<size_t>(optin)) {
+        return "an attention block of " + std::to_string(a.wpb) + " warps needs " + std::to_string(l->smem) +
+               " bytes of shared memory, over the " + std::to_string(optin) + " this GPU allows: lower warps_per_block";
+      }
+      const int64_t blocks = ceil_div(a.rows, a.wpb);
+      if (blocks > 0x7fffffff) return std::to_string(blocks) + " thread blocks exceed the grid limit (2^31 - 1)";
+      l->blocks_x = static_cast<unsigned>(blocks);
+      l->blocks_y = static_cast<unsigned>(ceil_div(a.heads, args.heads_per_tile));
+      l->tile = args.heads_per_tile * static_cast<int>(a.channels);
+      l->landing_rows = args.landing;
+      return {};
+    });
+  });
+}
+
+namespace {
+
+// Launches pass `pass` with its kernel for the source, raising the shared-memory limit where needed.
+template <typename Launcher>
+cudaError_t run_attention(const Attention& a, AttentionPass pass, Source source, const Sources& src, const Launch& l,
+                          Launcher&& launch) {
+  if (l.blocks_x == 0) return cudaSuccess;
+  return with_storage(a.storage, [&](auto zero) {
+    using scalar_t = decltype(zero);
+    return with_remote(source, src, [&](auto remote) {
+      using Remote = decltype(remote);
+      if (l.smem > 48 * 1024) {
+        const cudaError_t e = cudaFuncSetAttribute(
+            kernel_of<scalar_t, Remote>(pass), cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.smem));
+        if (e != cudaSuccess) return e;
+      }
+      launch(zero, remote, args_of(a, pass, source), dim3(l.blocks_x, l.blocks_y));
+      return cudaGetLastError();
+    });
+  });
+}
+
+}  // namespace
+
+cudaError_t launch_attend(const Attention& a, Source source, const Sources& src, const Launch& l, const void* a_dst,
+                          void* out, float* stats, cudaStream_t stream) {
+  return run_attention(a, AttentionPass::kForward, source, src, l, [&](auto zero, auto remote, auto args, dim3 grid) {
+    using scalar_t = decltype(zero);
+    attend_kernel<scalar_t, decltype(remote)>
+        <<<grid, l.threads, l.smem, stream>>>(args, TableFetch{src.local_table}, remote,
+                                              static_cast<const scalar_t*>(a_dst), static_cast<scalar_t*>(out), stats);
+  });
+}
+
+cudaError_t launch_attend_dst(const Attention& a, Source source, const Sources& src, const Launch& l,
+                              const float* terms, void* d_dst, cudaStream_t stream) {
+  return run_attention(a, AttentionPass::kDst, source, src, l, [&](auto zero, auto remote, auto args, dim3 grid) {
+    using scalar_t = decltype(zero);
+    attend_dst_kernel<scalar_t, decltype(remote)><<<grid, l.threads, l.smem, stream>>>(
+        args, TableFetch{src.local_table}, remote, terms, static_cast<scalar_t*>(d_dst));
+  });
+}
+
+cudaError_t launch_attend_src(const Attention& a, Source source, const Sources& src, const Launch& l, const void* own,
+                              void* grad, cudaStream_t stream) {
+  return run_attention(a, AttentionPass::kSrc, source, src, l, [&](auto zero, auto remote, auto args, dim3 grid) {
+    using scalar_t = decltype(zero);
+    attend_src_kernel<scalar_t, decltype(remote)><<<grid, l.threads, l.smem, stream>>>(
+        args, TableFetch{src.local_table}, remote, static_cast<const scalar_t*>(own), static_cast<scalar_t*>(grad));
+  });
+}
+
+}  // namespace mgg::kernels

@@ -1,0 +1,53 @@
+// Where the CUDA ops' kernels read each PE's table from (sources.h).
+#include <c10/cuda/CUDAException.h>
+
+#include "../../nvshmem/attach.h"
+#include "sources.h"
+
+namespace mgg {
+
+kernels::Sources peer_sources(const char* op, at::TensorList tables, int64_t my_pe, Fetch how,
+                              kernels::Source* source) {
+  kernels::Sources s{};
+  s.local_table = tables[my_pe].data_ptr();
+  switch (how) {
+    case Fetch::kGetThread:
+      *source = kernels::Source::kGetThread;
+      break;
+    case Fetch::kGetWarp:
+      *source = kernels::Source::kGetWarp;
+      break;
+    case Fetch::kGetBlock:
+      *source = kernels::Source::kGetBlock;
+      break;
+    default:
+      *source = kernels::Source::kPeerPointers;
+  }
+  if (how == Fetch::kDirect) {
+    for (size_t i = 0; i < tables.size(); ++i) s.peers[i] = tables[i].data_ptr();
+  } else if (how == Fetch::kUva) {
+    for (size_t i = 0; i < tables.size(); ++i) {
+      if (static_cast<int64_t>(i) == my_pe) {
+        s.peers[i] = tables[i].data_ptr();
+        continue;
+      }
+      void* mapped = nullptr;
+      C10_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, tables[i].data_ptr(), 0));
+      s.peers[i] = mapped;
+    }
+  } else {
+    const void* symmetric = tables[my_pe].data_ptr();
+    TORCH_CHECK(shmem::attached(), op, ": fetch '", kFetchNames[static_cast<int>(how)], "' is an NVSHMEM get but ",
+                "NVSHMEM is not initialised in this process (mgg.distributed.nvshmem.init)");
+    TORCH_CHECK(shmem::n_pes() == static_cast<int>(tables.size()) && shmem::my_pe() == my_pe, op, ": NVSHMEM has ",
+                shmem::n_pes(), " PEs and this is PE ", shmem::my_pe(), ", but the call names ", tables.size(),
+                " PEs and my_pe ", my_pe);
+    TORCH_CHECK(shmem::is_symmetric(symmetric), op,
+                ": the table of my_pe is not in NVSHMEM's symmetric heap, so peers cannot get from it");
+    s.symmetric = symmetric;
+    s.p2p = shmem::reachable_by_loads(symmetric);
+  }
+  return s;
+}
+
+}  // namespace mgg
