@@ -54,12 +54,12 @@ def cmd_info(args):
 def _partition_rows(ranks: list[dict], total: dict) -> list[dict]:
     """The per-rank statistics and a last row with the totals."""
     keys = list(ranks[0])
-    last = dict(total, rank="total", send_rows=total["halo_rows"])
+    last = dict(total, rank="total", send_rows=total["halo_rows"])  # every row sent is a row received
     return ranks + [{k: last[k] for k in keys}]
 
 
-COMPARE = ("method", "local_edges", "remote_edges", "remote_fraction", "halo_rows", "max_send_peer", "edge_imbalance",
-           "node_imbalance", "seconds", "cached")
+COMPARE = ("method", "local_edges", "remote_edges", "remote_fraction", "halo_rows", "allgather_rows", "max_send_peer",
+           "edge_imbalance", "node_imbalance", "seconds", "cached")
 
 
 def cmd_partition(args):

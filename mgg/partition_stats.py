@@ -35,9 +35,11 @@ def partition_stats(graph: Graph, bounds) -> tuple[list[dict], dict]:
     Returns:
         (ranks, total). ranks: one dict per rank with nodes, edges, local_edges, remote_edges,
         remote_fraction, halo_rows (distinct peer rows it reads: the rows it receives),
+        allgather_rows (the rows the allgather backend brings it: every other rank's),
         send_rows (rows its peers read from it), max_send_peer (the most rows it sends to one
         peer), edge_imbalance and node_imbalance (its edges and nodes over the mean). total: the
-        sums, remote_fraction, halo_rows (= the connectivity-minus-one volume), max_send_peer
+        sums, remote_fraction, halo_rows (= the connectivity-minus-one volume), allgather_rows,
+        max_send_peer
         (the largest volume one rank sends to one peer) and the largest imbalances.
     """
     bounds = np.asarray(bounds, np.int64)
@@ -61,12 +63,12 @@ def partition_stats(graph: Graph, bounds) -> tuple[list[dict], dict]:
     mean_e, mean_n = e / p, n / p
     ranks = [dict(rank=r, nodes=int(nodes[r]), edges=int(edges[r]), local_edges=int(local[r]),
                   remote_edges=int(edges[r] - local[r]), remote_fraction=_fraction(edges[r] - local[r], edges[r]),
-                  halo_rows=int(volume[:, r].sum()), send_rows=int(volume[r].sum()),
+                  halo_rows=int(volume[:, r].sum()), allgather_rows=int(n - nodes[r]), send_rows=int(volume[r].sum()),
                   max_send_peer=int(volume[r].max()), edge_imbalance=_ratio(edges[r], mean_e),
                   node_imbalance=_ratio(nodes[r], mean_n)) for r in range(p)]
     remote = int(e - local.sum())
     total = dict(ranks=p, nodes=n, edges=e, local_edges=int(local.sum()), remote_edges=remote,
-                 remote_fraction=_fraction(remote, e), halo_rows=int(volume.sum()),
+                 remote_fraction=_fraction(remote, e), halo_rows=int(volume.sum()), allgather_rows=int((p - 1) * n),
                  max_send_peer=int(volume.max()), edge_imbalance=_ratio(edges.max(), mean_e),
                  node_imbalance=_ratio(nodes.max(), mean_n))
     return ranks, total

@@ -473,7 +473,4 @@ class Plan:
         (what the halo and nvshmem backends move), rows sent (in total and to the one peer that
         gets the most), allgather rows (what the allgather backend moves: every other rank's
         rows), edge and node imbalance (mgg.partition_stats; its second result has the totals)."""
-        ranks = partition_stats(self.graph, self.bounds)[0]
-        for r in ranks:
-            r["allgather_rows"] = self.graph.num_nodes - r["nodes"]
-        return ranks
+        return partition_stats(self.graph, self.bounds)[0]

@@ -123,6 +123,7 @@ def test_statistics_by_hand():
     assert [(r["local_edges"], r["remote_edges"], r["halo_rows"]) for r in ranks] == [(3, 2, 1), (3, 2, 2)]
     assert [(r["send_rows"], r["max_send_peer"]) for r in ranks] == [(2, 2), (1, 1)]
     assert [r["nodes"] for r in ranks] == [3, 3] and [r["edges"] for r in ranks] == [5, 5]
+    assert [r["allgather_rows"] for r in ranks] == [3, 3] and total["allgather_rows"] == 6  # every other rank's rows
     assert (total["remote_edges"], total["halo_rows"], total["max_send_peer"]) == (4, 3, 2)
     assert total["remote_fraction"] == 0.4 and total["edge_imbalance"] == 1.0 and total["node_imbalance"] == 1.0
     assert total["halo_rows"] == _volume_by_hand(g, np.array([0, 0, 0, 1, 1, 1]))

@@ -38,6 +38,16 @@ PROTOCOLS = {
 }
 
 
+def _dropout_conv_act(model: nn.Module, x, edge_index, act):
+    """dropout -> conv -> act per layer (no act after the last): GCN's and GAT's forward."""
+    for i, conv in enumerate(model.convs):
+        x = F.dropout(x, model.dropout, model.training)
+        x = conv(x, edge_index)
+        if i < len(model.convs) - 1:
+            x = act(x)
+    return x
+
+
 class GCN(nn.Module):
     def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 2, dropout: float = 0.5,
                  conv_module=None, **conv_kwargs):
@@ -48,12 +58,7 @@ class GCN(nn.Module):
         self.dropout = dropout
 
     def forward(self, x, edge_index):
-        for i, conv in enumerate(self.convs):
-            x = F.dropout(x, self.dropout, self.training)
-            x = conv(x, edge_index)
-            if i < len(self.convs) - 1:
-                x = F.relu(x)
-        return x
+        return _dropout_conv_act(self, x, edge_index, F.relu)
 
 
 class GIN(nn.Module):
@@ -115,12 +120,7 @@ class GAT(nn.Module):
         self.dropout = dropout
 
     def forward(self, x, edge_index):
-        for i, conv in enumerate(self.convs):
-            x = F.dropout(x, self.dropout, self.training)
-            x = conv(x, edge_index)
-            if i < len(self.convs) - 1:
-                x = F.elu(x)
-        return x
+        return _dropout_conv_act(self, x, edge_index, F.elu)
 
 
 MODELS = {"gcn": GCN, "gin": GIN, "sage": SAGE, "gat": GAT}
