@@ -53,9 +53,9 @@ def cmd_info(args):
 
 def _partition_rows(ranks: list[dict], total: dict) -> list[dict]:
     """The per-rank statistics and a last row with the totals."""
-    keys = list(ranks[0])
+    keys = [k for k in ranks[0] if k != "allgather_rows"]  # N - nodes: in --json, and in --method all's table
     last = dict(total, rank="total", send_rows=total["halo_rows"])  # every row sent is a row received
-    return ranks + [{k: last[k] for k in keys}]
+    return [{k: row[k] for k in keys} for row in (*ranks, last)]
 
 
 COMPARE = ("method", "local_edges", "remote_edges", "remote_fraction", "halo_rows", "allgather_rows", "max_send_peer",
