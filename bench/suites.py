@@ -278,8 +278,9 @@ def dist(opt: Options) -> Iterator[dict]:
             timeout = min(opt.worker_timeout_s, max(opt.budget.left(), 1.0))
             r = _torchrun(cmd, env, timeout)
             if r.returncode != 0:  # reported and skipped: one failed case does not end the suite
-                print(f"dist suite: {backend} with {pes} PEs on {spec} failed (exit {r.returncode}):\n"
-                      f"{r.stderr[-2000:]}", file=sys.stderr)
+                err = r.stderr if len(r.stderr) <= 6000 else f"{r.stderr[:3500]}\n[...]\n{r.stderr[-2500:]}"
+                print(f"dist suite: {backend} with {pes} PEs on {spec} failed (exit {r.returncode}):\n{err}",
+                      file=sys.stderr)
                 opt.budget.skipped.append(f"dist {spec} D={dim} P={pes} {backend} (failed: exit {r.returncode})")
                 opt.budget.done("dist", time.perf_counter() - t0)
                 continue

@@ -50,17 +50,22 @@ def compare(ref_path, dist_path):
     return ref, got
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """The single-process result of a worker kind, computed once per module."""
+def references(tmp_path_factory, *extra):
+    """kind -> the path of the single-process result of that worker kind (run with extra
+    arguments), each computed once."""
     done = {}
 
     def get(kind):
         if kind not in done:
             done[kind] = tmp_path_factory.mktemp("reference") / f"{kind}.pkl"
-            run_worker([kind, str(done[kind]), "--single"])
+            run_worker([kind, str(done[kind]), "--single", *extra])
         return done[kind]
     return get
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    return references(tmp_path_factory)
 
 
 @pytest.mark.parametrize("partition", PARTITIONS)

@@ -6,7 +6,7 @@ run on the H100/H200 (bench/gpu_verify.sh)."""
 import pickle
 
 import pytest
-from test_distributed import PARTITIONS, compare, run_worker
+from test_distributed import PARTITIONS, compare, references, run_worker
 
 from mgg.testing import requires_cuda
 
@@ -19,15 +19,8 @@ FETCHES = ["get-warp", "get-thread", "get-block", "direct"]
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """The single-process logits and gradients of a case, computed once per module."""
-    done = {}
-
-    def get(kind):
-        if kind not in done:
-            done[kind] = tmp_path_factory.mktemp("ref") / f"{kind}.pkl"
-            run_worker([kind, str(done[kind]), "--single", "--device", "cuda"])
-        return done[kind]
-    return get
+    """The single-process logits and gradients of a case on the GPU, computed once per module."""
+    return references(tmp_path_factory, "--device", "cuda")
 
 
 @pytest.mark.parametrize("nproc", [2, 4])

@@ -84,22 +84,10 @@ std::string plan_attention_launch(const Attention& a, AttentionPass pass, Source
     using scalar_t = decltype(zero);
     return with_remote(source, Sources{}, [&](auto remote) -> std::string {
       using Remote = decltype(remote);
-      int device = 0, optin = 0, major = 0, minor = 0;
-      cudaError_t e = cudaGetDevice(&device);
-      if (e != cudaSuccess) return cuda_message("cudaGetDevice", e);
       cudaFuncAttributes attr{};
-      e = cudaFuncGetAttributes(&attr, kernel_of<scalar_t, Remote>(pass));
-      if (e == cudaErrorInvalidDeviceFunction || e == cudaErrorNoKernelImageForDevice) {
-        cudaGetLastError();
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-        const std::string cc = std::to_string(major) + "." + std::to_string(minor);
-        return "this mgg build has no kernel for this GPU (compute capability " + cc +
-               "): reinstall with TORCH_CUDA_ARCH_LIST=\"" + cc + "\" (`mgg info` lists the archs this build has)";
-      }
-      if (e != cudaSuccess) return cuda_message("cudaFuncGetAttributes", e);
-      e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-      if (e != cudaSuccess) return cuda_message("cudaDeviceGetAttribute", e);
+      int optin = 0;
+      const std::string limits = kernel_limits(kernel_of<scalar_t, Remote>(pass), &attr, &optin);
+      if (!limits.empty()) return limits;
       const AttentionArgs args = args_of(a, pass, source);
       l->threads = static_cast<int>(a.wpb) * kWarp;
       if (l->threads > attr.maxThreadsPerBlock) {

@@ -35,26 +35,37 @@ KernelArgs<scalar_t> kernel_args(const Step& s, const Launch& l, void* out, floa
           scratch};
 }
 
-// The launch of `kernel` for step s: threads (one warp per wpb), a column tile whose shared
-// memory fits beside the kernel's static shared memory, and the grid. Empty message: it fits.
-template <typename scalar_t, typename Kernel>
-std::string plan_kernel_launch(const Step& s, Kernel kernel, bool landing, Launch* l) {
-  int device = 0, optin = 0, major = 0, minor = 0;
+// What a launch of `kernel` must respect on the current device: its attributes (threads, static
+// shared memory) and the device's opt-in shared memory per block. Empty message: both known; a
+// build without this GPU's arch says how to rebuild.
+template <typename Kernel>
+std::string kernel_limits(Kernel kernel, cudaFuncAttributes* attr, int* optin) {
+  int device = 0, major = 0, minor = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return cuda_message("cudaGetDevice", e);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  cudaFuncAttributes attr{};
-  e = cudaFuncGetAttributes(&attr, kernel);
+  e = cudaFuncGetAttributes(attr, kernel);
   if (e == cudaErrorInvalidDeviceFunction || e == cudaErrorNoKernelImageForDevice) {
     cudaGetLastError();  // clears this (non-sticky) error so later CUDA calls do not report it
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
     const std::string cc = std::to_string(major) + "." + std::to_string(minor);
     return "this mgg build has no kernel for this GPU (compute capability " + cc +
            "): reinstall with TORCH_CUDA_ARCH_LIST=\"" + cc + "\" (`mgg info` lists the archs this build has)";
   }
   if (e != cudaSuccess) return cuda_message("cudaFuncGetAttributes", e);
-  e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  e = cudaDeviceGetAttribute(optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (e != cudaSuccess) return cuda_message("cudaDeviceGetAttribute", e);
+  return {};
+}
+
+// The launch of `kernel` for step s: threads (one warp per wpb), a column tile whose shared
+// memory fits beside the kernel's static shared memory, and the grid. Empty message: it fits.
+template <typename scalar_t, typename Kernel>
+std::string plan_kernel_launch(const Step& s, Kernel kernel, bool landing, Launch* l) {
+  cudaFuncAttributes attr{};
+  int optin = 0;
+  const std::string limits = kernel_limits(kernel, &attr, &optin);
+  if (!limits.empty()) return limits;
   const int threads = static_cast<int>(s.wpb) * kWarp;
   if (threads > attr.maxThreadsPerBlock) {
     return "warps_per_block " + std::to_string(s.wpb) + " needs " + std::to_string(threads) +
