@@ -33,10 +33,11 @@ DEFAULT_EDGES = [100_000_000]
 FORMATS = ["text", "text.gz", "mtx", "npz-edge_index", "npz-edge_index-by-dst", "npz-scipy-csr"]
 
 _CHILD = r"""
-import json, resource, sys, tempfile, time
+import json, sys, tempfile, time
 from pathlib import Path
 from mgg.io import load_graph
 from bench.load import write_files
+from bench.memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 
 path, fmt, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 with tempfile.TemporaryDirectory() as tmp:  # a tiny file of the format first: lazy imports, first-call setup
@@ -44,24 +45,15 @@ with tempfile.TemporaryDirectory() as tmp:  # a tiny file of the format first: l
 with open(path, "rb") as f:  # warm the page cache
     while f.read(1 << 24):
         pass
-def hwm():  # the high-water RSS in bytes (VmHWM), which clear_refs can reset
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-try:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset VmHWM to the current RSS
-except OSError:
-    pass
-rss0 = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
+reset_peak_rss()
+rss0 = rss_bytes()
 times = []
 for i in range(reps):
     t = time.perf_counter()
     g = load_graph(path)
     times.append(time.perf_counter() - t)
     if i == 0:
-        peak = hwm() - rss0
+        peak = peak_rss_bytes() - rss0
     nodes, edges = g.num_nodes, g.num_edges
     del g
 print(json.dumps(dict(times=times, peak=peak, nodes=nodes, edges=edges)))
@@ -69,29 +61,22 @@ print(json.dumps(dict(times=times, peak=peak, nodes=nodes, edges=edges)))
 
 
 _PLAN_CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 from bench import cache
+from bench.memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 from mgg import Config, Plan
 
 spec, data_dir, ranks = sys.argv[1], sys.argv[2] or None, int(sys.argv[3])
 g, _ = cache.graph(spec, data_dir)  # generated or read from the disk cache: not timed
-def hwm():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-try:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-except OSError:
-    pass
-rss0 = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
+reset_peak_rss()
+rss0 = rss_bytes()
 t = time.perf_counter()
 plan = Plan(g, min(ranks, g.num_nodes))
 for r in range(plan.num_ranks):  # the forward and the backward's transposed step, host side
     plan.rank_plan(r, Config()).op_args("cpu")
 took = time.perf_counter() - t
-print(json.dumps(dict(seconds=took, peak=hwm() - rss0, total=hwm(), nodes=g.num_nodes, edges=g.num_edges,
+peak = peak_rss_bytes()
+print(json.dumps(dict(seconds=took, peak=peak - rss0, total=peak, nodes=g.num_nodes, edges=g.num_edges,
                       ranks=plan.num_ranks)))
 """
 

@@ -25,7 +25,6 @@ import ctypes
 import gc
 import itertools
 import math
-import resource
 import statistics
 import time
 from typing import Iterator
@@ -34,6 +33,8 @@ import torch
 import torch.nn.functional as F
 
 from mgg.runtime.timing import Timing
+
+from .memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 
 DEFAULT_MODELS = ["gcn", "sage", "gat"]
 DEFAULT_TARGETS = {"gcn": 0.78, "sage": 0.78, "gat": 0.78, "gin": 0.75}
@@ -52,17 +53,6 @@ def minibatch_impl() -> str:
     except ImportError:
         return "minibatch-sampler(torch)"
     return "pyg-neighborloader" if (t.WITH_PYG_LIB or t.WITH_TORCH_SPARSE) else "minibatch-sampler(torch)"
-
-
-def _rss() -> int:
-    return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
-
-
-def _hwm() -> int:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _trim() -> None:
@@ -93,21 +83,17 @@ class PeakMemory:
             self.base = torch.cuda.memory_allocated(self.device)
         else:
             _trim()
-            self.base = _rss()
+            self.base = rss_bytes()
 
     def before_step(self) -> None:
         if self.cuda:
             torch.cuda.reset_peak_memory_stats(self.device)
             return
         _trim()
-        try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")  # VmHWM := current RSS
-        except OSError:
-            self.ok = False
+        self.ok &= reset_peak_rss()
 
     def after_step(self) -> None:
-        now = torch.cuda.max_memory_allocated(self.device) if self.cuda else _hwm()
+        now = torch.cuda.max_memory_allocated(self.device) if self.cuda else peak_rss_bytes()
         self.peak = max(self.peak, now - self.base)
 
     @property

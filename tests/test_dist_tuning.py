@@ -141,7 +141,7 @@ def test_nvshmem_backend_tunes_with_threads_as_pes(monkeypatch):
     peers' rows; here threads as PEs over a fake symmetric heap): every PE runs rank 0's
     candidate, every iteration's rows are the aggregation, the transposed graph's schedules of
     losing configs are dropped too, and the key names the backend and its fetch policy."""
-    from test_nvshmem_runtime import _FakeHeap, _FakeWorld
+    from test_nvshmem_runtime import _FakeHeap, _FakeWorld, run_pes
 
     from mgg import Plan
     from mgg.distributed import DistPlan, nvshmem
@@ -153,32 +153,22 @@ def test_nvshmem_backend_tunes_with_threads_as_pes(monkeypatch):
     bounds = Plan(g, pes).bounds
     x = torch.randn(240, 10, dtype=torch.float64)
     ref = g.to_torch_sparse(torch.float64) @ x
-    world, local, results, errors = _FakeWorld(pes), threading.local(), {}, []
+    world, local, results = _FakeWorld(pes), threading.local(), {}
     shared = dict(slots=[None] * pes, barrier=threading.Barrier(pes, timeout=60))
     monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
 
     def pe_main(pe):
-        try:
-            local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
-            dp = DistPlan(g, pe, bounds, backend="nvshmem", fetch="direct")
-            tuner = OnlineTuner(8, use_cache=False, coordinator=_ThreadCoordinator(shared, pe, pes),
-                                timer=lambda step, c: (step(), rank_cost("bowl", pe, pes, c)))
-            outs = []
-            while not tuner.done:
-                outs.append(tuner.aggregate(x[bounds[pe]:bounds[pe + 1]], dp))
-            kept = {c for (_, c) in itertools.chain(dp.plan._plans, dp.plan_t._plans)}
-            results[pe] = (tuner.summary(), [p.config for p in tuner.probes], outs, kept)
-        except Exception as e:  # surfaced below
-            errors.append(e)
-            world.barrier.abort()
-            shared["barrier"].abort()
+        local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
+        dp = DistPlan(g, pe, bounds, backend="nvshmem", fetch="direct")
+        tuner = OnlineTuner(8, use_cache=False, coordinator=_ThreadCoordinator(shared, pe, pes),
+                            timer=lambda step, c: (step(), rank_cost("bowl", pe, pes, c)))
+        outs = []
+        while not tuner.done:
+            outs.append(tuner.aggregate(x[bounds[pe]:bounds[pe + 1]], dp))
+        kept = {c for (_, c) in itertools.chain(dp.plan._plans, dp.plan_t._plans)}
+        results[pe] = (tuner.summary(), [p.config for p in tuner.probes], outs, kept)
 
-    threads = [threading.Thread(target=pe_main, args=(pe,)) for pe in range(pes)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_pes(pes, pe_main, world.barrier, shared["barrier"])
     summaries = [results[pe][0] for pe in range(pes)]
     assert all(results[pe][1] == results[0][1] for pe in range(pes)) and len(results[0][1]) == 8
     assert len({s["chosen"] for s in summaries}) == 1

@@ -58,6 +58,27 @@ class _FakeHeap:
         self.freed += 1
 
 
+def run_pes(pes: int, pe_main, *barriers: threading.Barrier) -> None:
+    """Runs pe_main(pe) on one thread per PE; an error on one aborts the barriers the others may
+    wait at, and is raised here."""
+    errors = []
+
+    def guarded(pe):
+        try:
+            pe_main(pe)
+        except Exception as e:  # surfaced below
+            errors.append(e)
+            for b in barriers:
+                b.abort()
+
+    threads = [threading.Thread(target=guarded, args=(pe,)) for pe in range(pes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
 @pytest.mark.parametrize("partition", PARTITIONS)
 def test_layer_protocol_with_threads_as_pes(monkeypatch, tmp_path, partition):
     """P threads stand in for P PEs. Each layer writes its rows into the next of two tables,
@@ -73,51 +94,23 @@ def test_layer_protocol_with_threads_as_pes(monkeypatch, tmp_path, partition):
     b = plan.bounds
     range_rows = [int(n) for n in np.diff(b)]
     xs = [torch.randn(200, 9, dtype=torch.float64) for _ in range(layers)]
-    world, local, results, errors = _FakeWorld(pes), threading.local(), {}, []
+    world, local, results = _FakeWorld(pes), threading.local(), {}
     monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
 
     def pe_main(pe):
-        try:
-            local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
-            rp = plan.rank_plan(pe, Config(4, 2, 2))
-            results[pe] = [nvshmem.aggregate(x[perm][b[pe]:b[pe + 1]], rp, rp, range_rows, "direct", False)
-                           for x in xs]
-            assert len(local.rt.tables) == 1 and len(next(iter(local.rt.tables.values()))) == 2
-            local.rt.destroy()
-            assert local.rt.heap.freed == 2
-        except Exception as e:  # surfaced below
-            errors.append(e)
-            world.barrier.abort()
+        local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
+        rp = plan.rank_plan(pe, Config(4, 2, 2))
+        results[pe] = [nvshmem.aggregate(x[perm][b[pe]:b[pe + 1]], rp, rp, range_rows, "direct", False)
+                       for x in xs]
+        assert len(local.rt.tables) == 1 and len(next(iter(local.rt.tables.values()))) == 2
+        local.rt.destroy()
+        assert local.rt.heap.freed == 2
 
-    threads = [threading.Thread(target=pe_main, args=(pe,)) for pe in range(pes)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_pes(pes, pe_main, world.barrier)
     assert world.barriers == [layers] * pes
     for i, x in enumerate(xs):
         got = part.to_user(torch.cat([results[pe][i] for pe in range(pes)]))
         torch.testing.assert_close(got, g.to_torch_sparse(torch.float64) @ x)
-
-
-def _run_pes(pes: int, pe_main) -> None:
-    """Runs pe_main(pe) on one thread per PE; an error on one aborts the others' barriers."""
-    errors = []
-
-    def guarded(pe):
-        try:
-            pe_main(pe)
-        except Exception as e:  # surfaced below
-            errors.append(e)
-            pe_main.world.barrier.abort()
-
-    threads = [threading.Thread(target=guarded, args=(pe,)) for pe in range(pes)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
 
 
 def test_attention_protocol_with_threads_as_pes(monkeypatch):
@@ -153,9 +146,8 @@ def test_attention_protocol_with_threads_as_pes(monkeypatch):
         outs = [nvshmem.attend(table, mine[2], rp, rpt, range_rows, "direct", heads, 0.2, 0.5, s) for s in seeds]
         sum((o * w[lo:hi]).sum() for o in outs).backward()
         results[pe] = ([o.detach() for o in outs], [t.grad for t in mine])
-    pe_main.world = world
 
-    _run_pes(pes, pe_main)
+    run_pes(pes, pe_main, world.barrier)
     assert world.barriers == [2 * len(seeds)] * pes  # one per forward, one per backward
     for i, o in enumerate(ref_out):
         torch.testing.assert_close(torch.cat([results[pe][0][i] for pe in range(pes)]), o.detach())

@@ -198,23 +198,32 @@ AttentionCall check_attend(const char* op, const at::Tensor& x, const at::Tensor
   return c;
 }
 
+const at::Tensor& own_table(const char* op, at::TensorList tables, int64_t my_pe) {
+  TORCH_CHECK(!tables.empty() && static_cast<int64_t>(tables.size()) <= kMaxPes, op, ": every PE's table must be ",
+              "listed (1 to ", kMaxPes, " PEs), got ", tables.size());
+  TORCH_CHECK(my_pe >= 0 && my_pe < static_cast<int64_t>(tables.size()), op, ": my_pe ", my_pe, " is outside [0, ",
+              tables.size(), ")");
+  return tables[my_pe];
+}
+
+bool check_fetch(const char* op, int64_t fetch, const at::Tensor& x) {
+  TORCH_CHECK(fetch >= 0 && fetch < kNumFetch, op, ": fetch must be 0 (direct), 1 (get, thread), 2 (get, warp), ",
+              "3 (get, block) or 4 (uva), got ", fetch);
+  const bool uva = fetch == static_cast<int64_t>(Fetch::kUva);
+  TORCH_CHECK(fetch == static_cast<int64_t>(Fetch::kDirect) || x.is_cuda(), op, ": fetch '", kFetchNames[fetch],
+              uva ? "' reads pinned host memory from a GPU kernel" : "' is an NVSHMEM get",
+              ", which needs CUDA tensors; on the CPU use fetch 'direct'");
+  return uva;
+}
+
 AttentionCall check_attend_peers(const char* op, const at::Tensor& own, at::TensorList tables, int64_t my_pe,
                                  const PlanList& plan, at::IntArrayRef params, int64_t heads, double dropout,
                                  at::IntArrayRef offsets, int64_t fetch, int64_t extra_per_head) {
   AttentionCall c{op, step_of(op, plan, params, 0, true), Step{}, heads, 0, {}, {}};
-  TORCH_CHECK(fetch >= 0 && fetch < kNumFetch, op, ": fetch must be 0 (direct), 1 (get, thread), 2 (get, warp), ",
-              "3 (get, block) or 4 (uva), got ", fetch);
-  const bool uva = fetch == static_cast<int64_t>(Fetch::kUva);
-  TORCH_CHECK(fetch == static_cast<int64_t>(Fetch::kDirect) || own.is_cuda(), op, ": fetch '", kFetchNames[fetch],
-              uva ? "' reads pinned host memory from a GPU kernel" : "' is an NVSHMEM get",
-              ", which needs CUDA tensors; on the CPU use fetch 'direct'");
+  const bool uva = check_fetch(op, fetch, own);
   check_x(op, own);
   check_dropout(op, dropout);
-  TORCH_CHECK(!tables.empty() && static_cast<int64_t>(tables.size()) <= kMaxPes, op, ": tables must list every ",
-              "PE's table (1 to ", kMaxPes, "), got ", tables.size());
-  TORCH_CHECK(my_pe >= 0 && my_pe < static_cast<int64_t>(tables.size()), op, ": my_pe ", my_pe, " is outside [0, ",
-              tables.size(), ")");
-  const at::Tensor& mine = tables[my_pe];
+  const at::Tensor& mine = own_table(op, tables, my_pe);
   c.channels = channels_of(op, mine, heads, extra_per_head, "tables[my_pe]");
   TORCH_CHECK(own.size(1) == heads * (c.channels + 1), op, ": the source rows must be [rows, ",
               heads * (c.channels + 1), "], got ", own.sizes());
@@ -246,18 +255,9 @@ AttentionCall check_attend_peers(const char* op, const at::Tensor& own, at::Tens
 Call check_aggregate_peers(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
                            at::IntArrayRef params, int64_t fetch, bool deterministic) {
   Call c{"mgg.aggregate_peers", step_of("mgg.aggregate_peers", plan, params, 0, true), deterministic};
-  TORCH_CHECK(fetch >= 0 && fetch < kNumFetch, c.op, ": fetch must be 0 (direct), 1 (get, thread), 2 (get, warp), ",
-              "3 (get, block) or 4 (uva), got ", fetch);
-  const bool uva = fetch == static_cast<int64_t>(Fetch::kUva);
-  TORCH_CHECK(fetch == static_cast<int64_t>(Fetch::kDirect) || x.is_cuda(), c.op, ": fetch '", kFetchNames[fetch],
-              uva ? "' reads pinned host memory from a GPU kernel" : "' is an NVSHMEM get",
-              ", which needs CUDA "
-              "tensors; on the CPU use fetch 'direct'");
+  const bool uva = check_fetch(c.op, fetch, x);
   check_x(c.op, x);
-  TORCH_CHECK(!peers.empty(), c.op, ": peers must list every PE's table, got none");
-  TORCH_CHECK(static_cast<int64_t>(peers.size()) <= kMaxPes, c.op, ": at most ", kMaxPes, " PEs, got ", peers.size());
-  TORCH_CHECK(my_pe >= 0 && my_pe < static_cast<int64_t>(peers.size()), c.op, ": my_pe ", my_pe, " is outside [0, ",
-              peers.size(), ")");
+  own_table(c.op, peers, my_pe);
   std::vector<int64_t> peer_rows;
   for (size_t i = 0; i < peers.size(); ++i) {
     check_table(c.op, peers[i], "peers[" + std::to_string(i) + "]", x, uva && static_cast<int64_t>(i) != my_pe);

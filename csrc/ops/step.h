@@ -48,6 +48,12 @@ struct Call {
   bool deterministic;
 };
 
+// Every PE's table, listed in PE order (1 to kMaxPes of them): the table of my_pe, checked to be one.
+const at::Tensor& own_table(const char* op, at::TensorList tables, int64_t my_pe);
+
+// A fetch policy (mgg._C.FETCH) that can run on x's device; returns whether it is uva.
+bool check_fetch(const char* op, int64_t fetch, const at::Tensor& x);
+
 Call check_aggregate(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan, at::IntArrayRef params,
                      bool deterministic);
 Call check_aggregate_peers(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,

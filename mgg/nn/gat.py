@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MggError
-from ..ops import attention_graph, attention_table, run_attend
+from ..ops import attend, attention_graph, attention_table
 from ..plan import Config
 from .graph_cache import cached_plan
 
@@ -156,17 +156,11 @@ class GATConv(nn.Module):
     def _attend(self, h, a_src, a_dst, plan, p: float, seed: int) -> torch.Tensor:
         from ..distributed.graph import DistPlan
 
-        table = attention_table(h, a_src)
         if isinstance(plan, DistPlan):
-            out = plan.attend(table, a_dst.contiguous(), self.heads, self.negative_slope, p, seed, self.config)
-        else:
-            if plan.num_ranks != 1:
-                raise MggError(f"GATConv: a plan of {plan.num_ranks} ranks; use mgg.distributed.DistGraph")
-            if plan.graph.num_nodes != h.size(0):
-                raise MggError(f"GATConv: the graph has {plan.graph.num_nodes} nodes but x has {h.size(0)} rows")
-            out = run_attend(table, table.new_empty((0, table.size(1))), a_dst.contiguous(),
-                             plan.rank_plan(0, self.config), self.heads, self.negative_slope, p, seed)
-        return out.view(-1, self.heads, self.out_channels)
+            out = plan.attend(attention_table(h, a_src), a_dst.contiguous(), self.heads, self.negative_slope, p, seed,
+                              self.config)
+            return out.view(-1, self.heads, self.out_channels)
+        return attend(h, a_src, a_dst, plan, self.negative_slope, p, seed, self.config)
 
     def _attention_weights(self, edge_index, n: int, a_src, a_dst, p: float, seed: int):
         """PyG's (edge_index used, alpha [E', H]) for a [2, E] input on one process: the edges

@@ -128,9 +128,7 @@ std::tuple<at::Tensor, at::Tensor> attend_peers_cpu(at::TensorList peers, int64_
                                                     double slope, double dropout, int64_t seed, at::IntArrayRef offsets,
                                                     int64_t fetch) {
   const char* op = "mgg.attend_peers";
-  TORCH_CHECK(my_pe >= 0 && my_pe < static_cast<int64_t>(peers.size()), op, ": my_pe ", my_pe, " is outside [0, ",
-              peers.size(), ")");
-  const at::Tensor& x = peers[my_pe];
+  const at::Tensor& x = own_table(op, peers, my_pe);
   const AttentionCall c = check_attend_peers(op, x, peers, my_pe, plan, params, heads, dropout, offsets, fetch, 1);
   check_attention_dst(op, a_dst, x, c.step.rows(), heads);
   const AttentionShape s = shape_of(c, slope, dropout, seed);
@@ -150,9 +148,7 @@ at::Tensor attend_peers_dst_cpu(at::TensorList peers, int64_t my_pe, const at::T
                                 at::IntArrayRef params, int64_t heads, double slope, double dropout, int64_t seed,
                                 at::IntArrayRef offsets, int64_t fetch) {
   const char* op = "mgg.attend_peers_dst";
-  TORCH_CHECK(my_pe >= 0 && my_pe < static_cast<int64_t>(peers.size()), op, ": my_pe ", my_pe, " is outside [0, ",
-              peers.size(), ")");
-  const at::Tensor& x = peers[my_pe];
+  const at::Tensor& x = own_table(op, peers, my_pe);
   const AttentionCall c = check_attend_peers(op, x, peers, my_pe, plan, params, heads, dropout, offsets, fetch, 1);
   const auto acc_type = at::toOpMathType(x.scalar_type());
   check_attention_terms(op, terms, c.step.rows(), heads, c.channels, acc_type, x.device());

@@ -106,9 +106,7 @@ std::tuple<at::Tensor, at::Tensor> attend_peers_cuda(at::TensorList peers, int64
                                                      double slope, double dropout, int64_t seed,
                                                      at::IntArrayRef offsets, int64_t fetch) {
   const char* op = "mgg.attend_peers";
-  TORCH_CHECK(my_pe >= 0 && my_pe < static_cast<int64_t>(peers.size()), op, ": my_pe ", my_pe, " is outside [0, ",
-              peers.size(), ")");
-  const at::Tensor& x = peers[my_pe];
+  const at::Tensor& x = own_table(op, peers, my_pe);
   const c10::cuda::CUDAGuard guard(x.device());
   const AttentionCall c = check_attend_peers(op, x, peers, my_pe, plan, params, heads, dropout, offsets, fetch, 1);
   check_attention_dst(op, a_dst, x, c.step.rows(), heads);
@@ -128,9 +126,7 @@ at::Tensor attend_peers_dst_cuda(at::TensorList peers, int64_t my_pe, const at::
                                  at::IntArrayRef params, int64_t heads, double slope, double dropout, int64_t seed,
                                  at::IntArrayRef offsets, int64_t fetch) {
   const char* op = "mgg.attend_peers_dst";
-  TORCH_CHECK(my_pe >= 0 && my_pe < static_cast<int64_t>(peers.size()), op, ": my_pe ", my_pe, " is outside [0, ",
-              peers.size(), ")");
-  const at::Tensor& x = peers[my_pe];
+  const at::Tensor& x = own_table(op, peers, my_pe);
   const c10::cuda::CUDAGuard guard(x.device());
   const AttentionCall c = check_attend_peers(op, x, peers, my_pe, plan, params, heads, dropout, offsets, fetch, 1);
   check_attention_terms(op, terms, c.step.rows(), heads, c.channels, at::kFloat, x.device());
