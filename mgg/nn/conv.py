@@ -85,10 +85,10 @@ class GCNConv(_Aggregating):
             nn.init.zeros_(self.bias)
         self._cached_plan = None
 
-    def _normalised(self, g):
+    def _normalised(self, g, dtype):
         if self.normalize:
-            g = g.gcn_norm(self.add_self_loops, self.improved)
-        return g.mean_norm() if self.aggr == "mean" else g
+            g = g.gcn_norm(self.add_self_loops, self.improved, dtype)
+        return g.mean_norm(dtype) if self.aggr == "mean" else g
 
     def forward(self, x: torch.Tensor, edge_index, edge_weight: Optional[torch.Tensor] = None) -> torch.Tensor:
         h = self.lin(x)
@@ -96,7 +96,7 @@ class GCNConv(_Aggregating):
             plan = self._cached_plan
         else:
             tag = f"gcn:{self.normalize}:{self.add_self_loops}:{self.improved}:{self.aggr}"
-            plan = cached_plan(edge_index, x.size(0), edge_weight, tag, self._normalised, self.flow)
+            plan = cached_plan(edge_index, x.size(0), edge_weight, tag, self._normalised, self.flow, x.dtype)
             if self.cached:
                 self._cached_plan = plan
         out = self._aggregate(h, plan)
@@ -131,8 +131,8 @@ class GINConv(_Aggregating):
     def forward(self, x: torch.Tensor, edge_index, size=None) -> torch.Tensor:
         if size is not None:
             raise MggError("GINConv: size (bipartite message passing) is not supported by mgg")
-        make = (lambda g: g.mean_norm()) if self.aggr == "mean" else (lambda g: g)
-        plan = cached_plan(edge_index, x.size(0), None, f"gin:{self.aggr}", make, self.flow)
+        make = (lambda g, dt: g.mean_norm(dt)) if self.aggr == "mean" else (lambda g, dt: g)
+        plan = cached_plan(edge_index, x.size(0), None, f"gin:{self.aggr}", make, self.flow, x.dtype)
         out = self._aggregate(x, plan) + (1 + self.eps) * x
         return self.nn(out)
 
