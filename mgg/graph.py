@@ -105,6 +105,7 @@ def weight_dtype(weight) -> torch.dtype:
 
 
 _NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
+SELF_LOOPS = ("keep", "add", "replace")  # Graph.add_self_loops: what becomes of existing loops
 
 
 @dataclass(frozen=True)
@@ -288,17 +289,23 @@ class Graph:
         a = self.to_scipy()
         return (a != a.T).nnz == 0
 
-    def add_self_loops(self, fill_value: float = 1.0) -> "Graph":
-        """One self-loop per node, as PyG's add_remaining_self_loops: a node that already has
-        self-loops keeps one with the weight of its last; the others get fill_value."""
+    def add_self_loops(self, fill_value: float = 1.0, existing: str = "keep") -> "Graph":
+        """A self-loop of weight fill_value per node. What becomes of the loops the graph has:
+        'keep' (PyG's add_remaining_self_loops, what GCNConv does to an edge_index): a node that
+        has some keeps one, with the weight of its last, and gets no new one; 'add' (PyG's
+        add_self_loops, as GCNConv does to a torch sparse adjacency): they stay beside the new
+        one; 'replace' (torch_sparse's fill_diag, for a SparseTensor): they are dropped."""
+        if existing not in SELF_LOOPS:
+            raise GraphError(f"existing must be one of {SELF_LOOPS}, got {existing!r}")
         rows, col = self.rows().numpy(), self.col.numpy()
         wdt = self.weight.dtype if self.weight is not None else torch.float32
         w = self.weight.numpy() if self.weight is not None else np.ones(self.num_edges, np.float32)
         loop = rows == col
         loop_w = np.full(self.num_nodes, fill_value, _NUMPY[wdt])
-        loop_w[rows[loop]] = w[loop]  # numpy assigns in order: the last loop of a node wins
+        if existing == "keep":
+            loop_w[rows[loop]] = w[loop]  # numpy assigns in order: the last loop of a node wins
         nodes = np.arange(self.num_nodes)
-        keep = ~loop
+        keep = np.ones_like(loop) if existing == "add" else ~loop
         keep_w = self.weight is not None or fill_value != 1.0
         w = torch.from_numpy(np.concatenate([w[keep], loop_w])) if keep_w else None
         return Graph.from_edges(np.concatenate([col[keep], nodes]), np.concatenate([rows[keep], nodes]),
@@ -312,12 +319,12 @@ class Graph:
         return dtype
 
     def gcn_norm(self, add_self_loops: bool = True, improved: bool = False,
-                 dtype: Optional[torch.dtype] = None) -> "Graph":
+                 dtype: Optional[torch.dtype] = None, existing: str = "keep") -> "Graph":
         """Kipf & Welling's D^-1/2 (A + I) D^-1/2 with the degree taken at the destination, as
         in PyG's gcn_norm, computed in `dtype` (default: the weights' precision; a float64 model
-        asks for float64, as PyG computes it in x's dtype)."""
+        asks for float64, as PyG computes it in x's dtype); `existing` as in add_self_loops."""
         dt = self._norm_dtype(dtype)
-        g = self.add_self_loops(2.0 if improved else 1.0) if add_self_loops else self
+        g = self.add_self_loops(2.0 if improved else 1.0, existing) if add_self_loops else self
         w = g.weight.to(dt) if g.weight is not None else torch.ones(g.num_edges, dtype=dt)
         deg = torch.zeros(g.num_nodes, dtype=dt).index_add_(0, g.rows(), w)
         dis = deg.pow(-0.5)

@@ -24,9 +24,10 @@ def test_gcnconv_loads_pyg_state_and_matches(cora, kw):
     ei = _edge_index(cora)
     x = cora.x.double().requires_grad_()
     # PyG 2.8 ignores improved=True when edge_weight is None (its loops are added before the
-    # weights default to ones); with explicit unit weights it applies A + 2I, as mgg always does.
-    w = torch.ones(ei.size(1), dtype=torch.float64) if kw.get("improved") else None
-    a, b = ours(x, ei, w), ref(x, ei, w)
+    # weights default to ones) and applies A + 2I with explicit unit weights: mgg does the same
+    for w in ([None, torch.ones(ei.size(1), dtype=torch.float64)] if kw.get("improved") else []):
+        assert_same_formula(ours(x, ei, w), ref(x, ei, w))
+    a, b = ours(x, ei), ref(x, ei)
     assert_same_formula(a, b)
     ga = torch.autograd.grad(a.square().sum(), [x, ours.lin.weight])
     gb = torch.autograd.grad(b.square().sum(), [x, ref.lin.weight])
@@ -127,3 +128,25 @@ def test_gat_model_follows_pyg_example_with_pyg_layers(cora):
     x, ei = cora.x, _edge_index(cora)
     h = torch.nn.functional.elu(first(x, ei))
     torch.testing.assert_close(model(x, ei), last(h, ei))
+
+
+@pytest.mark.parametrize("improved", [False, True])
+@pytest.mark.parametrize("kind", ["edge_index", "edge_index+weight", "coo", "csr"])
+def test_gcnconv_self_loops_and_improved_follow_pygs_gcn_norm(improved, kind):
+    """On a graph that has self-loops of its own, every input kind gets PyG's normalisation:
+    an edge_index keeps one existing loop per node (improved only with weights), a torch sparse
+    adjacency gets a loop beside its own."""
+    from mgg.testing import random_graph
+
+    ei = random_graph(100, 800, seed=1).edge_index()
+    assert bool((ei[0] == ei[1]).any())
+    gen = torch.Generator().manual_seed(2)
+    w = torch.rand(ei.size(1), dtype=torch.float64, generator=gen) + 0.5
+    x = torch.randn(100, 5, dtype=torch.float64, generator=gen)
+    torch.manual_seed(0)
+    ref = pyg_nn.GCNConv(5, 3, improved=improved).double()
+    ours = mnn.GCNConv(5, 3, improved=improved).double()
+    ours.load_state_dict(ref.state_dict())
+    adj = torch.sparse_coo_tensor(ei.flip(0), w, (100, 100)).coalesce()  # adj[target, source]
+    args = {"edge_index": (ei,), "edge_index+weight": (ei, w), "coo": (adj,), "csr": (adj.to_sparse_csr(),)}[kind]
+    assert_same_formula(ours(x, *args), ref(x, *args))

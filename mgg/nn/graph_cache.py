@@ -21,6 +21,11 @@ def _key_part(t: Optional[torch.Tensor]):
     return None if t is None else (id(t), t._version, tuple(t.shape))
 
 
+def is_sparse_tensor(obj) -> bool:
+    """Whether obj is a torch_sparse.SparseTensor (without importing torch_sparse)."""
+    return type(obj).__module__.startswith("torch_sparse")
+
+
 def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
     """The mgg Graph of a layer's graph input.
 
@@ -36,7 +41,7 @@ def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
     """
     if isinstance(edge_index, Graph):
         return edge_index
-    if type(edge_index).__module__.startswith("torch_sparse"):  # torch_sparse.SparseTensor adj_t[target, source]
+    if is_sparse_tensor(edge_index):  # adj_t[target, source]
         rowptr, col, w = edge_index.csr()
         rows, cols = edge_index.sparse_sizes()
         if rows != cols:
