@@ -22,6 +22,11 @@ train: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest tests -q
 
+# Every benchmark suite on a tiny graph, CPU-friendly (what tests/test_bench.py runs in CI); the
+# results go to build/bench-smoke, not bench/results.
+bench-smoke: $(STAMP)
+	$(VENV)/bin/python -m bench all --smoke --quiet --out build/bench-smoke
+
 # Style: ruff (pyproject.toml) for Python, clang-format (.clang-format) for csrc/. CI runs `make lint`.
 CSRC = $(shell find csrc -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh')
 LINTERS = $(VENV)/.mgg-linters
