@@ -1,7 +1,7 @@
 """The `fetch` suite: MGG's comparisons through one kernel (its Figs. 7, 8 and 10c), side by side
 on the same graph, plan and run. P PEs share one device; for each way of reaching peers' rows
 it records every rank's aggregation time (the slowest rank is the step time) and the bytes each
-rank reads from its peers:
+rank reads from its peers, computed from the plan (traffic_mb, rank_traffic_mb: not measured):
 
 - in one process, ranks one after another (time-sliced, as the scaling suite):
   `direct`     peers' rows read in place through pointers (aggregate_peers, fetch 'direct');

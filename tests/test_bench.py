@@ -41,6 +41,7 @@ def test_smoke_all_suites(tmp_path):
     (plan,) = [row for row in rows if row["suite"] == "load" and row["pass"] == "plan"]
     assert (plan["graph"], int(plan["pes"]), int(plan["edges"])) == ("rmat:1500:15000", 8, 15000)
     assert float(plan["median_ms"]) > 0 and float(plan["peak_mem_mb"]) > 0
+    assert float(plan["p10_ms"]) < float(plan["p90_ms"])  # a spread of several builds, not one timing repeated
     for row in load:  # every format gives the same graph; the figures are filled in
         assert (int(row["nodes"]), int(row["edges"])) == (10_000, 100_000)
         assert float(row["edges_per_s"]) > 0 and float(row["peak_mem_bytes_per_edge"]) > 0
@@ -64,6 +65,7 @@ def test_smoke_all_suites(tmp_path):
     assert "speedup of mgg over each peer" in md and "tuner against the exhaustive grid" in md
     assert "## load: graph files to an mgg Graph" in md and "## load: the plan of a graph" in md
     assert "## tta: time to the target validation accuracy" in md
+    assert "read from peers MB (computed) |" in md and "computed from the plan" in md
     assert "## fetch: one kernel" in md and "fetch rmat:1500:15000 D=16 P=2 uva (needs a GPU)" in md
 
 
@@ -128,6 +130,8 @@ def test_projection_from_scaling_rows(tmp_path):
     out = subprocess.run([sys.executable, "-m", "bench.project", str(csv_path), "--graph", "rmat:3000:40000",
                           "--dim", "16"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "8 GPUs, full overlap" in out.stdout, out.stderr
+    assert f"| 1 PE on {rows[0]['device']} (measured) |" in out.stdout  # the device that measured it
+    assert ("Measured on a CPU" in out.stdout) == rows[0]["device"].startswith("cpu")
 
 
 def _bench(tmp_path, *args, env=None):
