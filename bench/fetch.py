@@ -119,7 +119,8 @@ def _nvshmem_times(opt, spec: str, dim: int, pes: int) -> dict:
 
 def fetch(opt) -> Iterator[dict]:
     """Rows of the fetch suite (see the module's docstring)."""
-    from .suites import _cases, _features, _row
+    from .peers import check_run
+    from .suites import _cases, _features, _row, _verified
 
     modes = [m for m in (opt.fetch_modes or MODES) if m in MODES]
     gpu = opt.device.type == "cuda"
@@ -148,6 +149,8 @@ def fetch(opt) -> Iterator[dict]:
                 traffic = nv[mode]["traffic"]
             else:
                 fns, traffic = _rank_fns(mode, g, pes, x, opt.config)
+                if not _verified(opt, f"fetch {spec} D={dim} P={pes} {mode}", check_run, fns, g, x):
+                    continue
                 per_rank = [measure(f, opt.device, opt.warmup, opt.reps) if not opt.prep_only
                             else Timing(float("nan"), float("nan"), float("nan"), 0) for f in fns]
             slow = max(per_rank, key=lambda t: t.median_ms)

@@ -148,10 +148,12 @@ def _prep_section(rows: list[dict]) -> list[str]:
     return out + [""]
 
 
-def summary(rows: list[dict], copy_gbps: float, skipped: tuple = ()) -> str:
+def summary(rows: list[dict], copy_gbps: float, skipped: tuple = (), wrong: tuple = ()) -> str:
     """The run's markdown summary: speedups over each peer, gather bandwidth, ablation, scaling,
-    tuner; and the cases a time budget skipped."""
-    tail = ["## skipped: the time budget ran out, or the case cannot run here", ""] + [f"- {c}" for c in skipped] \
+    tuner; the cases whose result was wrong (not timed) and those a time budget skipped."""
+    tail = ["## WRONG RESULTS: these cases differ from the float64 reference and were not timed", ""] \
+        + [f"- {c}" for c in wrong] + [""] if wrong else []
+    tail += ["## skipped: the time budget ran out, or the case cannot run here", ""] + [f"- {c}" for c in skipped] \
         + [""] if skipped else []
     if not rows:
         return "\n".join(["no rows", ""] + tail)
