@@ -137,6 +137,8 @@ def check(result, graph: Graph, x: torch.Tensor) -> None:
     """Raises AssertionError (naming the row, the values and the tolerance) unless result = A @ x
     on sample_rows within mgg.testing.assert_matches_reference's bound."""
     out = _as_tensor(result)
+    if not bool(torch.isfinite(out).all()):  # a NaN passes any `error > tolerance` test: refused here
+        raise AssertionError(f"{int((~torch.isfinite(out)).sum())} non-finite entries of {out.numel()}")
     rows = sample_rows(graph)
     dim = x.size(1)
     cols = torch.linspace(0, dim - 1, min(dim, COLUMNS)).round().long().unique()

@@ -6,15 +6,17 @@ storage, at dims that are not multiples of 32, in deterministic mode too:
 - aggregate_peers, peers' rows read in place: device tables (direct), pinned host tables (uva),
   managed memory (uvm, direct loads);
 - attend, forward and backward (the score/softmax/sum kernel, then d a_dst and the source rows'
-  gradients), with and without dropout; attend_peers' forward, direct.
+  gradients), with and without dropout; attend_peers, attend_peers_dst and attend_peers_src (two
+  ranks reading each other's rows and terms in place, direct loads).
 
-Not here: the NVSHMEM gets (get-thread, get-warp, get-block and its block-get kernel) and
-attend_peers' backward, which need NVSHMEM PEs (tests/test_nvshmem.py runs them).
+Not here: the NVSHMEM gets (get-thread, get-warp, get-block and its block-get kernel), which need
+NVSHMEM PEs (tests/test_nvshmem.py runs them).
 
-Every result is compared with a value: the aggregations by mgg.testing.assert_matches_reference;
-attention with mgg.attend on the CPU in float64 on the same stored inputs (tests/test_gat.py
-holds that executor to a plain torch reference), within `attention_tolerance`. Exits non-zero on
-a wrong result. `--device cpu` runs the same checks on the CPU executors (tests/test_bench.py).
+Every result is compared with a value, and must be finite: the aggregations by
+mgg.testing.assert_matches_reference; attention with mgg.attend on the CPU in float64 on the same
+stored inputs (tests/test_gat.py holds that executor to a plain torch reference), within
+`attention_tolerance`. Exits non-zero on a wrong result. `--device cpu` runs the same checks on
+the CPU executors (tests/test_bench.py).
 
     compute-sanitizer --tool racecheck --kernel-name kns=mgg python -m bench.sanitize_case
 """
@@ -51,12 +53,12 @@ def attention_tolerance(want: torch.Tensor, terms: int, dtype: torch.dtype, stor
 def assert_attention_close(got: torch.Tensor, want: torch.Tensor, terms: int, dtype: torch.dtype,
                            stored=0.0) -> None:
     got = got.detach().cpu().double()
-    err = (got - want).abs()
-    tol = attention_tolerance(want, terms, dtype, stored)
-    if bool((err > tol).any()):
-        i = tuple(int(k) for k in (err > tol).nonzero()[0])
+    bad = ~((got - want).abs() <= attention_tolerance(want, terms, dtype, stored))  # NaN is bad too
+    if bool(bad.any()):
+        i = tuple(int(k) for k in bad.nonzero()[0])
+        tol = attention_tolerance(want, terms, dtype, stored)
         raise AssertionError(f"entry {i} = {float(got[i])} but the float64 result is {float(want[i])} (tolerance "
-                             f"{float(tol[i]):.3g}); {int((err > tol).sum())} entries off")
+                             f"{float(tol[i]):.3g}); {int(bad.sum())} entries off")
 
 
 class Checks:
@@ -66,8 +68,10 @@ class Checks:
         self.wrong = self.done = 0
 
     def __call__(self, what: str, check, *args) -> None:
+        """check(*args); args[0], the result, must also be finite (a NaN is never within a bound)."""
         self.done += 1
         try:
+            assert bool(torch.isfinite(args[0]).all()), f"{int((~torch.isfinite(args[0])).sum())} non-finite entries"
             check(*args)
         except AssertionError as e:
             self.wrong += 1
@@ -103,7 +107,7 @@ def aggregation(checks: Checks, g: Graph, device: str) -> None:
 def attention(checks: Checks, g: Graph, device: str) -> None:
     ga = attention_graph(g)  # unweighted, one self-loop per node
     n, plan, plan2 = ga.num_nodes, Plan(ga), Plan(ga, 2)
-    b = [int(v) for v in plan2.bounds]
+    plans = (plan2, Plan(ga.transpose(), bounds=plan2.bounds))  # two ranks: the graph's plan, the backward's
     deg_in, deg_out = int(ga.degree().max()), int(ga.transpose().degree().max())
     cases = [(heads, channels, dtype, dropout) for heads, channels in ((2, 7), (1, 40)) for dtype in DTYPES
              for dropout in (0.0, 0.3)]
@@ -131,16 +135,37 @@ def attention(checks: Checks, g: Graph, device: str) -> None:
                                            (deg_out, deg_out * channels, deg_in * channels), (0.0, s_src, s_dst),
                                            strict=True):
             checks(f"attend backward d {name} {what}", assert_attention_close, t.grad, r.grad, terms, dtype, kept)
-        table = attention_table(*stored[:2])
-        tables = [table[b[r]:b[r + 1]] for r in range(2)]
-        outs = []
-        for r in range(2):
-            args, params = plan2.rank_plan(r, cfg).op_args(device, peers=True, transposed=False)
-            out, _ = torch.ops.mgg.attend_peers(tables, r, stored[2][b[r]:b[r + 1]].contiguous(), args, params, heads,
-                                                SLOPE, dropout, SEED, b, FETCH["direct"])
-            outs.append(out)
-        checks(f"attend_peers direct {what}", assert_attention_close, torch.cat(outs).view(n, heads, channels),
-               want.detach(), deg_in, dtype)
+        got_peers = peers_attention(stored, grad, plans, cfg, heads, dropout)
+        for name, t, r, terms, kept in zip(("out", "d h", "d a_src", "d a_dst"), got_peers, [want] + ref,
+                                           (deg_in, deg_out, deg_out * channels, deg_in * channels),
+                                           (0.0, 0.0, s_src, s_dst), strict=True):
+            checks(f"attend_peers direct {name} {what}", assert_attention_close, t,
+                   (r if name == "out" else r.grad).detach(), terms, dtype, kept)
+
+
+def peers_attention(stored: list, grad: torch.Tensor, plans: tuple, cfg: Config, heads: int, dropout: float):
+    """Two ranks' attention in one process, each reading the other's rows in place (attend_peers,
+    direct loads), and its backward as mgg.distributed.nvshmem runs it: every rank's output-row
+    terms, then d a_dst over each rank's in-edges and the source rows' gradients over the
+    transposed graph's in-edges, reading the peers' terms. Returns out, d h, d a_src, d a_dst."""
+    plan, plan_t = plans
+    h, a_src, a_dst = stored
+    n, channels, device = h.size(0), h.size(2), h.device
+    b, ranks, fetch = [int(v) for v in plan.bounds], range(2), FETCH["direct"]
+    table = attention_table(h, a_src)
+    tables = [table[b[r]:b[r + 1]] for r in ranks]
+    dst = [a_dst[b[r]:b[r + 1]].contiguous() for r in ranks]
+    grads = [grad.reshape(n, -1)[b[r]:b[r + 1]].contiguous() for r in ranks]
+    op_args = [plan.rank_plan(r, cfg).op_args(device, peers=True, transposed=False) for r in ranks]
+    op_args_t = [plan_t.rank_plan(r, cfg).op_args(device, peers=True, transposed=False) for r in ranks]
+    rest = (heads, SLOPE, dropout, SEED, b, fetch)
+    fwd = [torch.ops.mgg.attend_peers(tables, r, dst[r], *op_args[r], *rest) for r in ranks]
+    terms = [torch.ops.mgg.attention_terms(grads[r], *fwd[r][:1], dst[r], fwd[r][1], heads) for r in ranks]
+    d_dst = [torch.ops.mgg.attend_peers_dst(tables, r, terms[r], *op_args[r], *rest) for r in ranks]
+    d_table = torch.cat([torch.ops.mgg.attend_peers_src(tables[r], terms, r, *op_args_t[r], *rest) for r in ranks])
+    d_table = d_table.view(n, heads, channels + 1)
+    return (torch.cat([out for out, _ in fwd]).view(n, heads, channels), d_table[..., :channels],
+            d_table[..., channels], torch.cat(d_dst))
 
 
 def main(argv=None) -> int:

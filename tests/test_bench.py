@@ -74,7 +74,7 @@ def test_sanitize_case_checks_every_result_on_the_cpu():
     aggregation, aggregate_peers, attention forward and backward, attend_peers, each compared."""
     r = subprocess.run([sys.executable, "-m", "bench.sanitize_case", "--device", "cpu"], capture_output=True,
                        text=True, timeout=600)
-    assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "sanitize case: 108 results checked, 0 wrong", \
+    assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "sanitize case: 144 results checked, 0 wrong", \
         r.stdout[-3000:] + r.stderr[-3000:]
 
 
@@ -271,7 +271,11 @@ def test_check_samples_hub_rows_of_a_large_graph():
     g = random_graph(20000, 60000, seed=7, weighted=True, skew=0.5)
     x = torch.randn(20000, 8)
     assert g.num_nodes > peers.HUBS + peers.SAMPLE
-    peers.check(dense_reference(g, x).float(), g, x)
+    right = dense_reference(g, x).float()
+    peers.check(right, g, x)
+    right[1, 1] = float("nan")  # a NaN anywhere, sampled or not, is refused
+    with pytest.raises(AssertionError, match="1 non-finite entries"):
+        peers.check(right, g, x)
     hub = int(torch.argmax(g.degree()))
     with pytest.raises(AssertionError, match=rf"that is out\[{hub}, "):
         peers.check(dense_reference(_one_edge_dropped(g, hub), x).float(), g, x)
