@@ -31,6 +31,11 @@ test-isa: $(STAMP)
 	MKL_ENABLE_INSTRUCTIONS=SSE4_2 ATEN_CPU_CAPABILITY=default \
 	  $(VENV)/bin/python -m pytest $(NUMERICS) -q --random-order-bucket=global
 
+# Every benchmark suite on a tiny graph, CPU-friendly (what tests/test_bench.py runs in CI); the
+# results go to build/bench-smoke, not bench/results.
+bench-smoke: $(STAMP)
+	$(VENV)/bin/python -m bench all --smoke --quiet --out build/bench-smoke
+
 # Style: ruff (pyproject.toml) for Python, clang-format (.clang-format) for csrc/. CI runs `make lint`.
 CSRC = $(shell find csrc -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh')
 LINTERS = $(VENV)/.mgg-linters
