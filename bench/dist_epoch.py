@@ -11,6 +11,7 @@ synchronise their device and meet at a barrier around it, so an epoch's time is 
 rank's. Rank 0 writes the median/p10/p90 over the timed epochs as JSON.
 """
 import json
+import os
 import sys
 import time
 
@@ -65,20 +66,24 @@ def main():
     dist.all_gather_object(peaks, peak)
     if dg.rank == 0:
         a = np.asarray(times)
-        json.dump(dict(median_ms=float(np.median(a)), p10_ms=float(np.percentile(a, 10)),
-                       p90_ms=float(np.percentile(a, 90)), epochs=len(a), peak_mem_mb=float(max(peaks)),
-                       prep_s=prep_s if prep_s is not None else time.perf_counter() - t_start,
-                       rank_edges=format_rank_edges(stats)),
-                  open(out, "w"))
+        with open(out, "w") as f:
+            json.dump(dict(median_ms=float(np.median(a)), p10_ms=float(np.percentile(a, 10)),
+                           p90_ms=float(np.percentile(a, 90)), epochs=len(a), peak_mem_mb=float(max(peaks)),
+                           prep_s=prep_s if prep_s is not None else time.perf_counter() - t_start,
+                           rank_edges=format_rank_edges(stats)), f)
     dist.barrier()
     if backend == "nvshmem":
         from mgg.distributed import nvshmem
         nvshmem.finalize()
-    # No destroy_process_group(): with torch 2.14.1 and gloo it made a rank abort at interpreter
-    # exit in about half of the `bench dist --smoke` runs here ("terminate called without an active
-    # exception", no Python frame); without it, 6 runs of 6 passed. The ranks have met at the
-    # barrier above, so no collective is pending.
+    # With torch 2.14.1 and gloo a rank sometimes aborts in interpreter teardown ("terminate called
+    # without an active exception", no Python frame): with destroy_process_group() in about half of
+    # the `bench dist --smoke` runs, without it still now and then. The ranks have met at the
+    # barrier above (no collective is pending) and the result file is closed, so the worker leaves
+    # without the teardown.
 
 
 if __name__ == "__main__":
     main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
