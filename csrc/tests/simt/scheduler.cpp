@@ -70,8 +70,16 @@ uint64_t seed = 0, launches = 0;
 std::string last;
 std::vector<Shared> shared_arrays;
 std::vector<std::string (*)()> block_checks;
+std::FILE* trace = nullptr;
 
 bool is_block_op(Op op) { return op >= Op::kSyncthreads; }
+
+void log_call(const Thread& t) {
+  const Position& p = t.pos;
+  const unsigned block = (p.block.z * p.grid_dim.y + p.block.y) * p.grid_dim.x + p.block.x;
+  std::fprintf(trace, "%u %d %s %s:%u\n", block, t.warp, t.call ? t.call->name : op_name(t.op), t.site.file_name(),
+               static_cast<unsigned>(t.site.line()));
+}
 
 std::string where(const Site& s) { return std::string(s.file_name()) + ":" + std::to_string(s.line()); }
 
@@ -190,6 +198,7 @@ void try_warp(Thread& t) {
   for (int l = 0; l < 32; ++l) {
     if (lanes[l] && lanes[l]->value) vote |= uint64_t{1} << l;
   }
+  if (trace) log_call(t);
   if (t.call) {
     int members[32], k = 0;
     for (int l = 0; l < 32; ++l) {
@@ -252,6 +261,7 @@ void try_block() {
     if (same && u.call) same = std::equal(u.call->args, u.call->args + 4, first->call->args);
     if (!same) return stop("the block's threads are at different block calls" + describe_threads("\n  threads:"));
   }
+  for (int w = 0; trace && w * 32 < run->threads; ++w) log_call(*pool[w * 32]);
   if (first->call) {
     std::vector<int> members(run->threads);
     for (int i = 0; i < run->threads; ++i) members[i] = i;
@@ -377,6 +387,8 @@ const std::string& last_report() { return last; }
 void register_dynamic_shared(unsigned char* base, size_t capacity) { shared_arrays.push_back({base, capacity}); }
 
 void on_block_end(std::string (*check)()) { block_checks.push_back(check); }
+
+void trace_to(std::FILE* f) { trace = f; }
 
 cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t smem, Body body, const void* ctx,
                    const Site& site) {

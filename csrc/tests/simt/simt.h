@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <source_location>
@@ -89,6 +90,9 @@ const std::string& last_report();
 // array of `capacity` bytes; each block sees its launched size NaN-filled (bytes 0xff) and the
 // rest poisoned for AddressSanitizer.
 void register_dynamic_shared(unsigned char* base, size_t capacity);
+// Writes a line "block warp call file:line" for every completed warp call and, once per warp,
+// every completed block call, to `trace` (nullptr: none).
+void trace_to(std::FILE* trace);
 // Checks run when a block ends (e.g. NVSHMEM gets left incomplete): a non-empty message fails it.
 void on_block_end(std::string (*check)());
 
