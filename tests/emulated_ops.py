@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import emulator
 import torch
 
-import emulator
 from mgg import Config, Plan
 from mgg.plan import STEP_FIELDS
 

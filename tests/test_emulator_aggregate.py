@@ -5,12 +5,12 @@ loads/stores or by a proxy), fp32/fp16/bf16, P = 1, 2, 4 from real mgg.Plan obje
 float64 reference (mgg.testing.assert_matches_reference). MGG_EMU_FULL=1 widens the matrices."""
 import itertools
 
+import emulator
 import numpy as np
 import pytest
 import torch
-
-import emulator
 from emulated_ops import SOURCES, aggregate
+
 from mgg import Config, Graph, Plan
 from mgg.testing import assert_matches_reference, random_graph
 

@@ -3,11 +3,11 @@ emulator (tests/emulator.py): the forward pass, d a_dst and the source-gradient 
 source (halo table, peer pointers, NVSHMEM get at thread, warp and block scope, completed over
 loads/stores or by a proxy), fp32/fp16/bf16, P = 1, 2, 4 from real mgg.Plan objects, against the
 CPU executor in float64 on the same plan lists."""
+import emulator
 import pytest
 import torch
-
-import emulator
 from emulated_ops import SOURCES, attention
+
 from mgg import Config, Plan
 from mgg.ops import attention_graph
 from mgg.testing import UNIT_ROUNDOFF, random_graph

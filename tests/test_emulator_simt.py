@@ -4,9 +4,8 @@ the emulated kernel tests (test_emulator_aggregate.py, test_emulator_attention.p
 broken kernels."""
 import subprocess
 
-import pytest
-
 import emulator
+import pytest
 
 pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 

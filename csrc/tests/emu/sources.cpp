@@ -37,8 +37,8 @@ CaseSources case_sources(Case& c, const char* local, const char* remote) {
     for (int i = 0; i < n; ++i) r.src.peers[i] = heaps[i];
     return r;
   }
-  r.source = how == "get-thread" ? kernels::Source::kGetThread
-             : how == "get-warp" ? kernels::Source::kGetWarp
+  r.source = how == "get-thread"  ? kernels::Source::kGetThread
+             : how == "get-warp"  ? kernels::Source::kGetWarp
              : how == "get-block" ? kernels::Source::kGetBlock
                                   : throw std::runtime_error("unknown source " + how);
   r.src.symmetric = heaps[me];

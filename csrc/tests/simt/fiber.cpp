@@ -87,9 +87,9 @@ void Fiber::start(void (*entry)()) {
 #endif
   auto top = reinterpret_cast<uintptr_t>(stack_ + kStackBytes) & ~uintptr_t{15};
   auto* slot = reinterpret_cast<void**>(top);
-  *--slot = nullptr;                                    // return address of fiber_main: none
-  *--slot = reinterpret_cast<void*>(&fiber_main);       // where simt_switch's ret goes
-  for (int i = 0; i < 6; ++i) *--slot = nullptr;        // rbp rbx r12 r13 r14 r15
+  *--slot = nullptr;                               // return address of fiber_main: none
+  *--slot = reinterpret_cast<void*>(&fiber_main);  // where simt_switch's ret goes
+  for (int i = 0; i < 6; ++i) *--slot = nullptr;   // rbp rbx r12 r13 r14 r15
   sp_ = slot;
   fake_stack_ = nullptr;
   entry_ = entry;

@@ -62,11 +62,11 @@ void run_group(const GroupCall& c, const int* members, int /*n*/) {
 
 void group(const char* name, Op op, void* dest, const void* source, size_t bytes, int pe, const Site& site) {
   const void* src = translate(source, bytes, pe, site);
-  const GroupCall call{name,
-                       {reinterpret_cast<uint64_t>(dest), reinterpret_cast<uint64_t>(src), bytes,
-                        static_cast<uint64_t>(pe)},
-                       op == Op::kWarpCall ? &run_group<Scope::kWarp> : &run_group<Scope::kBlock>,
-                       site};
+  const GroupCall call{
+      name,
+      {reinterpret_cast<uint64_t>(dest), reinterpret_cast<uint64_t>(src), bytes, static_cast<uint64_t>(pe)},
+      op == Op::kWarpCall ? &run_group<Scope::kWarp> : &run_group<Scope::kBlock>,
+      site};
   if (op == Op::kWarpCall) {
     warp_op(op, 0xffffffffu, 0, 0, 32, site, &call);
   } else {

@@ -11,8 +11,8 @@ namespace {
 
 // The H100's limits (CUDA programming guide, compute capability 9.0; H100 SXM5: 132 SMs).
 constexpr int kSms = 132;
-constexpr int kSharedPerBlock = 48 * 1024;        // without the opt-in
-constexpr int kSharedOptin = 227 * 1024;          // cudaDevAttrMaxSharedMemoryPerBlockOptin
+constexpr int kSharedPerBlock = 48 * 1024;  // without the opt-in
+constexpr int kSharedOptin = 227 * 1024;    // cudaDevAttrMaxSharedMemoryPerBlockOptin
 constexpr int kSharedPerSm = 228 * 1024;
 constexpr int kRegistersPerBlock = 64 * 1024;
 constexpr int kMaxThreads = 1024;

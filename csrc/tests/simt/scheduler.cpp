@@ -29,7 +29,7 @@
 namespace simt {
 
 cudaError_t launch_limits(const void* kernel, dim3 grid, dim3 block, size_t smem, std::string* why);  // runtime.cpp
-void set_last_error(cudaError_t e);                                                                    // runtime.cpp
+void set_last_error(cudaError_t e);                                                                   // runtime.cpp
 
 namespace {
 
@@ -187,11 +187,13 @@ void try_warp(Thread& t) {
   for (int l = 0; l < 32; ++l) {
     const Thread* u = lanes[l];
     if (!u) continue;
-    bool same = u->op == t.op && u->mask == t.mask && u->width == t.width && (u->call == nullptr) == (t.call == nullptr);
+    bool same =
+        u->op == t.op && u->mask == t.mask && u->width == t.width && (u->call == nullptr) == (t.call == nullptr);
     if (same && t.call) same = std::equal(t.call->args, t.call->args + 4, u->call->args);
     if (!same) {
       return stop("warp " + std::to_string(t.warp) + " diverged: the lanes of mask " + hex(t.mask) +
-                  " are at different warp calls (or one call with different arguments)" + describe_threads("\n  threads:"));
+                  " are at different warp calls (or one call with different arguments)" +
+                  describe_threads("\n  threads:"));
     }
   }
   uint64_t vote = 0;
@@ -340,8 +342,8 @@ bool run_block(const Position& proto, size_t smem) {
 }  // namespace
 
 const char* op_name(Op op) {
-  static const char* const names[] = {"__syncwarp",  "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
-                                      "__shfl_xor_sync", "__ballot_sync", "__all_sync", "__any_sync",
+  static const char* const names[] = {"__syncwarp",      "__shfl_sync",   "__shfl_up_sync", "__shfl_down_sync",
+                                      "__shfl_xor_sync", "__ballot_sync", "__all_sync",     "__any_sync",
                                       "warp call",       "__syncthreads", "block call"};
   return names[static_cast<int>(op)];
 }

@@ -204,8 +204,7 @@ bool read_before_quiet_case() {
       return false;
     }
     if (gets_sum(Completion::kProxy, false, warp_scope)) {
-      std::printf("proxy mode: the landing buffer read before nvshmem_quiet went unseen (warp scope %d)\n",
-                  warp_scope);
+      std::printf("proxy mode: the landing buffer read before nvshmem_quiet went unseen (warp scope %d)\n", warp_scope);
       return false;
     }
   }
@@ -246,14 +245,10 @@ int main(int argc, char** argv) {
   using namespace selftest;
   simt::register_dynamic_shared(smem, kSmemCapacity);
   const std::map<std::string, std::function<bool()>> cases = {
-      {"half-warp-shuffle", half_warp_shuffle_case},
-      {"barrier-after-return", barrier_after_return_case},
-      {"divergent-calls", divergent_calls_case},
-      {"missing-syncwarp", missing_syncwarp_case},
-      {"shared-oob", shared_out_of_bounds_case},
-      {"read-before-quiet", read_before_quiet_case},
-      {"get-never-quieted", get_never_quieted_case},
-      {"warp-call-args", warp_call_args_case},
+      {"half-warp-shuffle", half_warp_shuffle_case}, {"barrier-after-return", barrier_after_return_case},
+      {"divergent-calls", divergent_calls_case},     {"missing-syncwarp", missing_syncwarp_case},
+      {"shared-oob", shared_out_of_bounds_case},     {"read-before-quiet", read_before_quiet_case},
+      {"get-never-quieted", get_never_quieted_case}, {"warp-call-args", warp_call_args_case},
       {"shared-opt-in", shared_opt_in_case},
   };
   if (argc != 2 || !cases.count(argv[1])) {

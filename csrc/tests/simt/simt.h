@@ -14,8 +14,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <source_location>
 #include <string>
