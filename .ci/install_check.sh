@@ -4,6 +4,7 @@
 # newest torch the package index serves, so this step is also CI's compile (CUDA kernels
 # included, where nvcc exists) against the newest torch. Then the import must work if that is
 # the same torch, and otherwise fail with mgg's one-line message, never an undefined symbol.
+# Where nvcc exists, that build must have its CUDA kernels (.ci/check_cuda_build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -13,8 +14,10 @@ start=$(date +%s)
 $PY -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
 "$VENV/bin/pip" install -q "$TORCH"
-"$VENV/bin/pip" install -q . 2>&1 | grep -v "^WARNING: Location" || true
+# sed, not grep -v: it succeeds whatever it filters, so under pipefail the status is pip's
+"$VENV/bin/pip" install -q . 2>&1 | sed '/^WARNING: Location/d'
 "$VENV/bin/pip" show mgg >/dev/null  # installed
+bash .ci/check_cuda_build.sh "$VENV/bin/python"
 built=$(cd /tmp && "$VENV/bin/python" - <<'PYEOF'
 import importlib.util, runpy
 spec = importlib.util.find_spec("mgg")
@@ -25,7 +28,8 @@ have=$("$VENV/bin/python" -c "import torch; print(torch.__version__)")
 echo "install_check: mgg built (isolated) against torch $built; the venv has torch $have"
 if [ "$built" = "$have" ]; then
   (cd /tmp && "$VENV/bin/python" -c "import mgg, torch; g = mgg.Graph.from_edges([0, 1], [1, 0], 2); \
-print(mgg.aggregate(torch.ones(2, 3), g).sum().item())")
+x = torch.arange(6.0).view(2, 3); y = mgg.aggregate(x, g); assert torch.equal(y, x.flip(0)), y; \
+print('install_check: A @ x swaps the two rows, as it must')")
 else
   out=$(cd /tmp && "$VENV/bin/python" -c "import mgg" 2>&1 || true)
   echo "$out" | tail -n 1

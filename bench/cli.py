@@ -142,8 +142,12 @@ def main(argv=None) -> int:
     for s in suites:
         if any(r["suite"] == s and not math.isnan(float(r["median_ms"])) for r in rows):
             report.plot(rows, s, out / f"{stem}-{s}.png")
-    md = report.summary(rows, opt.copy_gbps, skipped)
+    md = report.summary(rows, opt.copy_gbps, skipped, opt.wrong)
     (out / f"{stem}.md").write_text(md)
     print(md)
     print(f"wrote {out / stem}.csv, .md and one .png per suite")
+    if opt.wrong:
+        print(f"python -m bench: {len(opt.wrong)} case(s) gave a wrong result and were not timed:\n"
+              + "\n".join(opt.wrong), file=sys.stderr)
+        status = status or 1
     return status

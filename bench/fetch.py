@@ -1,7 +1,7 @@
 """The `fetch` suite: MGG's comparisons through one kernel (its Figs. 7, 8 and 10c), side by side
 on the same graph, plan and run. P PEs share one device; for each way of reaching peers' rows
 it records every rank's aggregation time (the slowest rank is the step time) and the bytes each
-rank reads from its peers:
+rank reads from its peers, computed from the plan (traffic_mb, rank_traffic_mb: not measured):
 
 - in one process, ranks one after another (time-sliced, as the scaling suite):
   `direct`     peers' rows read in place through pointers (aggregate_peers, fetch 'direct');
@@ -119,7 +119,8 @@ def _nvshmem_times(opt, spec: str, dim: int, pes: int) -> dict:
 
 def fetch(opt) -> Iterator[dict]:
     """Rows of the fetch suite (see the module's docstring)."""
-    from .suites import _cases, _features, _row
+    from .peers import check_run
+    from .suites import _cases, _features, _row, _verified
 
     modes = [m for m in (opt.fetch_modes or MODES) if m in MODES]
     gpu = opt.device.type == "cuda"
@@ -148,6 +149,8 @@ def fetch(opt) -> Iterator[dict]:
                 traffic = nv[mode]["traffic"]
             else:
                 fns, traffic = _rank_fns(mode, g, pes, x, opt.config)
+                if not _verified(opt, f"fetch {spec} D={dim} P={pes} {mode}", check_run, fns, g, x):
+                    continue
                 per_rank = [measure(f, opt.device, opt.warmup, opt.reps) if not opt.prep_only
                             else Timing(float("nan"), float("nan"), float("nan"), 0) for f in fns]
             slow = max(per_rank, key=lambda t: t.median_ms)

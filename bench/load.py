@@ -12,7 +12,9 @@ memory (the child's high-water RSS, reset just before through /proc/self/clear_r
 RSS before the load; the Graph itself counts), and it and the further loads give the times
 (`reps` of them: at most 3 for files of 10M edges or more). Rows: median/p10/p90 ms,
 edges_per_s (at the median), file GB/s in the gbps column, peak_mem_mb and
-peak_mem_bytes_per_edge."""
+peak_mem_bytes_per_edge. Then each benchmark graph's plan for 8 ranks (every rank's forward and
+transposed step, host side), also in a fresh process: built afresh as many times as a file is
+loaded, the first build giving the peak memory, the builds the median/p10/p90."""
 from __future__ import annotations
 
 import gzip
@@ -66,18 +68,25 @@ from bench import cache
 from bench.memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 from mgg import Config, Plan
 
-spec, data_dir, ranks = sys.argv[1], sys.argv[2] or None, int(sys.argv[3])
+from bench.load import repetitions
+
+spec, data_dir, ranks, reps = sys.argv[1], sys.argv[2] or None, int(sys.argv[3]), int(sys.argv[4])
 g, _ = cache.graph(spec, data_dir)  # generated or read from the disk cache: not timed
 reset_peak_rss()
 rss0 = rss_bytes()
-t = time.perf_counter()
-plan = Plan(g, min(ranks, g.num_nodes))
-for r in range(plan.num_ranks):  # the forward and the backward's transposed step, host side
-    plan.rank_plan(r, Config()).op_args("cpu")
-took = time.perf_counter() - t
-peak = peak_rss_bytes()
-print(json.dumps(dict(seconds=took, peak=peak - rss0, total=peak, nodes=g.num_nodes, edges=g.num_edges,
-                      ranks=plan.num_ranks)))
+times = []
+for i in range(repetitions(g.num_edges, reps)):  # a fresh plan each time; the first gives the peak memory
+    t = time.perf_counter()
+    plan = Plan(g, min(ranks, g.num_nodes))
+    for r in range(plan.num_ranks):  # the forward and the backward's transposed step, host side
+        plan.rank_plan(r, Config()).op_args("cpu")
+    times.append(time.perf_counter() - t)
+    if i == 0:
+        peak = peak_rss_bytes()
+    num_ranks = plan.num_ranks
+    del plan
+print(json.dumps(dict(times=times, peak=peak - rss0, total=peak, nodes=g.num_nodes, edges=g.num_edges,
+                      ranks=num_ranks)))
 """
 
 
@@ -138,6 +147,18 @@ def write_files(d: Path, num_edges: int, seed: int = 0, chunk: int = 1 << 22) ->
     return paths
 
 
+def repetitions(num_edges: int, reps: int) -> int:
+    """Timed loads (or plans) of a graph: at most 5, at most 3 from 10M edges on."""
+    return min(reps, 3 if num_edges >= 10_000_000 else 5)
+
+
+def _timing_fields(times: list) -> dict:
+    """median/p10/p90 in ms of the measured times (seconds)."""
+    return dict(median_ms=round(statistics.median(times) * 1e3, 3),
+                p10_ms=round(float(np.percentile(times, 10)) * 1e3, 3),
+                p90_ms=round(float(np.percentile(times, 90)) * 1e3, 3))
+
+
 def _child(script: str, *args: str) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
@@ -154,30 +175,26 @@ def _measure(path: Path, fmt: str, reps: int) -> dict:
 def load(opt) -> Iterator[dict]:
     sizes = list(opt.load_edges or DEFAULT_EDGES)
     for num_edges in sizes:
-        reps = min(opt.reps, 3 if num_edges >= 10_000_000 else 5)
+        reps = repetitions(num_edges, opt.reps)
         with tempfile.TemporaryDirectory(prefix="mgg-load-") as tmp:
             paths = write_files(Path(tmp), num_edges)
             for fmt in tqdm(FORMATS, desc=f"load {num_edges:,}", disable=not opt.progress):
                 path = paths[fmt]
                 res = _measure(path, fmt, reps)
-                ts = sorted(res["times"])
-                med = statistics.median(ts)
+                med = statistics.median(res["times"])
                 size = path.stat().st_size
                 yield dict(suite="load", case=f"{fmt}/{num_edges}", graph=fmt, nodes=res["nodes"],
                            edges=res["edges"], dim="", dtype="", impl="mgg.io.load_graph", pes=1, ps="", dist="",
-                           wpb="", **{"pass": "load"}, median_ms=round(med * 1e3, 3),
-                           p10_ms=round(float(np.percentile(ts, 10)) * 1e3, 3),
-                           p90_ms=round(float(np.percentile(ts, 90)) * 1e3, 3),
+                           wpb="", **{"pass": "load"}, **_timing_fields(res["times"]),
                            gbps=round(size / med / 1e9, 3), bw_fraction="",
                            peak_mem_mb=round(res["peak"] / 2**20, 1),
                            edges_per_s=round(res["edges"] / med), peak_mem_bytes_per_edge=round(
                                res["peak"] / res["edges"], 2))
     for spec in opt.graphs:  # the plan of each benchmark graph for 8 ranks, in a fresh process
-        res = _child(_PLAN_CHILD, spec, str(opt.data_dir or ""), "8")
-        ms = res["seconds"] * 1e3
+        res = _child(_PLAN_CHILD, spec, str(opt.data_dir or ""), "8", str(opt.reps))
         yield dict(suite="load", case=f"plan/{spec}/P{res['ranks']}", graph=spec, nodes=res["nodes"],
                    edges=res["edges"], dim="", dtype="", impl="mgg.Plan", pes=res["ranks"], ps="", dist="", wpb="",
-                   **{"pass": "plan"}, median_ms=round(ms, 3), p10_ms=round(ms, 3), p90_ms=round(ms, 3), gbps="",
+                   **{"pass": "plan"}, **_timing_fields(res["times"]), gbps="",
                    bw_fraction="", peak_mem_mb=round(res["total"] / 2**20, 1),
-                   edges_per_s=round(res["edges"] / res["seconds"]),
+                   edges_per_s=round(res["edges"] / statistics.median(res["times"])),
                    peak_mem_bytes_per_edge=round(res["peak"] / res["edges"], 2))

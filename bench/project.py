@@ -62,26 +62,33 @@ def project(rows: list[dict], graph_spec: str, dim: int, gpus: int, nvlink_gbps:
     no_overlap = max(t0 + c_local * s["local_edges"] + c_nv * s["remote_edges"] for s in stats)
     overlap = max(t0 + max(c_local * s["local_edges"], c_nv * s["remote_edges"]) for s in stats)
     one = next((float(r["median_ms"]) * 1e-3 for r in sel if int(r["pes"]) == 1), None)
-    return dict(graph=graph_spec, dim=dim, gpus=gpus, nvlink_gbps=nvlink_gbps, eta=eta, t0_us=t0 * 1e6,
+    device = " / ".join(sorted({r.get("device") or "an unrecorded device" for r in sel}))
+    return dict(graph=graph_spec, dim=dim, gpus=gpus, device=device, nvlink_gbps=nvlink_gbps, eta=eta, t0_us=t0 * 1e6,
                 c_local_ns=c_local * 1e9, c_remote_ns=c_remote * 1e9, c_nvlink_ns=c_nv * 1e9,
                 remote_fraction=sum(s["remote_edges"] for s in stats) / max(1, sum(s["edges"] for s in stats)),
-                one_gpu_ms=None if one is None else one * 1e3, no_overlap_ms=no_overlap * 1e3,
+                one_pe_ms=None if one is None else one * 1e3, no_overlap_ms=no_overlap * 1e3,
                 overlap_ms=overlap * 1e3, measured_pes=sorted({int(r["pes"]) for r in sel}))
 
 
-def markdown(p: dict, device: str) -> str:
-    speed = (lambda t: f"{p['one_gpu_ms'] / t:.2f}x") if p["one_gpu_ms"] else (lambda t: "n/a")
+def markdown(p: dict) -> str:
+    """The projection as markdown; the base row names the device that measured it (the scaling
+    rows' device column), and a CPU's measurement is said to be one."""
+    speed = (lambda t: f"{p['one_pe_ms'] / t:.2f}x") if p["one_pe_ms"] else (lambda t: "n/a")
+    device = p["device"]
+    cpu = [f"Measured on a CPU: the fitted costs are the CPU's, so the {p['gpus']} GPU rows below only "
+           "exercise the model, they project no GPU.", ""] if device.startswith("cpu") else []
     return "\n".join([
         f"## Projection: {p['graph']}, D={p['dim']}, {p['gpus']} GPUs over NVLink",
         "",
+        *cpu,
         f"Fitted on {device} from the scaling suite at P = {p['measured_pes']}: t0 = {p['t0_us']:.1f} us per rank, "
         f"c_local = {p['c_local_ns']:.3f} ns and c_remote = {p['c_remote_ns']:.3f} ns per edge. NVLink "
         f"{p['nvlink_gbps']:.0f} GB/s per direction at eta = {p['eta']:.2f} gives {p['c_nvlink_ns']:.3f} ns per "
         f"remote edge. Remote edges over {p['gpus']} ranks: {p['remote_fraction'] * 100:.1f}%.",
         "",
-        "| case | aggregation ms | speedup over one GPU |",
+        "| case | aggregation ms | speedup over the measured 1 PE |",
         "| --- | --- | --- |",
-        f"| one GPU (measured) | {p['one_gpu_ms'] or float('nan'):.3f} | 1.00x |",
+        f"| 1 PE on {device} (measured) | {p['one_pe_ms'] or float('nan'):.3f} | 1.00x |",
         f"| {p['gpus']} GPUs, no overlap | {p['no_overlap_ms']:.3f} | {speed(p['no_overlap_ms'])} |",
         f"| {p['gpus']} GPUs, full overlap | {p['overlap_ms']:.3f} | {speed(p['overlap_ms'])} |",
         "",
@@ -100,7 +107,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rows = list(csv.DictReader(open(args.csv)))
     p = project(rows, args.graph, args.dim, args.gpus, args.nvlink_gbps, args.eta, data_dir=args.data_dir)
-    print(markdown(p, rows[0].get("device", "?") if rows else "?"))
+    print(markdown(p))
     return 0
 
 

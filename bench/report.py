@@ -148,10 +148,12 @@ def _prep_section(rows: list[dict]) -> list[str]:
     return out + [""]
 
 
-def summary(rows: list[dict], copy_gbps: float, skipped: tuple = ()) -> str:
+def summary(rows: list[dict], copy_gbps: float, skipped: tuple = (), wrong: tuple = ()) -> str:
     """The run's markdown summary: speedups over each peer, gather bandwidth, ablation, scaling,
-    tuner; and the cases a time budget skipped."""
-    tail = ["## skipped: the time budget ran out, or the case cannot run here", ""] + [f"- {c}" for c in skipped] \
+    tuner; the cases whose result was wrong (not timed) and those a time budget skipped."""
+    tail = ["## WRONG RESULTS: these cases differ from the float64 reference and were not timed", ""] \
+        + [f"- {c}" for c in wrong] + [""] if wrong else []
+    tail += ["## skipped: the time budget ran out, or the case cannot run here", ""] + [f"- {c}" for c in skipped] \
         + [""] if skipped else []
     if not rows:
         return "\n".join(["no rows", ""] + tail)
@@ -205,8 +207,10 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = ()) -> str:
     fe = [r for r in rows if r["suite"] == "fetch"]
     if fe:
         lines += ["## fetch: one kernel, each way of reaching peers' rows (P PEs on one device)", "",
-                  "| graph | D | PEs | mode | slowest rank ms | per rank ms | read from peers MB | occupancy % | "
-                  "SM throughput % |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "`read from peers MB` is computed from the plan (the rows each mode must read: every remote "
+                  "edge's row, the halo rows, or every other rank's rows), not measured.", "",
+                  "| graph | D | PEs | mode | slowest rank ms | per rank ms | read from peers MB (computed) | "
+                  "occupancy % | SM throughput % |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         lines += [f"| {r['graph']} | {r['dim']} | {r['pes']} | {r['impl'].removeprefix('fetch-')} | "
                   f"{float(r['median_ms']):.3f} | {r.get('rank_ms', '')} | {r.get('traffic_mb', '')} | "
                   f"{r.get('achieved_occupancy', '')} | {r.get('sm_throughput', '')} |" for r in fe]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional
@@ -23,7 +24,7 @@ from . import cache
 from .budget import Budget
 from .fetch import fetch
 from .load import load
-from .peers import PEERS
+from .peers import PEERS, check_run, verify
 from .report import format_rank_edges
 from .tta import tta
 
@@ -57,6 +58,7 @@ class Options:
     tta_seeds: int = 3
     tta_max_epochs: int = 200
     budget: Budget = field(default_factory=lambda: Budget(None))
+    wrong: list = field(default_factory=list)  # cases whose result was wrong: not timed, not reported
 
 
 def _elem(opt: Options) -> int:
@@ -95,6 +97,20 @@ def _impl(name: str, opt: Options) -> str:
     return name if opt.partition == "range" else f"{name}[{opt.partition}]"
 
 
+def _verified(opt: Options, what: str, check: Callable, *args) -> bool:
+    """check(*args), a check of a case's result, before the case is timed (not under --prep-only).
+    A wrong result is recorded in opt.wrong and said on stderr, and the case is not timed: False."""
+    if opt.prep_only:
+        return True
+    try:
+        check(*args)
+    except AssertionError as e:
+        opt.wrong.append(f"{what}: {e}")
+        print(f"bench: {what} gives a wrong result, not timed: {e}", file=sys.stderr)
+        return False
+    return True
+
+
 def _cases(opt: Options, suite: str, cases: list, name: Callable) -> Iterator:
     """The cases a suite may start within its budget (progress bar; skipped ones recorded)."""
     for case in tqdm(cases, desc=suite, disable=not opt.progress):
@@ -117,6 +133,9 @@ def kernel(opt: Options) -> Iterator[dict]:
         prep = PEERS[impl](g, x, config=opt.config, plan=cache.plan(g)) if impl == "mgg" else PEERS[impl](g, x)
         prep_s = time.perf_counter() - t0
         if prep is None:
+            continue
+        if not _verified(opt, f"kernel {spec} D={dim} {impl}", verify, prep, g, x):
+            opt.budget.done("kernel", time.perf_counter() - t0)
             continue
         for pass_, fn in (("fwd", prep.fwd), ("bwd", prep.bwd)):
             t, peak = _timed(opt, fn)
@@ -186,6 +205,8 @@ def ablation(opt: Options) -> Iterator[dict]:
         x = _features(g.num_nodes, dim, str(opt.device), opt.dtype)
         fn = _inproc_ranks(cache.plan(g, pes), x, cfg, "peers")
         prep_s = time.perf_counter() - t0
+        if not _verified(opt, f"ablation {spec} D={dim} {name}", check_run, fn, g, x):
+            continue
         t, peak = _timed(opt, fn)
         gbps = _bytes_moved(g, dim, _elem(opt)) / (t.median_ms * 1e-3) / 1e9
         yield _row("ablation", f"{spec}/d{dim}/{name}", spec, g, dim, opt, f"mgg[{name}]", pes, cfg, "fwd", t, peak,
@@ -208,6 +229,9 @@ def scaling(opt: Options) -> Iterator[dict]:
         x = _features(g.num_nodes, dim, str(opt.device), opt.dtype)
         fn = _inproc_ranks(plan, x, opt.config, via)
         prep_s = time.perf_counter() - t0
+        what = f"scaling {spec} D={dim} P={pes} {via}"
+        if not _verified(opt, what, check_run, fn, plan.graph, x):  # plan.graph: relabelled by a partition
+            continue
         t, peak = _timed(opt, fn)
         stats = plan.stats()
         remote = sum(s["remote_edges"] for s in stats) / max(g.num_edges, 1)
@@ -219,11 +243,13 @@ def scaling(opt: Options) -> Iterator[dict]:
         if not opt.prep_only:
             target = InprocTarget(plan, via) if pes > 1 else LocalTarget(plan)
             chosen = _tuned(opt, target, x).chosen
-            t, peak = _timed(opt, target.prepare(x, chosen))
-            gbps = _bytes_moved(g, dim, _elem(opt)) / (t.median_ms * 1e-3) / 1e9
-            row = _row("scaling", case, spec, g, dim, opt, _impl(f"mgg-{via}-inproc-tuned", opt), pes, chosen,
-                       "fwd", t, peak, gbps, prep_s)
-            yield dict(row, rank_edges=format_rank_edges(stats))
+            fn = target.prepare(x, chosen)
+            if _verified(opt, f"{what} tuned {chosen.as_tuple()}", check_run, fn, plan.graph, x):
+                t, peak = _timed(opt, fn)
+                gbps = _bytes_moved(g, dim, _elem(opt)) / (t.median_ms * 1e-3) / 1e9
+                row = _row("scaling", case, spec, g, dim, opt, _impl(f"mgg-{via}-inproc-tuned", opt), pes, chosen,
+                           "fwd", t, peak, gbps, prep_s)
+                yield dict(row, rank_edges=format_rank_edges(stats))
         opt.budget.done("scaling", time.perf_counter() - t0)
 
 

@@ -97,13 +97,24 @@ def _coo_to_csr(row, col, n: int, w):
     return bp.astype(np.int64), bj.astype(np.int64), None if w is None else bx
 
 
+def weight_dtype(weight) -> torch.dtype:
+    """The precision edge weights are kept in: float64 for a torch float64 tensor (a float64
+    model's edge_weight, whose sums must not lose precision to the weights), float32 for anything
+    else (files, numpy, lists, float32 and half tensors). The CUDA kernels read weights as fp32."""
+    return torch.float64 if isinstance(weight, torch.Tensor) and weight.dtype == torch.float64 else torch.float32
+
+
+_NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
+SELF_LOOPS = ("keep", "add", "replace")  # Graph.add_self_loops: what becomes of existing loops
+
+
 @dataclass(frozen=True)
 class Graph:
     """A directed graph in CSR over destination rows. Constructing one validates it (once);
     graphs derived by mgg's own transformations are valid by construction and skip the check."""
     rowptr: torch.Tensor  # int64 [num_nodes + 1]
     col: torch.Tensor  # int64 [num_edges], source node of each edge
-    weight: Optional[torch.Tensor] = None  # float32 [num_edges]
+    weight: Optional[torch.Tensor] = None  # float32 (or float64: weight_dtype) [num_edges]
 
     def __post_init__(self):
         self.validate()
@@ -123,7 +134,7 @@ class Graph:
         rowptr = torch.as_tensor(np.asarray(rowptr), dtype=torch.int64)
         col = torch.as_tensor(np.asarray(col), dtype=torch.int64)
         if weight is not None:
-            weight = torch.as_tensor(np.asarray(weight), dtype=torch.float32)
+            weight = torch.as_tensor(np.asarray(weight), dtype=weight_dtype(weight))
         try:
             return Graph(rowptr.contiguous(), col.contiguous(), None if weight is None else weight.contiguous())
         except GraphError as e:
@@ -157,7 +168,8 @@ class Graph:
         if top >= n:
             i = int(np.flatnonzero((src >= n) | (dst >= n))[0])
             raise GraphError(f"{what}: edge {i} ({src[i]} -> {dst[i]}) has a node id >= num_nodes {n}")
-        w = None if weight is None else np.asarray(weight, dtype=np.float32).ravel()
+        wdt = weight_dtype(weight)
+        w = None if weight is None else np.asarray(weight, dtype=_NUMPY[wdt]).ravel()
         if w is not None and w.size != src.size:
             raise GraphError(f"{what}: {w.size} edge weights for {src.size} edges")
         if w is not None and not np.isfinite(w).all():
@@ -165,7 +177,7 @@ class Graph:
         rowptr, col, w = _coo_to_csr(dst, src, n, w)  # valid by construction: no second check
         return Graph._unchecked(torch.from_numpy(np.ascontiguousarray(rowptr, np.int64)),
                                 torch.from_numpy(np.ascontiguousarray(col, np.int64)),
-                                None if w is None else torch.from_numpy(np.ascontiguousarray(w, np.float32)))
+                                None if w is None else torch.from_numpy(np.ascontiguousarray(w, _NUMPY[wdt])))
 
     @staticmethod
     def from_edge_index(edge_index, num_nodes: Optional[int] = None, edge_weight=None) -> "Graph":
@@ -174,7 +186,7 @@ class Graph:
         if ei.dim() != 2 or ei.size(0) != 2:
             raise GraphError(f"edge_index: expected shape [2, num_edges], got {list(ei.shape)}")
         ei = ei.detach().cpu().numpy()
-        w = None if edge_weight is None else torch.as_tensor(edge_weight).detach().cpu().numpy()
+        w = None if edge_weight is None else torch.as_tensor(edge_weight).detach().cpu()
         return Graph.from_edges(ei[0], ei[1], num_nodes, w, what="edge_index")
 
     @staticmethod
@@ -269,7 +281,7 @@ class Graph:
         """The graph with every edge reversed (the backward pass aggregates over it)."""
         t = self.to_scipy().T.tocsr()
         t.sort_indices()
-        w = None if self.weight is None else torch.from_numpy(np.ascontiguousarray(t.data, dtype=np.float32))
+        w = None if self.weight is None else torch.from_numpy(np.ascontiguousarray(t.data, dtype=t.data.dtype))
         return Graph._unchecked(torch.from_numpy(t.indptr.astype(np.int64)),
                                 torch.from_numpy(t.indices.astype(np.int64)), w)
 
@@ -277,36 +289,55 @@ class Graph:
         a = self.to_scipy()
         return (a != a.T).nnz == 0
 
-    def add_self_loops(self, fill_value: float = 1.0) -> "Graph":
-        """One self-loop per node, as PyG's add_remaining_self_loops: a node that already has
-        self-loops keeps one with the weight of its last; the others get fill_value."""
+    def add_self_loops(self, fill_value: float = 1.0, existing: str = "keep") -> "Graph":
+        """A self-loop of weight fill_value per node. What becomes of the loops the graph has:
+        'keep' (PyG's add_remaining_self_loops, what GCNConv does to an edge_index): a node that
+        has some keeps one, with the weight of its last, and gets no new one; 'add' (PyG's
+        add_self_loops, as GCNConv does to a torch sparse adjacency): they stay beside the new
+        one; 'replace' (torch_sparse's fill_diag, for a SparseTensor): they are dropped."""
+        if existing not in SELF_LOOPS:
+            raise GraphError(f"existing must be one of {SELF_LOOPS}, got {existing!r}")
         rows, col = self.rows().numpy(), self.col.numpy()
+        wdt = self.weight.dtype if self.weight is not None else torch.float32
         w = self.weight.numpy() if self.weight is not None else np.ones(self.num_edges, np.float32)
         loop = rows == col
-        loop_w = np.full(self.num_nodes, fill_value, np.float32)
-        loop_w[rows[loop]] = w[loop]  # numpy assigns in order: the last loop of a node wins
+        loop_w = np.full(self.num_nodes, fill_value, _NUMPY[wdt])
+        if existing == "keep":
+            loop_w[rows[loop]] = w[loop]  # numpy assigns in order: the last loop of a node wins
         nodes = np.arange(self.num_nodes)
-        keep = ~loop
+        keep = np.ones_like(loop) if existing == "add" else ~loop
         keep_w = self.weight is not None or fill_value != 1.0
+        w = torch.from_numpy(np.concatenate([w[keep], loop_w])) if keep_w else None
         return Graph.from_edges(np.concatenate([col[keep], nodes]), np.concatenate([rows[keep], nodes]),
-                                self.num_nodes, np.concatenate([w[keep], loop_w]) if keep_w else None,
-                                what="graph with self-loops")
+                                self.num_nodes, w, what="graph with self-loops")
 
-    def gcn_norm(self, add_self_loops: bool = True, improved: bool = False) -> "Graph":
+    def _norm_dtype(self, dtype: Optional[torch.dtype]) -> torch.dtype:
+        if dtype is None:
+            return self.weight.dtype if self.weight is not None else torch.float32
+        if dtype not in (torch.float32, torch.float64):
+            raise GraphError(f"normalised weights are float32 or float64, got {dtype}")
+        return dtype
+
+    def gcn_norm(self, add_self_loops: bool = True, improved: bool = False,
+                 dtype: Optional[torch.dtype] = None, existing: str = "keep") -> "Graph":
         """Kipf & Welling's D^-1/2 (A + I) D^-1/2 with the degree taken at the destination, as
-        in PyG's gcn_norm."""
-        g = self.add_self_loops(2.0 if improved else 1.0) if add_self_loops else self
-        w = g.weight if g.weight is not None else torch.ones(g.num_edges)
-        deg = torch.zeros(g.num_nodes).index_add_(0, g.rows(), w)
+        in PyG's gcn_norm, computed in `dtype` (default: the weights' precision; a float64 model
+        asks for float64, as PyG computes it in x's dtype); `existing` as in add_self_loops."""
+        dt = self._norm_dtype(dtype)
+        g = self.add_self_loops(2.0 if improved else 1.0, existing) if add_self_loops else self
+        w = g.weight.to(dt) if g.weight is not None else torch.ones(g.num_edges, dtype=dt)
+        deg = torch.zeros(g.num_nodes, dtype=dt).index_add_(0, g.rows(), w)
         dis = deg.pow(-0.5)
         dis[torch.isinf(dis)] = 0
-        return Graph._unchecked(g.rowptr, g.col, (dis[g.rows()] * w * dis[g.col]).float())
+        return Graph._unchecked(g.rowptr, g.col, dis[g.rows()] * w * dis[g.col])
 
-    def mean_norm(self) -> "Graph":
-        """Weights 1/in-degree: aggregation becomes the mean over neighbors."""
-        deg = self.degree().clamp(min=1).float()
-        w = self.weight if self.weight is not None else torch.ones(self.num_edges)
-        return Graph._unchecked(self.rowptr, self.col, (w / deg[self.rows()]).float())
+    def mean_norm(self, dtype: Optional[torch.dtype] = None) -> "Graph":
+        """Weights 1/in-degree: aggregation becomes the mean over neighbors (in `dtype`, as
+        gcn_norm)."""
+        dt = self._norm_dtype(dtype)
+        deg = self.degree().clamp(min=1).to(dt)
+        w = self.weight.to(dt) if self.weight is not None else torch.ones(self.num_edges, dtype=dt)
+        return Graph._unchecked(self.rowptr, self.col, w / deg[self.rows()])
 
     def __repr__(self) -> str:
         return f"Graph(nodes={self.num_nodes}, edges={self.num_edges}, weighted={self.weight is not None})"

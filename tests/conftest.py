@@ -9,3 +9,20 @@ def cora():
     from mgg.io import load_planetoid
 
     return load_planetoid(bundled_planetoid_dir(), "cora")
+
+
+@pytest.fixture
+def poisoned_empty():
+    """torch.empty (and at::empty in the ops) fills floating-point memory with NaN for the test:
+    an output element that an op never writes is NaN."""
+    import torch
+    import torch.utils.deterministic as det
+
+    was, fill = torch.are_deterministic_algorithms_enabled(), det.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    det.fill_uninitialized_memory = True
+    try:
+        yield
+    finally:
+        det.fill_uninitialized_memory = fill
+        torch.use_deterministic_algorithms(was)

@@ -48,8 +48,10 @@ def step(model, x, graph, y, n, dg):
 def run(args, dg=None):
     g, x, model_kind, hidden = case(args.kind)
     torch.manual_seed(0)
+    dtype = getattr(torch, args.dtype or ("float64" if args.device == "cpu" else "float32"))
     model = build(model_kind, x.size(1), 5, hidden, num_layers=2, dropout=0.0, deterministic=args.deterministic,
-                  **MODEL_ARGS.get(model_kind, {})).to(args.device)
+                  **MODEL_ARGS.get(model_kind, {})).to(args.device, dtype)
+    x = x.to(dtype)
     y = torch.arange(g.num_nodes) % 5
     if dg is not None:
         x, y = dg.local(x), dg.local(y)
@@ -72,6 +74,9 @@ def main():
     ap.add_argument("--backend", default="halo")
     ap.add_argument("--fetch", default="get-warp", help="fetch policies, comma-separated: one run each, "
                     "written to OUT.FETCH when there are several (one NVSHMEM start-up serves them all)")
+    ap.add_argument("--dtype", choices=["float32", "float64"],
+                    help="default float64 on the CPU (so ranks and one process agree to 1e-10 on every CPU), "
+                    "float32 on CUDA (the kernels' widest storage)")
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--partition", default="range", help="a method of mgg.partition")

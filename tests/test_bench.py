@@ -41,6 +41,7 @@ def test_smoke_all_suites(tmp_path):
     (plan,) = [row for row in rows if row["suite"] == "load" and row["pass"] == "plan"]
     assert (plan["graph"], int(plan["pes"]), int(plan["edges"])) == ("rmat:1500:15000", 8, 15000)
     assert float(plan["median_ms"]) > 0 and float(plan["peak_mem_mb"]) > 0
+    assert float(plan["p10_ms"]) < float(plan["p90_ms"])  # a spread of several builds, not one timing repeated
     for row in load:  # every format gives the same graph; the figures are filled in
         assert (int(row["nodes"]), int(row["edges"])) == (10_000, 100_000)
         assert float(row["edges_per_s"]) > 0 and float(row["peak_mem_bytes_per_edge"]) > 0
@@ -64,7 +65,18 @@ def test_smoke_all_suites(tmp_path):
     assert "speedup of mgg over each peer" in md and "tuner against the exhaustive grid" in md
     assert "## load: graph files to an mgg Graph" in md and "## load: the plan of a graph" in md
     assert "## tta: time to the target validation accuracy" in md
+    assert "read from peers MB (computed) |" in md and "computed from the plan" in md
     assert "## fetch: one kernel" in md and "fetch rmat:1500:15000 D=16 P=2 uva (needs a GPU)" in md
+
+
+def test_sanitize_case_checks_every_result_on_the_cpu():
+    """bench.sanitize_case (compute-sanitizer's case on a GPU) runs its checks on the CPU executors:
+    aggregation, aggregate_peers, attention forward and backward (a check holds the three gradients),
+    attend_peers, each compared."""
+    r = subprocess.run([sys.executable, "-m", "bench.sanitize_case", "--device", "cpu"], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "sanitize case: 96 results checked, 0 wrong", \
+        r.stdout[-3000:] + r.stderr[-3000:]
 
 
 def test_scaling_and_dist_with_a_partition(tmp_path):
@@ -128,6 +140,8 @@ def test_projection_from_scaling_rows(tmp_path):
     out = subprocess.run([sys.executable, "-m", "bench.project", str(csv_path), "--graph", "rmat:3000:40000",
                           "--dim", "16"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "8 GPUs, full overlap" in out.stdout, out.stderr
+    assert f"| 1 PE on {rows[0]['device']} (measured) |" in out.stdout  # the device that measured it
+    assert ("Measured on a CPU" in out.stdout) == rows[0]["device"].startswith("cpu")
 
 
 def _bench(tmp_path, *args, env=None):
@@ -215,6 +229,57 @@ def test_plans_are_shared_across_dims_and_tune_evicts(monkeypatch, tmp_path):
     assert any(r["impl"] == "grid" for r in rows)
     for _, p in cache._PLANS.values():
         assert len(p._plans) <= 2  # the best so far and at most one other schedule stay
+
+
+def _one_edge_dropped(g, row):
+    """g without the first edge of `row`."""
+    from mgg import Graph
+
+    keep = torch.ones(g.num_edges, dtype=torch.bool)
+    keep[int(g.rowptr[row])] = False
+    return Graph.from_edges(g.col[keep], g.rows()[keep], g.num_nodes, None if g.weight is None else g.weight[keep])
+
+
+def test_a_wrong_result_is_refused_not_timed(monkeypatch, tmp_path):
+    """The kernel suite compares each implementation's forward and backward with the float64
+    reference before timing it: one that drops an edge of the hub row is said to be wrong, never
+    timed, and the summary lists it."""
+    from bench import peers, report, suites
+
+    monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path))
+
+    def drops_an_edge(g, x, **_):
+        return peers.prepare_torch_sparse(_one_edge_dropped(g, int(torch.argmax(g.degree()))), x)
+
+    monkeypatch.setitem(peers.PEERS, "drops-an-edge", drops_an_edge)
+    opt = suites.Options(device=torch.device("cpu"), graphs=["rmat:800:6000"], dims=[16],
+                         impls=["mgg", "torch.sparse", "pyg", "drops-an-edge"], warmup=1, progress=False)
+    rows = list(suites.kernel(opt))
+    assert {(r["impl"], r["pass"]) for r in rows} == {(i, p) for i in ("mgg", "torch.sparse", "pyg")
+                                                      for p in ("fwd", "bwd")}
+    (wrong,) = opt.wrong
+    assert wrong.startswith("kernel rmat:800:6000 D=16 drops-an-edge: forward: out[")
+    md = report.summary(rows, 1.0, (), opt.wrong)
+    assert "## WRONG RESULTS" in md and f"- {wrong}" in md
+
+
+def test_check_samples_hub_rows_of_a_large_graph():
+    """On a graph larger than the sample, bench.peers.check compares the hub rows and a random
+    sample: a right result passes, one edge dropped from the hub row fails and is named by its row."""
+    from bench import peers
+    from mgg.testing import dense_reference, random_graph
+
+    g = random_graph(20000, 60000, seed=7, weighted=True, skew=0.5)
+    x = torch.randn(20000, 8)
+    assert g.num_nodes > peers.HUBS + peers.SAMPLE
+    right = dense_reference(g, x).float()
+    peers.check(right, g, x)
+    right[1, 1] = float("nan")  # a NaN anywhere, sampled or not, is refused
+    with pytest.raises(AssertionError, match="1 non-finite entries"):
+        peers.check(right, g, x)
+    hub = int(torch.argmax(g.degree()))
+    with pytest.raises(AssertionError, match=rf"that is out\[{hub}, "):
+        peers.check(dense_reference(_one_edge_dropped(g, hub), x).float(), g, x)
 
 
 def test_tta_target_must_be_model_equals_accuracy(tmp_path):

@@ -99,7 +99,14 @@ def test_peer_tables_in_host_or_managed_memory(placement):
         out.append(run_peers(own[r], peers, r, plan.rank_plan(r, Config(8, 2, 4)),
                              "uva" if placement == "uva" else "direct"))
     assert_matches_reference(torch.cat(out), g, x)
-    host = memory.pinned_table(own[1]).requires_grad_()
-    y = run_peers(own[0], [own[0], host, memory.pinned_table(own[2])], 0, plan.rank_plan(0, Config()), "uva")
+    # rank 0's step with its own rows on the device and both peers' in pinned host memory: the
+    # gradient of sum(y) is A^T G, G one on rank 0's rows and zero elsewhere, every row of it
+    # (own rows through x, peers' rows landing on the host)
+    mine = own[0].clone().requires_grad_()
+    hosts = [memory.pinned_table(own[q]).requires_grad_() for q in (1, 2)]
+    y = run_peers(mine, [mine.detach(), *hosts], 0, plan.rank_plan(0, Config()), "uva")
     y.sum().backward()
-    assert host.grad is not None and host.grad.device.type == "cpu"
+    assert all(h.grad is not None and h.grad.device.type == "cpu" for h in hosts)
+    ones = torch.zeros(2000, 48)
+    ones[: int(b[1])] = 1
+    assert_matches_reference(torch.cat([mine.grad.cpu(), *(h.grad for h in hosts)]), g.transpose(), ones)

@@ -13,6 +13,7 @@ import threading
 
 import pytest
 import torch
+from test_cli import CORA_CLASSES, assert_above_chance
 from test_distributed import TIMEOUT, worker_env
 from tune_worker import disagreeing_cost, rank_cost, slow_rank
 
@@ -100,7 +101,8 @@ def test_torchrun_train_autotune_prints_and_second_seed_starts_tuned(tmp_path):
                         "-m", "mgg", "train", "--epochs", "12", "--seeds", "2", "--quiet", "--autotune"],
                        capture_output=True, text=True, timeout=TIMEOUT, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "2 ranks, backend halo" in r.stdout and "test accuracy" in r.stdout
+    assert "2 ranks, backend halo" in r.stdout
+    assert_above_chance(r.stdout, CORA_CLASSES)
     seed0, seed1 = r.stdout.split("seed 1:")
     assert seed0.count("iter  ps dist wpb") == 2 and "layer 1 chosen: ps=" in seed0 and "layer 2 chosen" in seed0
     assert "2 rank(s), halo on cpu" in seed0

@@ -9,6 +9,9 @@ import sys
 
 import pytest
 import torch
+from test_cli import CORA_CLASSES, assert_above_chance
+
+from mgg.testing import assert_same_formula
 
 WORKER = os.path.join(os.path.dirname(__file__), "dist_worker.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,11 +45,14 @@ def run_worker(args, nproc=None, env=None):
 
 def compare(ref_path, dist_path):
     ref, got = pickle.load(open(ref_path, "rb")), pickle.load(open(dist_path, "rb"))
-    # fp32 sums in a different order across ranks: agreement to 1e-5 relative
-    torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-6)   # logits
-    torch.testing.assert_close(got[1], ref[1], rtol=1e-5, atol=1e-7)   # input gradients
-    for name, g in ref[2].items():                                      # weight gradients
-        torch.testing.assert_close(got[2][name], g, rtol=1e-4, atol=1e-7)
+    # float64 (the worker's default on the CPU): sums in another order across ranks change only
+    # the last bits, on any CPU; float32 (CUDA, test_nvshmem.py): to about 1e-5 relative
+    check = assert_same_formula if ref[0].dtype == torch.float64 else \
+        (lambda a, b, msg: torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=msg))
+    check(got[0], ref[0], msg="logits")
+    check(got[1], ref[1], msg="input gradients")
+    for name, g in ref[2].items():
+        check(got[2][name], g, msg=f"gradient of {name}")
     return ref, got
 
 
@@ -129,7 +135,8 @@ def test_torchrun_train_cli(tmp_path, partition):
                        capture_output=True, text=True, timeout=TIMEOUT,
                        env=worker_env({"MGG_PARTITION_CACHE": str(tmp_path / "partitions")}))
     assert r.returncode == 0, r.stderr[-3000:]
-    assert f"2 ranks, backend halo, partition {partition}" in r.stdout and "test accuracy" in r.stdout
+    assert f"2 ranks, backend halo, partition {partition}" in r.stdout
+    assert_above_chance(r.stdout, CORA_CLASSES)
 
 
 def test_needs_initialised_group():

@@ -1,8 +1,10 @@
-"""mgg.nn layers replace PyG's: same constructors, state_dict layout, outputs and gradients."""
+"""mgg.nn layers replace PyG's: same constructors, state_dict layout, outputs and gradients
+(compared in float64, where the tolerance holds on every CPU: mgg.testing.assert_same_formula)."""
 import pytest
 import torch
 
 import mgg.nn as mnn
+from mgg.testing import assert_same_formula
 
 pyg_nn = pytest.importorskip("torch_geometric.nn")
 
@@ -15,52 +17,52 @@ def _edge_index(cora):
                                 dict(normalize=False)])
 def test_gcnconv_loads_pyg_state_and_matches(cora, kw):
     torch.manual_seed(0)
-    ref = pyg_nn.GCNConv(1433, 16, **kw)
-    ours = mnn.GCNConv(1433, 16, **kw)
+    ref = pyg_nn.GCNConv(1433, 16, **kw).double()
+    ours = mnn.GCNConv(1433, 16, **kw).double()
     assert ours.state_dict().keys() == ref.state_dict().keys()
     ours.load_state_dict(ref.state_dict())
     ei = _edge_index(cora)
-    x = cora.x.clone().requires_grad_()
+    x = cora.x.double().requires_grad_()
     # PyG 2.8 ignores improved=True when edge_weight is None (its loops are added before the
-    # weights default to ones); with explicit unit weights it applies A + 2I, as mgg always does.
-    w = torch.ones(ei.size(1)) if kw.get("improved") else None
-    a, b = ours(x, ei, w), ref(x, ei, w)
-    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    # weights default to ones) and applies A + 2I with explicit unit weights: mgg does the same
+    for w in ([None, torch.ones(ei.size(1), dtype=torch.float64)] if kw.get("improved") else []):
+        assert_same_formula(ours(x, ei, w), ref(x, ei, w))
+    a, b = ours(x, ei), ref(x, ei)
+    assert_same_formula(a, b)
     ga = torch.autograd.grad(a.square().sum(), [x, ours.lin.weight])
     gb = torch.autograd.grad(b.square().sum(), [x, ref.lin.weight])
     for u, v in zip(ga, gb, strict=True):
-        torch.testing.assert_close(u, v, rtol=1e-4, atol=1e-5)
+        assert_same_formula(u, v)
 
 
 def test_gcnconv_edge_weight_and_sparse_input(cora):
     torch.manual_seed(1)
     ei = _edge_index(cora)
-    w = torch.rand(ei.size(1))
-    ref = pyg_nn.GCNConv(8, 4)
-    ours = mnn.GCNConv(8, 4)
+    w = torch.rand(ei.size(1), dtype=torch.float64)
+    ref = pyg_nn.GCNConv(8, 4).double()
+    ours = mnn.GCNConv(8, 4).double()
     ours.load_state_dict(ref.state_dict())
-    x = torch.randn(cora.graph.num_nodes, 8)
-    torch.testing.assert_close(ours(x, ei, w), ref(x, ei, w), rtol=1e-4, atol=1e-5)
+    x = torch.randn(cora.graph.num_nodes, 8, dtype=torch.float64)
+    assert_same_formula(ours(x, ei, w), ref(x, ei, w))
     n = cora.graph.num_nodes
     adj = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.size(1)), (n, n))  # adj[target, source]
-    torch.testing.assert_close(ours(x, adj), ref(x, ei), rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(ours(x, adj.to_sparse_csr()), ref(x, ei), rtol=1e-4, atol=1e-5)
+    assert_same_formula(ours(x, adj), ref(x, ei))
+    assert_same_formula(ours(x, adj.to_sparse_csr()), ref(x, ei))
 
 
 @pytest.mark.parametrize("train_eps", [False, True])
 def test_ginconv_loads_pyg_state_and_matches(cora, train_eps):
     torch.manual_seed(2)
     mlp = lambda: torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32))  # noqa: E731
-    ref = pyg_nn.GINConv(mlp(), eps=0.3, train_eps=train_eps)
-    ours = mnn.GINConv(mlp(), eps=0.3, train_eps=train_eps)
+    ref = pyg_nn.GINConv(mlp(), eps=0.3, train_eps=train_eps).double()
+    ours = mnn.GINConv(mlp(), eps=0.3, train_eps=train_eps).double()
     assert ours.state_dict().keys() == ref.state_dict().keys()
     ours.load_state_dict(ref.state_dict())
     ei = _edge_index(cora)
-    x = torch.randn(cora.graph.num_nodes, 12, requires_grad=True)
+    x = torch.randn(cora.graph.num_nodes, 12, dtype=torch.float64, requires_grad=True)
     a, b = ours(x, ei), ref(x, ei)
-    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(torch.autograd.grad(a.sum(), x)[0], torch.autograd.grad(b.sum(), x)[0],
-                               rtol=1e-4, atol=1e-5)
+    assert_same_formula(a, b)
+    assert_same_formula(torch.autograd.grad(a.sum(), x)[0], torch.autograd.grad(b.sum(), x)[0])
 
 
 def test_drop_in_replacement_in_a_pyg_model(cora):
@@ -68,28 +70,12 @@ def test_drop_in_replacement_in_a_pyg_model(cora):
     from mgg.nn.models import GCN
 
     torch.manual_seed(3)
-    ref = GCN(1433, 16, 7, conv_module=pyg_nn)
-    ours = GCN(1433, 16, 7)
+    ref = GCN(1433, 16, 7, conv_module=pyg_nn).double()
+    ours = GCN(1433, 16, 7).double()
     ours.load_state_dict(ref.state_dict())
     ref.eval(), ours.eval()
-    ei = _edge_index(cora)
-    torch.testing.assert_close(ours(cora.x, ei), ref(cora.x, ei), rtol=1e-4, atol=1e-5)
-
-
-def test_plan_is_cached_per_input(cora):
-    from mgg.nn import graph_cache
-
-    conv = mnn.GCNConv(4, 4)
-    ei = _edge_index(cora)
-    x = torch.randn(cora.graph.num_nodes, 4)
-    conv(x, ei)
-    size = len(graph_cache._CACHE)
-    conv(x, ei)
-    assert len(graph_cache._CACHE) == size
-    ei2 = ei.clone()
-    ei2[0, 0] = 5  # a different graph is planned anew
-    conv(x, ei2)
-    assert len(graph_cache._CACHE) == size + 1
+    ei, x = _edge_index(cora), cora.x.double()
+    assert_same_formula(ours(x, ei), ref(x, ei))
 
 
 @pytest.mark.parametrize("kw", [dict(flow="target_to_source"), dict(aggr="mean"), dict(node_dim=0),
@@ -101,46 +87,30 @@ def test_message_passing_arguments_match_pyg(kw):
 
     g = random_graph(200, 1500, seed=9, skew=0.5)
     ei = g.edge_index()
-    x = torch.randn(200, 6)
+    x = torch.randn(200, 6, dtype=torch.float64)
     torch.manual_seed(4)
-    ref = pyg_nn.GCNConv(6, 5, **kw)
-    ours = mnn.GCNConv(6, 5, **kw)
+    ref = pyg_nn.GCNConv(6, 5, **kw).double()
+    ours = mnn.GCNConv(6, 5, **kw).double()
     ours.load_state_dict(ref.state_dict())
-    torch.testing.assert_close(ours(x, ei), ref(x, ei), rtol=1e-4, atol=1e-5)
-    mlp = torch.nn.Linear(6, 5)
+    assert_same_formula(ours(x, ei), ref(x, ei))
+    mlp = torch.nn.Linear(6, 5).double()
     gin_kw = {k: v for k, v in kw.items() if k != "decomposed_layers"}
     ref_gin, ours_gin = pyg_nn.GINConv(mlp, eps=0.1, **gin_kw), mnn.GINConv(mlp, eps=0.1, **gin_kw)
-    torch.testing.assert_close(ours_gin(x, ei), ref_gin(x, ei), rtol=1e-4, atol=1e-5)
+    assert_same_formula(ours_gin(x, ei), ref_gin(x, ei))
 
 
 def test_cached_keeps_the_first_graph_as_pyg_does(cora):
     ei = _edge_index(cora)
-    x = torch.randn(cora.graph.num_nodes, 4)
-    ref, ours = pyg_nn.GCNConv(4, 3, cached=True), mnn.GCNConv(4, 3, cached=True)
+    x = torch.randn(cora.graph.num_nodes, 4, dtype=torch.float64)
+    ref, ours = pyg_nn.GCNConv(4, 3, cached=True).double(), mnn.GCNConv(4, 3, cached=True).double()
     ours.load_state_dict(ref.state_dict())
     first = ours(x, ei)
-    torch.testing.assert_close(first, ref(x, ei), rtol=1e-4, atol=1e-5)
+    assert_same_formula(first, ref(x, ei))
     tiny = ei[:, :2]  # PyG ignores the graph of later calls once cached
-    torch.testing.assert_close(ours(x, tiny), ref(x, tiny), rtol=1e-4, atol=1e-5)
+    assert_same_formula(ours(x, tiny), ref(x, tiny))
     torch.testing.assert_close(ours(x, tiny), first)
     ours.reset_parameters()  # clears the cache, as in PyG
     assert ours._cached_plan is None
-
-
-@pytest.mark.parametrize("make, err, msg", [
-    (lambda: mnn.GCNConv(4, 4, aggr="max"), "MggError", "aggr must be one of"),
-    (lambda: mnn.GCNConv(4, 4, node_dim=1), "MggError", "node_dim must be -2 or 0"),
-    (lambda: mnn.GCNConv(4, 4, flow="sideways"), "MggError", "flow must be one of"),
-    (lambda: mnn.GCNConv(4, 4, normalize=False, add_self_loops=True), "MggError", "add_self_loops=True needs"),
-    (lambda: mnn.GCNConv(4, 4, bogus=1), "TypeError", "unexpected keyword argument"),
-    (lambda: mnn.GINConv(torch.nn.Identity(), aggr="max"), "MggError", "aggr must be one of"),
-])
-def test_unsupported_arguments_are_refused_in_one_line(make, err, msg):
-    import mgg
-
-    with pytest.raises(getattr(mgg, err, TypeError), match=msg) as e:
-        make()
-    assert "\n" not in str(e.value)
 
 
 def test_gat_model_follows_pyg_example_with_pyg_layers(cora):
@@ -158,3 +128,25 @@ def test_gat_model_follows_pyg_example_with_pyg_layers(cora):
     x, ei = cora.x, _edge_index(cora)
     h = torch.nn.functional.elu(first(x, ei))
     torch.testing.assert_close(model(x, ei), last(h, ei))
+
+
+@pytest.mark.parametrize("improved", [False, True])
+@pytest.mark.parametrize("kind", ["edge_index", "edge_index+weight", "coo", "csr"])
+def test_gcnconv_self_loops_and_improved_follow_pygs_gcn_norm(improved, kind):
+    """On a graph that has self-loops of its own, every input kind gets PyG's normalisation:
+    an edge_index keeps one existing loop per node (improved only with weights), a torch sparse
+    adjacency gets a loop beside its own."""
+    from mgg.testing import random_graph
+
+    ei = random_graph(100, 800, seed=1).edge_index()
+    assert bool((ei[0] == ei[1]).any())
+    gen = torch.Generator().manual_seed(2)
+    w = torch.rand(ei.size(1), dtype=torch.float64, generator=gen) + 0.5
+    x = torch.randn(100, 5, dtype=torch.float64, generator=gen)
+    torch.manual_seed(0)
+    ref = pyg_nn.GCNConv(5, 3, improved=improved).double()
+    ours = mnn.GCNConv(5, 3, improved=improved).double()
+    ours.load_state_dict(ref.state_dict())
+    adj = torch.sparse_coo_tensor(ei.flip(0), w, (100, 100)).coalesce()  # adj[target, source]
+    args = {"edge_index": (ei,), "edge_index+weight": (ei, w), "coo": (adj,), "csr": (adj.to_sparse_csr(),)}[kind]
+    assert_same_formula(ours(x, *args), ref(x, *args))

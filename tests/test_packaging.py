@@ -18,6 +18,24 @@ def test_default_archs_cover_a100_and_h100():
     archs = json.loads((ROOT / "csrc" / "build_flags.json").read_text())["cuda_archs_default"]
     listed = {a.replace("+PTX", "") for a in archs.split(";")}
     assert {"8.0", "9.0"} <= listed
+    assert f"`{archs}`" in (ROOT / "README.md").read_text()  # the README states the default the build uses
+
+
+def test_documented_gpu_commands_name_real_stages():
+    """Every `bench/gpu_verify.sh STAGE ...` command in the READMEs and the script's own header
+    names stages the script has, and the Makefile's phony targets all have rules."""
+    import re
+
+    script = (ROOT / "bench" / "gpu_verify.sh").read_text()
+    stages = {name.strip() for pattern in re.findall(r"^    ([a-z0-9| -]+)\)", script, re.M)
+              for name in pattern.split("|")}
+    assert {"versions", "build", "cuda", "memcheck", "kernel"} <= stages
+    for doc in ("README.md", "bench/README.md", "bench/gpu_verify.sh"):
+        for command in re.findall(r"gpu_verify\.sh((?: [a-z][a-z0-9-]*)+)", (ROOT / doc).read_text()):
+            assert set(command.split()) <= stages, (doc, command, stages)
+    makefile = (ROOT / "Makefile").read_text()
+    phony = re.search(r"^\.PHONY:(.*)$", makefile, re.M).group(1).split()
+    assert all(re.search(rf"^{re.escape(t)}:", makefile, re.M) for t in phony), phony
 
 
 def _import_with_build_record(tmp_path, torch_version: str):

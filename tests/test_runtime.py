@@ -114,19 +114,19 @@ def test_corrupt_or_foreign_cache_is_ignored_with_warning(tmp_path, content):
 def test_online_tuning_in_a_layer_is_correct_at_every_iteration(tmp_path):
     from mgg.nn import GCNConv
     from mgg.runtime.online import OnlineTuner
-    from mgg.testing import random_graph
+    from mgg.testing import assert_same_formula, random_graph
 
     g = random_graph(400, 6000, seed=4)
-    conv = GCNConv(8, 8, autotune=True)
+    conv = GCNConv(8, 8, autotune=True).double()
     conv.tuner = OnlineTuner(budget=6, cache=ConfigCache(tmp_path / "c.json"))
-    ref = GCNConv(8, 8)
+    ref = GCNConv(8, 8).double()
     ref.load_state_dict(conv.state_dict())
-    x = torch.randn(400, 8)
+    x = torch.randn(400, 8, dtype=torch.float64)
     for _ in range(10):
-        torch.testing.assert_close(conv(x, g), ref(x, g), rtol=1e-5, atol=1e-5)
+        assert_same_formula(conv(x, g), ref(x, g))
     assert conv.tuner.chosen is not None and len(conv.tuner.search.trajectory) == 6
     # a second layer on the same graph and width starts tuned from the cache
-    conv2 = GCNConv(8, 8, autotune=True)
+    conv2 = GCNConv(8, 8, autotune=True).double()
     conv2.tuner = OnlineTuner(budget=6, cache=ConfigCache(tmp_path / "c.json"))
     conv2(x, g)
     assert conv2.tuner.search is None and conv2.tuner.chosen == conv.tuner.chosen

@@ -42,8 +42,8 @@ MGG_HOST_DEVICE T leaky(T v, S slope) {
   return v >= T(0) ? v : v * static_cast<T>(slope);
 }
 template <typename T, typename S>
-MGG_HOST_DEVICE T leaky_grad(T v, S slope) {
-  return v >= T(0) ? T(1) : static_cast<T>(slope);
+MGG_HOST_DEVICE T leaky_grad(T v, S slope) {  // at v = 0 the slope, as torch's leaky_relu_backward
+  return v > T(0) ? T(1) : static_cast<T>(slope);
 }
 
 MGG_HOST_DEVICE uint64_t mix64(uint64_t z) {  // splitmix64's finalizer

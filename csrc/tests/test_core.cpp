@@ -4,6 +4,7 @@
 // across blocks and fixed up; the schedule's invariants are checked, and every execution
 // (column splits as the CPU op splits them across threads, table and peer sources, the
 // deterministic row order) is compared with a dense product.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -15,6 +16,10 @@
 namespace {
 
 int failures = 0, checks = 0;
+// Every output starts as NaN, so an element an execution fails to write is seen.
+const double kPoison = std::nan("");
+
+void poison(std::vector<double>& out) { std::fill(out.begin(), out.end(), kPoison); }
 
 void expect(bool ok, const char* what, long long a = 0, long long b = 0) {
   ++checks;
@@ -27,7 +32,7 @@ void expect(bool ok, const char* what, long long a = 0, long long b = 0) {
 void expect_near(const std::vector<double>& got, const std::vector<double>& want, const char* what) {
   ++checks;
   for (size_t i = 0; i < want.size(); ++i) {
-    if (std::fabs(got[i] - want[i]) > 1e-12) {
+    if (!(std::fabs(got[i] - want[i]) <= 1e-12)) {  // a NaN (a row never written) fails
       std::printf("FAILED: %s: out[%zu] = %g, want %g\n", what, i, got[i], want[i]);
       ++failures;
       return;
@@ -123,15 +128,15 @@ int main() {
                                   wpb,
                                   interleave};
           std::vector<double> scratch(s.num_slots * D), slots(2 * wpb * D);
-          for (int64_t split : {0, 1, 2, 3}) {        // columns [0, split) and [split, D) computed separately
-            std::vector<double> out(rows * D, -1.0);  // every element must be written
+          for (int64_t split : {0, 1, 2, 3}) {           // columns [0, split) and [split, D) computed separately
+            std::vector<double> out(rows * D, kPoison);  // every element must be written
             mgg::execute_blocks<float, double>(lp, lsrc, rp, rsrc, sch, D, out.data(), scratch.data(), slots.data(), 0,
                                                split);
             mgg::execute_blocks<float, double>(lp, lsrc, rp, rsrc, sch, D, out.data(), scratch.data(), slots.data(),
                                                split, D);
             expect_near(out, want, "blocks, table sources");
           }
-          std::vector<double> out(rows * D, -1.0);
+          std::vector<double> out(rows * D, kPoison);
           mgg::execute_blocks<float, double>(lp, lsrc, rp_peer, psrc, sch, D, out.data(), scratch.data(), slots.data(),
                                              0, D);
           expect_near(out, want, "blocks, peer sources");
@@ -140,7 +145,7 @@ int main() {
     }
   }
   expect(cut_cases > 0, "some cases cut a row across blocks", cut_cases);
-  std::vector<double> out(rows * D, -1.0), partial(D);
+  std::vector<double> out(rows * D, kPoison), partial(D);
   mgg::execute_rows<float, double>(lp, lsrc, rp, rsrc, rows, D, out.data(), partial.data(), 0, D);
   expect_near(out, want, "rows (deterministic order)");
   const mgg::PlanPart<double> none{nullptr, nullptr, nullptr, nullptr};
@@ -148,6 +153,7 @@ int main() {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t e = lptr[r]; e < lptr[r + 1]; ++e)
       for (int d = 0; d < D; ++d) local_only[r * D + d] += lw[e] * xl[lcol[e] * D + d];
+  poison(out);
   mgg::execute_rows<float, double>(lp, lsrc, none, rsrc, rows, D, out.data(), partial.data(), 0, D);
   expect_near(out, local_only, "rows without a remote part");
   const auto s = mgg::build_block_schedule(lptr.data(), nullptr, rows, 2, 2, 2);
@@ -160,6 +166,7 @@ int main() {
                           1,
                           true};
   std::vector<double> scratch(s.num_slots * D), slots(2 * D);
+  poison(out);
   mgg::execute_blocks<float, double>(lp, lsrc, none, rsrc, sch, D, out.data(), scratch.data(), slots.data(), 0, D);
   expect_near(out, local_only, "blocks without a remote part");
 

@@ -11,7 +11,7 @@ from torch import nn
 
 from ..errors import MggError
 from ..plan import Config
-from .graph_cache import cached_plan, run_plan
+from .graph_cache import cached_plan, is_sparse_tensor, run_plan
 
 
 def _glorot(w: torch.Tensor):
@@ -60,9 +60,13 @@ class GCNConv(_Aggregating):
 
     `edge_index` may be a [2, E] tensor (with optional `edge_weight`), a torch sparse
     adjacency, an mgg.Graph, an mgg.Plan that is already normalised, or an
-    mgg.distributed.DistGraph. `improved=True` uses A + 2I whether or not edge weights are given
-    (PyG 2.8 applies it only with edge weights). `cached=True` keeps the first call's normalised
-    graph and ignores the graph passed later, as PyG does (transductive use only)."""
+    mgg.distributed.DistGraph. Self-loops and `improved=True` (A + 2I) follow PyG 2.8's gcn_norm
+    for each input: a [2, E] edge_index (or an mgg graph) keeps one existing loop per node and
+    applies improved only with edge weights (without them PyG's loops take the weights' default,
+    1); a torch sparse adjacency gets a loop per node beside its own; a torch_sparse SparseTensor
+    has its diagonal replaced.
+    `cached=True` keeps the first call's normalised graph and ignores the graph passed later, as
+    PyG does (transductive use only)."""
 
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False, cached: bool = False,
                  add_self_loops: Optional[bool] = None, normalize: bool = True, bias: bool = True,
@@ -85,18 +89,22 @@ class GCNConv(_Aggregating):
             nn.init.zeros_(self.bias)
         self._cached_plan = None
 
-    def _normalised(self, g):
+    def _normalised(self, g, dtype, improved, existing):
         if self.normalize:
-            g = g.gcn_norm(self.add_self_loops, self.improved)
-        return g.mean_norm() if self.aggr == "mean" else g
+            g = g.gcn_norm(self.add_self_loops, improved, dtype, existing)
+        return g.mean_norm(dtype) if self.aggr == "mean" else g
 
     def forward(self, x: torch.Tensor, edge_index, edge_weight: Optional[torch.Tensor] = None) -> torch.Tensor:
         h = self.lin(x)
         if self.cached and self._cached_plan is not None:
             plan = self._cached_plan
         else:
-            tag = f"gcn:{self.normalize}:{self.add_self_loops}:{self.improved}:{self.aggr}"
-            plan = cached_plan(edge_index, x.size(0), edge_weight, tag, self._normalised, self.flow)
+            sparse = isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided
+            existing = "add" if sparse else "replace" if is_sparse_tensor(edge_index) else "keep"
+            improved = self.improved and not (existing == "keep" and edge_weight is None)  # as PyG's gcn_norm
+            tag = f"gcn:{self.normalize}:{self.add_self_loops}:{improved}:{existing}:{self.aggr}"
+            plan = cached_plan(edge_index, x.size(0), edge_weight, tag,
+                               lambda g, dt: self._normalised(g, dt, improved, existing), self.flow, x.dtype)
             if self.cached:
                 self._cached_plan = plan
         out = self._aggregate(h, plan)
@@ -131,8 +139,8 @@ class GINConv(_Aggregating):
     def forward(self, x: torch.Tensor, edge_index, size=None) -> torch.Tensor:
         if size is not None:
             raise MggError("GINConv: size (bipartite message passing) is not supported by mgg")
-        make = (lambda g: g.mean_norm()) if self.aggr == "mean" else (lambda g: g)
-        plan = cached_plan(edge_index, x.size(0), None, f"gin:{self.aggr}", make, self.flow)
+        make = (lambda g, dt: g.mean_norm(dt)) if self.aggr == "mean" else (lambda g, dt: g)
+        plan = cached_plan(edge_index, x.size(0), None, f"gin:{self.aggr}", make, self.flow, x.dtype)
         out = self._aggregate(x, plan) + (1 + self.eps) * x
         return self.nn(out)
 

@@ -119,7 +119,7 @@ class GATConv(nn.Module):
 
     def _plan(self, edge_index, n: int):
         loops = self.add_self_loops
-        return cached_plan(edge_index, n, None, f"gat:{loops}", lambda g: attention_graph(g, loops), self.flow)
+        return cached_plan(edge_index, n, None, f"gat:{loops}", lambda g, _: attention_graph(g, loops), self.flow)
 
     def forward(self, x: torch.Tensor, edge_index, edge_attr=None, size: Optional[tuple] = None,
                 return_attention_weights: Optional[bool] = None):

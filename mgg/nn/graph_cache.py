@@ -21,6 +21,11 @@ def _key_part(t: Optional[torch.Tensor]):
     return None if t is None else (id(t), t._version, tuple(t.shape))
 
 
+def is_sparse_tensor(obj) -> bool:
+    """Whether obj is a torch_sparse.SparseTensor (without importing torch_sparse)."""
+    return type(obj).__module__.startswith("torch_sparse")
+
+
 def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
     """The mgg Graph of a layer's graph input.
 
@@ -36,7 +41,7 @@ def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
     """
     if isinstance(edge_index, Graph):
         return edge_index
-    if type(edge_index).__module__.startswith("torch_sparse"):  # torch_sparse.SparseTensor adj_t[target, source]
+    if is_sparse_tensor(edge_index):  # adj_t[target, source]
         rowptr, col, w = edge_index.csr()
         rows, cols = edge_index.sparse_sizes()
         if rows != cols:
@@ -52,7 +57,7 @@ def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
     if isinstance(edge_index, torch.Tensor) and edge_index.is_sparse:
         a = edge_index.coalesce()
         idx = a.indices().cpu()
-        return Graph.from_edges(idx[1].numpy(), idx[0].numpy(), num_nodes, a.values().detach().cpu().numpy(),
+        return Graph.from_edges(idx[1].numpy(), idx[0].numpy(), num_nodes, a.values().detach().cpu(),
                                 "sparse adjacency")
     if isinstance(edge_index, torch.Tensor):
         return Graph.from_edge_index(edge_index.cpu(), num_nodes, None if edge_weight is None else edge_weight.cpu())
@@ -61,9 +66,10 @@ def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
                    f"got {type(edge_index).__name__}")
 
 
-def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callable[[Graph], Graph],
-                flow: str = "source_to_target"):
-    """The plan of make(graph) for this input, built once per (input tensors, tag, flow).
+def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callable[[Graph, torch.dtype], Graph],
+                flow: str = "source_to_target", dtype: torch.dtype = torch.float32):
+    """The plan of make(graph, weight dtype) for this input, built once per (input tensors, tag,
+    flow, weight dtype).
 
     Args:
         edge_index: the layer's graph input (see to_graph), or an mgg Plan (used as given) or
@@ -71,8 +77,10 @@ def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callabl
         num_nodes: rows of x.
         edge_weight: optional edge weights of a [2, E] edge_index.
         tag: names the normalisation `make` applies.
-        make: Graph -> Graph, the layer's normalisation.
+        make: (Graph, dtype) -> Graph, the layer's normalisation, with its weights in dtype.
         flow: PyG's message direction; 'target_to_source' reverses every edge.
+        dtype: the features' dtype; float64 features get float64 weights (as PyG normalises in
+            x's dtype), any other float32 (what the kernels read).
 
     Returns:
         A Plan (one process) or a DistPlan (mgg.distributed).
@@ -81,14 +89,15 @@ def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callabl
         return edge_index
     from ..distributed.graph import DistGraph
 
+    wdt = torch.float64 if dtype == torch.float64 else torch.float32
     reverse = flow == "target_to_source"
-    prepare = (lambda g: make(g.transpose())) if reverse else make  # noqa: E731
+    prepare = (lambda g: make(g.transpose() if reverse else g, wdt))  # noqa: E731
     if isinstance(edge_index, DistGraph):
-        return edge_index.plan_for(f"{tag}:{flow}", prepare)
+        return edge_index.plan_for(f"{tag}:{flow}:{wdt}", prepare)
     if edge_weight is not None and edge_weight.requires_grad:
         raise MggError("edge_weight that requires grad is not supported by mgg layers")
     key = (_key_part(edge_index) if isinstance(edge_index, torch.Tensor) else id(edge_index),
-           _key_part(edge_weight), num_nodes, tag, flow)
+           _key_part(edge_weight), num_nodes, tag, flow, wdt)
     hit = _CACHE.get(key)
     if hit is not None:
         refs, plan = hit

@@ -74,8 +74,8 @@ class SAGEConv(_Aggregating):
                            "with one row per node each")
         return x_src, x_dst
 
-    def _normalised(self, g):
-        return g.mean_norm() if self.aggr == "mean" else g
+    def _normalised(self, g, dtype):
+        return g.mean_norm(dtype) if self.aggr == "mean" else g
 
     def forward(self, x, edge_index, size: Optional[tuple] = None) -> torch.Tensor:
         x_src, x_dst = self._pair(x)
@@ -83,7 +83,8 @@ class SAGEConv(_Aggregating):
             raise MggError(f"SAGEConv: size {tuple(size)} (bipartite message passing) is not supported by mgg")
         if self.project:
             x_src = F.relu(self.lin(x_src))
-        plan = cached_plan(edge_index, x_src.size(0), None, f"sage:{self.aggr}", self._normalised, self.flow)
+        plan = cached_plan(edge_index, x_src.size(0), None, f"sage:{self.aggr}", self._normalised, self.flow,
+                           x_src.dtype)
         lin = self.lin_l
         if lin.out_features < lin.in_features:  # W (agg x) = agg (W x): aggregate the narrower rows
             out = self._aggregate(F.linear(x_src, lin.weight), plan)
