@@ -23,6 +23,9 @@ CSRC = ROOT / "csrc"
 CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
 CXX = os.environ.get("CXX", "g++")
 FULL = os.environ.get("MGG_EMU_FULL", "") not in ("", "0")
+# -fno-extern-tls-init: `__shared__` is thread_local under the emulator (static storage that an
+# `extern __shared__` declaration can name), and g++ otherwise calls a TLS init function that a
+# kernel in an anonymous namespace (peers.cu) never defines.
 FLAGS = ["-std=c++20", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
          "-fno-omit-frame-pointer", "-fno-extern-tls-init", "-Wall", "-Wno-unknown-pragmas",
          f"-I{CSRC / 'tests' / 'simt'}", f"-I{CSRC / 'tests' / 'simt' / 'include'}", f"-I{CUDA_HOME / 'include'}"]

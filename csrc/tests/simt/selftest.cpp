@@ -9,9 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "../../kernels/device_launch.cuh"
 #include "include/nvshmemx.h"
-
-#define MGG_LAUNCH(grid, block, smem, stream, ...) ::simt::launcher(__VA_ARGS__, grid, block, smem, stream)
 
 namespace selftest {
 
