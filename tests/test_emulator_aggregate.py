@@ -12,7 +12,7 @@ import torch
 from emulated_ops import SOURCES, aggregate
 
 from mgg import Config, Graph, Plan
-from mgg.testing import assert_matches_reference, random_graph
+from mgg.testing import CONFIGS, assert_exact_reference, assert_matches_reference, exact_inputs, random_graph
 
 pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 
@@ -84,6 +84,17 @@ def test_shapes_that_break_kernels(tmp_path, shape, source, completion):
     x = features(g.num_nodes, dim, dtype)
     check(tmp_path / "blocks", g, x, ranks, config, source, completion)
     check(tmp_path / "rows", g, x, ranks, config, source, completion, deterministic=True, seeds=(1,))
+
+
+@pytest.mark.parametrize("source,completion", MODES)
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "ps{}-dist{}-wpb{}".format(*c.as_tuple()))
+def test_every_kernel_test_config_exactly(tmp_path, config, source, completion):
+    """The configs every kernel test runs (mgg.testing.CONFIGS) on an exact case with hub rows
+    cut across blocks and empty rows: the result is A @ x bit for bit, so a dropped, doubled or
+    moved edge shows whatever the row's degree."""
+    g, x = exact_inputs(hub_graph(seed=12), 24, torch.bfloat16, seed=12)
+    for det in (False, True):
+        assert_exact_reference(aggregate(tmp_path / str(det), Plan(g, 2), x, config, source, completion, det), g, x)
 
 
 def test_wide_rows_narrow_the_column_tile(tmp_path):
