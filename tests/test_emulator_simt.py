@@ -10,7 +10,7 @@ import pytest
 pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 
 CASES = ["half-warp-shuffle", "barrier-after-return", "divergent-calls", "missing-syncwarp", "read-before-quiet",
-         "get-never-quieted", "warp-call-args", "shared-opt-in"]
+         "get-never-quieted", "warp-call-args", "shared-opt-in", "pe-queries"]
 
 
 def selftest(case: str) -> subprocess.CompletedProcess:

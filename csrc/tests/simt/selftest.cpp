@@ -63,22 +63,28 @@ __global__ void write_past_shared(float* out, int n) {
   out[threadIdx.x] = 0.f;
 }
 
-// Lane i gets row i of PE 1's table into shared memory, then every lane reads every row, after
-// completing the gets (quiet_first) or before (the bug; it completes them afterwards).
+// Lane i gets row i of PE 1's table into shared memory and every lane sums the rows, twice: the
+// first round completes the gets before reading; the second round too (quiet_first) or not (the
+// bug; it completes them after reading). The second round fetches the same rows, so only the
+// proxy's poisoning of the destination can tell a read before completion from one after.
 __global__ void get_rows(const float* table, float* out, bool quiet_first, bool warp_scope) {
   float* s = reinterpret_cast<float*>(smem);
   const int lane = static_cast<int>(threadIdx.x);
-  if (warp_scope) {
-    for (int i = 0; i < 32; ++i) nvshmemx_getmem_nbi_warp(s + i, table + i, sizeof(float), 1);
-  } else {
-    nvshmem_getmem_nbi(s + lane, table + lane, sizeof(float), 1);
+  for (int round = 0; round < 2; ++round) {
+    const bool quiet_before = round == 0 || quiet_first;
+    if (warp_scope) {
+      for (int i = 0; i < 32; ++i) nvshmemx_getmem_nbi_warp(s + i, table + i, sizeof(float), 1);
+    } else {
+      nvshmem_getmem_nbi(s + lane, table + lane, sizeof(float), 1);
+    }
+    if (quiet_before) nvshmem_quiet();
+    __syncwarp();
+    float sum = 0.f;
+    for (int i = 0; i < 32; ++i) sum += s[i];
+    out[lane] = sum;
+    if (!quiet_before) nvshmem_quiet();
+    __syncwarp();  // every lane has read the round's rows before the next round's gets
   }
-  if (quiet_first) nvshmem_quiet();
-  __syncwarp();
-  float sum = 0.f;
-  for (int i = 0; i < 32; ++i) sum += s[i];
-  out[lane] = sum;
-  if (!quiet_first) nvshmem_quiet();
 }
 
 __global__ void get_never_quieted(const float* table, float* out) {
@@ -134,16 +140,16 @@ bool divergent_calls_case() {
   return expect_report(launched(), {"diverged", "__syncwarp", "__shfl_sync", here_line()});
 }
 
-// Two launches: without the NaN fill at block start, the second would read the first's values.
+// A correct launch leaves every lane's value in shared memory; then the launch under test. Only
+// the NaN fill at block start keeps the second from reading the first's values.
 bool run_exchange(bool syncwarp, uint64_t seed) {
   simt::set_seed(seed);
   std::vector<float> out(32);
+  MGG_LAUNCH(1, 32, 32 * sizeof(float), nullptr, neighbour_exchange)(out.data(), true);
+  MGG_LAUNCH(1, 32, 32 * sizeof(float), nullptr, neighbour_exchange)(out.data(), syncwarp);
+  if (launched() != cudaSuccess) return false;
   bool right = true;
-  for (int rep = 0; rep < 2; ++rep) {
-    MGG_LAUNCH(1, 32, 32 * sizeof(float), nullptr, neighbour_exchange)(out.data(), syncwarp);
-    if (launched() != cudaSuccess) return false;
-    for (int i = 0; i < 32; ++i) right = right && out[i] == static_cast<float>((i + 1) % 32);
-  }
+  for (int i = 0; i < 32; ++i) right = right && out[i] == static_cast<float>((i + 1) % 32);
   return right;
 }
 
@@ -225,6 +231,20 @@ bool warp_call_args_case() {
   return expect_report(launched(), {"diverged", "nvshmemx_getmem_nbi_warp"});
 }
 
+bool pe_queries_case() {
+  bool ok = true;
+  {
+    const World w(simt::shmem::Completion::kLoadStore);
+    ok = ok && nvshmem_my_pe() == 0 && nvshmem_n_pes() == 2;
+    ok = ok && nvshmem_ptr(w.pe0.data() + 5, 1) == w.pe1.data() + 5;  // a peer's copy, by loads
+    ok = ok && nvshmem_ptr(w.pe1.data(), 1) == nullptr;               // not in this PE's heap
+  }
+  const World w(simt::shmem::Completion::kProxy);
+  ok = ok && nvshmem_ptr(w.pe0.data(), 1) == nullptr;  // over a network: not reachable by loads
+  std::printf("nvshmem_ptr, my_pe, n_pes: %s\n", ok ? "as NVSHMEM answers" : "wrong");
+  return ok;
+}
+
 bool shared_opt_in_case() {
   std::vector<float> out(32);
   MGG_LAUNCH(1, 32, 60 * 1024, nullptr, neighbour_exchange)(out.data(), true);  // over 48 KB without the opt-in
@@ -248,7 +268,7 @@ int main(int argc, char** argv) {
       {"divergent-calls", divergent_calls_case},     {"missing-syncwarp", missing_syncwarp_case},
       {"shared-oob", shared_out_of_bounds_case},     {"read-before-quiet", read_before_quiet_case},
       {"get-never-quieted", get_never_quieted_case}, {"warp-call-args", warp_call_args_case},
-      {"shared-opt-in", shared_opt_in_case},
+      {"shared-opt-in", shared_opt_in_case},         {"pe-queries", pe_queries_case},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::printf("usage: %s CASE, CASE one of:", argv[0]);
