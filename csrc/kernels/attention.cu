@@ -139,7 +139,8 @@ cudaError_t launch_attend(const Attention& a, Source source, const Sources& src,
   return run_attention(a, AttentionPass::kForward, source, src, l, [&](auto zero, auto remote, auto args, dim3 grid) {
     using scalar_t = decltype(zero);
     MGG_LAUNCH(grid, l.threads, l.smem, stream, attend_kernel<scalar_t, decltype(remote)>)
-    (args, TableFetch{src.local_table}, remote, static_cast<const scalar_t*>(a_dst), static_cast<scalar_t*>(out), stats);
+    (args, TableFetch{src.local_table}, remote, static_cast<const scalar_t*>(a_dst), static_cast<scalar_t*>(out),
+     stats);
   });
 }
 
