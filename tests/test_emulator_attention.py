@@ -33,8 +33,9 @@ def assert_close(name, got, ref, deg, storage, channels):
                              f"{int(deg[r])}, tolerance {float(tol[r, c]):.3g}); {int(bad.sum())} entries off")
 
 
-def run(tmp_path, n, e, ranks, heads, channels, dtype, source, completion, wpb=4, dropout=0.0, seed=0, gseed=0):
-    g = attention_graph(random_graph(n, e, seed=gseed, skew=0.4))
+def run(tmp_path, n, e, ranks, heads, channels, dtype, source, completion, wpb=4, dropout=0.0, seed=0, gseed=0,
+        self_loops=True):
+    g = attention_graph(random_graph(n, e, seed=gseed, skew=0.4), add_self_loops=self_loops)
     gen = torch.Generator().manual_seed(gseed)
     h = torch.randn(n, heads, channels, generator=gen).to(dtype)
     a_src, a_dst = (torch.randn(n, heads, generator=gen).to(dtype) for _ in range(2))
@@ -53,11 +54,13 @@ def test_every_pass_source_dtype_and_rank_count(tmp_path, source, completion, dt
     run(tmp_path, 160, 1200, ranks, 3, 5, dtype, source, completion, dropout=0.3, seed=ranks)
 
 
-SHAPES = {  # name -> (nodes, edges, heads, channels, wpb)
-    "one-channel-many-heads": (120, 900, 40, 1, 2),
-    "heads-over-one-slice": (100, 700, 5, 100, 3),  # 500 columns: two grid.y slices of whole heads
-    "wide-head": (100, 600, 1, 256, 16),
-    "single-warp-blocks": (150, 1500, 2, 31, 1),
+SHAPES = {  # name -> (nodes, edges, heads, channels, wpb, self-loops)
+    "one-channel-many-heads": (120, 900, 40, 1, 2, True),
+    "heads-over-one-slice": (100, 700, 5, 100, 3, True),  # 500 columns: two grid.y slices of whole heads
+    "wide-head": (100, 600, 1, 256, 16, True),
+    "single-warp-blocks": (150, 1500, 2, 31, 1, True),
+    "empty-rows": (300, 250, 2, 8, 4, False),  # most rows without an edge: written as 0
+    "hub-rows": (200, 4000, 2, 16, 8, True),  # skewed: rows of hundreds of edges, many landing chunks
 }
 
 
@@ -65,8 +68,9 @@ SHAPES = {  # name -> (nodes, edges, heads, channels, wpb)
                                                ("get-thread", "proxy"), ("get-block", "proxy")])
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_attention_shapes(tmp_path, shape, source, completion):
-    n, e, heads, channels, wpb = SHAPES[shape]
-    run(tmp_path, n, e, 2, heads, channels, torch.float32, source, completion, wpb=wpb, dropout=0.2)
+    n, e, heads, channels, wpb, self_loops = SHAPES[shape]
+    run(tmp_path, n, e, 2, heads, channels, torch.float32, source, completion, wpb=wpb, dropout=0.2,
+        self_loops=self_loops)
 
 
 @pytest.mark.parametrize("source,completion", [("table", "loadstore"), ("get-warp", "proxy")])
