@@ -80,7 +80,15 @@ def build(target: str) -> Path:
     tmp = exe.with_suffix(f".{os.getpid()}.tmp")
     subprocess.run([CXX, "-fsanitize=address,undefined", *objects, "-o", str(tmp)], check=True)
     tmp.rename(exe)
+    _prune(cache.parent, keep=3)
     return exe
+
+
+def _prune(root: Path, keep: int) -> None:
+    """Removes the builds of all but the `keep` most recent source versions (about 50 MB each)."""
+    builds = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in builds[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 # ---- cases ---------------------------------------------------------------------------------
