@@ -51,6 +51,7 @@ namespace simt {
 namespace {
 
 constexpr size_t kStackBytes = 256 * 1024;
+constexpr size_t kGuardBytes = 4096;  // below each stack, inaccessible: an overflow faults
 
 void* scheduler_sp = nullptr;
 void* scheduler_fake_stack = nullptr;
@@ -70,17 +71,18 @@ void fiber_main() {
 }
 
 Fiber::~Fiber() {
-  if (stack_) munmap(stack_, kStackBytes);
+  if (stack_) munmap(stack_ - kGuardBytes, kStackBytes + kGuardBytes);
 }
 
 void Fiber::start(void (*entry)()) {
   if (!stack_) {
-    void* p = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-      std::perror("simt: mmap of a fiber stack");
+    void* p = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED || mprotect(p, kGuardBytes, PROT_NONE) != 0) {
+      std::perror("simt: a fiber stack");
       std::abort();
     }
-    stack_ = static_cast<char*>(p);
+    stack_ = static_cast<char*>(p) + kGuardBytes;
   }
 #if SIMT_ASAN
   __asan_unpoison_memory_region(stack_, kStackBytes);  // frames of an abandoned run leave poison
