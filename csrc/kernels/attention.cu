@@ -138,9 +138,9 @@ cudaError_t launch_attend(const Attention& a, Source source, const Sources& src,
                           void* out, float* stats, cudaStream_t stream) {
   return run_attention(a, AttentionPass::kForward, source, src, l, [&](auto zero, auto remote, auto args, dim3 grid) {
     using scalar_t = decltype(zero);
-    attend_kernel<scalar_t, decltype(remote)>
-        <<<grid, l.threads, l.smem, stream>>>(args, TableFetch{src.local_table}, remote,
-                                              static_cast<const scalar_t*>(a_dst), static_cast<scalar_t*>(out), stats);
+    MGG_LAUNCH(grid, l.threads, l.smem, stream, attend_kernel<scalar_t, decltype(remote)>)
+    (args, TableFetch{src.local_table}, remote, static_cast<const scalar_t*>(a_dst), static_cast<scalar_t*>(out),
+     stats);
   });
 }
 
@@ -148,8 +148,8 @@ cudaError_t launch_attend_dst(const Attention& a, Source source, const Sources& 
                               const float* terms, void* d_dst, cudaStream_t stream) {
   return run_attention(a, AttentionPass::kDst, source, src, l, [&](auto zero, auto remote, auto args, dim3 grid) {
     using scalar_t = decltype(zero);
-    attend_dst_kernel<scalar_t, decltype(remote)><<<grid, l.threads, l.smem, stream>>>(
-        args, TableFetch{src.local_table}, remote, terms, static_cast<scalar_t*>(d_dst));
+    MGG_LAUNCH(grid, l.threads, l.smem, stream, attend_dst_kernel<scalar_t, decltype(remote)>)
+    (args, TableFetch{src.local_table}, remote, terms, static_cast<scalar_t*>(d_dst));
   });
 }
 
@@ -157,8 +157,8 @@ cudaError_t launch_attend_src(const Attention& a, Source source, const Sources& 
                               void* grad, cudaStream_t stream) {
   return run_attention(a, AttentionPass::kSrc, source, src, l, [&](auto zero, auto remote, auto args, dim3 grid) {
     using scalar_t = decltype(zero);
-    attend_src_kernel<scalar_t, decltype(remote)><<<grid, l.threads, l.smem, stream>>>(
-        args, TableFetch{src.local_table}, remote, static_cast<const scalar_t*>(own), static_cast<scalar_t*>(grad));
+    MGG_LAUNCH(grid, l.threads, l.smem, stream, attend_src_kernel<scalar_t, decltype(remote)>)
+    (args, TableFetch{src.local_table}, remote, static_cast<const scalar_t*>(own), static_cast<scalar_t*>(grad));
   });
 }
 

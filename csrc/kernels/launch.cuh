@@ -8,6 +8,7 @@
 
 #include "../core/launch_shape.h"
 #include "aggregate_kernel.cuh"
+#include "device_launch.cuh"
 
 namespace mgg::kernels {
 
@@ -107,13 +108,13 @@ cudaError_t run_kernel(const Step& s, const Launch& l, Kernel kernel, void* out,
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.smem));
       if (e != cudaSuccess) return e;
     }
-    kernel<<<dim3(l.blocks_x, l.blocks_y), l.threads, l.smem, stream>>>(a, args...);
+    MGG_LAUNCH(dim3(l.blocks_x, l.blocks_y), l.threads, l.smem, stream, kernel)(a, args...);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }
   if (!s.deterministic && s.num_fixups > 0) {
     const dim3 grid(static_cast<unsigned>(s.num_fixups), static_cast<unsigned>(ceil_div(s.dim, 256)));
-    aggregate_fixup_kernel<scalar_t><<<grid, 256, 0, stream>>>(a);
+    MGG_LAUNCH(grid, 256, 0, stream, aggregate_fixup_kernel<scalar_t>)(a);
     return cudaGetLastError();
   }
   return cudaSuccess;

@@ -1,0 +1,49 @@
+// Sources of an emulated case (sources.h).
+#include "sources.h"
+
+#include <include/nvshmem.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace mgg::emu {
+
+kernels::Storage storage_of(const Case& c) {
+  const std::string s = c.text("storage");
+  if (s == "float16") return kernels::Storage::kFloat16;
+  if (s == "bfloat16") return kernels::Storage::kBFloat16;
+  if (s == "float32") return kernels::Storage::kFloat32;
+  throw std::runtime_error("unknown storage " + s);
+}
+
+CaseSources case_sources(Case& c, const char* local, const char* remote) {
+  CaseSources r{};
+  const std::string how = c.text("source");
+  if (how == "table") {
+    r.source = kernels::Source::kTable;
+    r.src.local_table = c.array<void>(local);
+    r.src.remote_table = c.array<void>(remote);
+    return r;
+  }
+  const int n = static_cast<int>(c.integer("n_pes")), me = static_cast<int>(c.integer("my_pe"));
+  std::vector<const void*> heaps(n);
+  for (int i = 0; i < n; ++i) heaps[i] = c.array<void>("peer" + std::to_string(i));
+  const bool proxy = c.text("completion") == "proxy";
+  simt::shmem::set_world(heaps.data(), n, static_cast<size_t>(c.integer("heap_bytes")), me,
+                         proxy ? simt::shmem::Completion::kProxy : simt::shmem::Completion::kLoadStore);
+  r.src.local_table = heaps[me];
+  if (how == "direct") {
+    r.source = kernels::Source::kPeerPointers;
+    for (int i = 0; i < n; ++i) r.src.peers[i] = heaps[i];
+    return r;
+  }
+  r.source = how == "get-thread"  ? kernels::Source::kGetThread
+             : how == "get-warp"  ? kernels::Source::kGetWarp
+             : how == "get-block" ? kernels::Source::kGetBlock
+                                  : throw std::runtime_error("unknown source " + how);
+  r.src.symmetric = heaps[me];
+  r.src.p2p = !proxy;  // as the host finds it: nvshmem_ptr non-null for every PE only over loads
+  return r;
+}
+
+}  // namespace mgg::emu

@@ -1,0 +1,282 @@
+// The SIMT emulator's checks, each shown to fire on a kernel with the bug it exists to catch
+// (and to stay quiet on the fixed kernel): `simt_selftest CASE` exits 0 when the case behaves
+// as expected. tests/test_emulator_simt.py runs every case; shared-oob is expected to end in
+// an AddressSanitizer report instead.
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "../../kernels/device_launch.cuh"
+#include "include/nvshmemx.h"
+
+namespace selftest {
+
+extern __shared__ __align__(16) unsigned char smem[];
+constexpr size_t kSmemCapacity = 64 * 1024;
+alignas(16) thread_local unsigned char smem[kSmemCapacity];
+
+int line_of_interest = 0;  // the line a report must name
+
+// ---- the kernels ----------------------------------------------------------------------------
+
+__global__ void half_warp_shuffle(int* out) {
+  int v = static_cast<int>(threadIdx.x);
+  if (threadIdx.x % 32 < 16) {
+    line_of_interest = __LINE__ + 1;
+    v = __shfl_sync(0xffffffffu, v, 0);  // lanes 16-31 never arrive
+  }
+  out[threadIdx.x] = v;
+}
+
+__global__ void barrier_after_return(int* out) {
+  if (threadIdx.x / 32 == 1) return;  // warp 1 leaves early
+  out[threadIdx.x] = 1;
+  line_of_interest = __LINE__ + 1;
+  __syncthreads();
+}
+
+__global__ void divergent_calls(int* out) {
+  if (threadIdx.x < 16) {
+    __syncwarp();
+  } else {
+    line_of_interest = __LINE__ + 1;
+    out[threadIdx.x] = __shfl_sync(0xffffffffu, 1, 0);
+  }
+}
+
+// Each lane writes its slot and reads its neighbour's: correct only with the warp barrier.
+__global__ void neighbour_exchange(float* out, bool syncwarp) {
+  float* s = reinterpret_cast<float*>(smem);
+  const int lane = static_cast<int>(threadIdx.x);
+  s[lane] = static_cast<float>(lane);
+  if (syncwarp) __syncwarp();
+  out[lane] = s[(lane + 1) % 32];
+}
+
+__global__ void write_past_shared(float* out, int n) {
+  float* s = reinterpret_cast<float*>(smem);
+  line_of_interest = __LINE__ + 1;
+  s[threadIdx.x + n] = 1.f;  // n = the launched size in floats: thread 0 writes one past it
+  out[threadIdx.x] = 0.f;
+}
+
+// Lane i gets row i of PE 1's table into shared memory and every lane sums the rows, twice: the
+// first round completes the gets before reading; the second round too (quiet_first) or not (the
+// bug; it completes them after reading). The second round fetches the same rows, so only the
+// proxy's poisoning of the destination can tell a read before completion from one after.
+__global__ void get_rows(const float* table, float* out, bool quiet_first, bool warp_scope) {
+  float* s = reinterpret_cast<float*>(smem);
+  const int lane = static_cast<int>(threadIdx.x);
+  for (int round = 0; round < 2; ++round) {
+    const bool quiet_before = round == 0 || quiet_first;
+    if (warp_scope) {
+      for (int i = 0; i < 32; ++i) nvshmemx_getmem_nbi_warp(s + i, table + i, sizeof(float), 1);
+    } else {
+      nvshmem_getmem_nbi(s + lane, table + lane, sizeof(float), 1);
+    }
+    if (quiet_before) nvshmem_quiet();
+    __syncwarp();
+    float sum = 0.f;
+    for (int i = 0; i < 32; ++i) sum += s[i];
+    out[lane] = sum;
+    if (!quiet_before) nvshmem_quiet();
+    __syncwarp();  // every lane has read the round's rows before the next round's gets
+  }
+}
+
+__global__ void get_never_quieted(const float* table, float* out) {
+  float* s = reinterpret_cast<float*>(smem);
+  line_of_interest = __LINE__ + 1;
+  nvshmem_getmem_nbi(s + threadIdx.x, table + threadIdx.x, sizeof(float), 1);
+  out[threadIdx.x] = 0.f;
+}
+
+__global__ void warp_call_with_different_args(const float* table, float* out) {
+  float* s = reinterpret_cast<float*>(smem);
+  nvshmemx_getmem_nbi_warp(s, table + threadIdx.x % 2, sizeof(float), 1);  // lanes disagree on the source
+  out[threadIdx.x] = s[0];
+}
+
+// ---- the cases ------------------------------------------------------------------------------
+
+bool expect_report(cudaError_t e, const std::vector<std::string>& words) {
+  if (e == cudaSuccess) {
+    std::printf("the launch succeeded, but the emulator should have stopped it\n");
+    return false;
+  }
+  const std::string& r = simt::last_report();
+  for (const std::string& w : words) {
+    if (r.find(w) == std::string::npos) {
+      std::printf("the report lacks '%s':\n%s\n", w.c_str(), r.c_str());
+      return false;
+    }
+  }
+  std::printf("reported as expected:\n%s\n", r.c_str());
+  return true;
+}
+
+std::string here_line() { return "selftest.cpp:" + std::to_string(line_of_interest); }
+
+cudaError_t launched() { return cudaGetLastError(); }
+
+bool half_warp_shuffle_case() {
+  std::vector<int> out(64);
+  MGG_LAUNCH(1, 64, 0, nullptr, half_warp_shuffle)(out.data());
+  return expect_report(launched(), {"exited", "__shfl_sync", here_line()});
+}
+
+bool barrier_after_return_case() {
+  std::vector<int> out(96);
+  MGG_LAUNCH(2, 96, 0, nullptr, barrier_after_return)(out.data());
+  return expect_report(launched(), {"__syncthreads", "returned", here_line()});
+}
+
+bool divergent_calls_case() {
+  std::vector<int> out(32);
+  MGG_LAUNCH(1, 32, 0, nullptr, divergent_calls)(out.data());
+  return expect_report(launched(), {"diverged", "__syncwarp", "__shfl_sync", here_line()});
+}
+
+// A correct launch leaves every lane's value in shared memory; then the launch under test. Only
+// the NaN fill at block start keeps the second from reading the first's values.
+bool run_exchange(bool syncwarp, uint64_t seed) {
+  simt::set_seed(seed);
+  std::vector<float> out(32);
+  MGG_LAUNCH(1, 32, 32 * sizeof(float), nullptr, neighbour_exchange)(out.data(), true);
+  MGG_LAUNCH(1, 32, 32 * sizeof(float), nullptr, neighbour_exchange)(out.data(), syncwarp);
+  if (launched() != cudaSuccess) return false;
+  bool right = true;
+  for (int i = 0; i < 32; ++i) right = right && out[i] == static_cast<float>((i + 1) % 32);
+  return right;
+}
+
+bool missing_syncwarp_case() {
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    if (!run_exchange(true, seed)) {
+      std::printf("seed %lu: wrong with __syncwarp\n", static_cast<unsigned long>(seed));
+      return false;
+    }
+    if (run_exchange(false, seed)) {
+      std::printf("seed %lu: right without __syncwarp: the race went unseen\n", static_cast<unsigned long>(seed));
+      return false;
+    }
+  }
+  std::printf("the missing __syncwarp reads NaN under every seed; with it, every lane is right\n");
+  return true;
+}
+
+bool shared_out_of_bounds_case() {
+  std::vector<float> out(32);
+  std::printf("expecting an AddressSanitizer report at %s\n", "selftest.cpp (write_past_shared)");
+  std::fflush(stdout);
+  MGG_LAUNCH(1, 32, 256 * sizeof(float), nullptr, write_past_shared)(out.data(), 256);
+  std::printf("the write past the launched shared memory went unseen\n");
+  return false;
+}
+
+// Two PEs' tables of 32 floats; PE 0 runs the kernel and gets PE 1's rows.
+struct World {
+  std::vector<float> pe0 = std::vector<float>(32, 0.f), pe1 = std::vector<float>(32);
+  explicit World(simt::shmem::Completion mode) {
+    for (int i = 0; i < 32; ++i) pe1[i] = static_cast<float>(i);
+    const void* heaps[2] = {pe0.data(), pe1.data()};
+    simt::shmem::set_world(heaps, 2, 32 * sizeof(float), 0, mode);
+  }
+};
+
+bool gets_sum(simt::shmem::Completion mode, bool quiet_first, bool warp_scope) {
+  const World w(mode);
+  std::vector<float> out(32);
+  MGG_LAUNCH(1, 32, 32 * sizeof(float), nullptr, get_rows)(w.pe0.data(), out.data(), quiet_first, warp_scope);
+  if (launched() != cudaSuccess) {
+    std::printf("%s\n", simt::last_report().c_str());
+    return false;
+  }
+  for (float v : out) {
+    if (v != 496.f) return false;  // 0 + 1 + ... + 31
+  }
+  return true;
+}
+
+bool read_before_quiet_case() {
+  using simt::shmem::Completion;
+  for (const bool warp_scope : {false, true}) {
+    if (!gets_sum(Completion::kProxy, true, warp_scope) || !gets_sum(Completion::kLoadStore, false, warp_scope)) {
+      std::printf("a correct use of gets failed (warp scope %d)\n", warp_scope);
+      return false;
+    }
+    if (gets_sum(Completion::kProxy, false, warp_scope)) {
+      std::printf("proxy mode: the landing buffer read before nvshmem_quiet went unseen (warp scope %d)\n", warp_scope);
+      return false;
+    }
+  }
+  std::printf("proxy mode: reading before nvshmem_quiet reads NaN; after it, the rows\n");
+  return true;
+}
+
+bool get_never_quieted_case() {
+  const World w(simt::shmem::Completion::kProxy);
+  std::vector<float> out(32);
+  MGG_LAUNCH(1, 32, 32 * sizeof(float), nullptr, get_never_quieted)(w.pe0.data(), out.data());
+  return expect_report(launched(), {"never completed", here_line()});
+}
+
+bool warp_call_args_case() {
+  const World w(simt::shmem::Completion::kLoadStore);
+  std::vector<float> out(32);
+  MGG_LAUNCH(1, 32, 32 * sizeof(float), nullptr, warp_call_with_different_args)(w.pe0.data(), out.data());
+  return expect_report(launched(), {"diverged", "nvshmemx_getmem_nbi_warp"});
+}
+
+bool pe_queries_case() {
+  bool ok = true;
+  {
+    const World w(simt::shmem::Completion::kLoadStore);
+    ok = ok && nvshmem_my_pe() == 0 && nvshmem_n_pes() == 2;
+    ok = ok && nvshmem_ptr(w.pe0.data() + 5, 1) == w.pe1.data() + 5;  // a peer's copy, by loads
+    ok = ok && nvshmem_ptr(w.pe1.data(), 1) == nullptr;               // not in this PE's heap
+  }
+  const World w(simt::shmem::Completion::kProxy);
+  ok = ok && nvshmem_ptr(w.pe0.data(), 1) == nullptr;  // over a network: not reachable by loads
+  std::printf("nvshmem_ptr, my_pe, n_pes: %s\n", ok ? "as NVSHMEM answers" : "wrong");
+  return ok;
+}
+
+bool shared_opt_in_case() {
+  std::vector<float> out(32);
+  MGG_LAUNCH(1, 32, 60 * 1024, nullptr, neighbour_exchange)(out.data(), true);  // over 48 KB without the opt-in
+  const cudaError_t e = launched();
+  if (e != cudaErrorInvalidValue) {
+    std::printf("a launch of 60 KB of shared memory without the opt-in gave %d\n", static_cast<int>(e));
+    return false;
+  }
+  cudaFuncSetAttribute(neighbour_exchange, cudaFuncAttributeMaxDynamicSharedMemorySize, 60 * 1024);
+  MGG_LAUNCH(1, 32, 60 * 1024, nullptr, neighbour_exchange)(out.data(), true);
+  return launched() == cudaSuccess;
+}
+
+}  // namespace selftest
+
+int main(int argc, char** argv) {
+  using namespace selftest;
+  simt::register_dynamic_shared(smem, kSmemCapacity);
+  const std::map<std::string, std::function<bool()>> cases = {
+      {"half-warp-shuffle", half_warp_shuffle_case}, {"barrier-after-return", barrier_after_return_case},
+      {"divergent-calls", divergent_calls_case},     {"missing-syncwarp", missing_syncwarp_case},
+      {"shared-oob", shared_out_of_bounds_case},     {"read-before-quiet", read_before_quiet_case},
+      {"get-never-quieted", get_never_quieted_case}, {"warp-call-args", warp_call_args_case},
+      {"shared-opt-in", shared_opt_in_case},         {"pe-queries", pe_queries_case},
+  };
+  if (argc != 2 || !cases.count(argv[1])) {
+    std::printf("usage: %s CASE, CASE one of:", argv[0]);
+    for (const auto& [name, _] : cases) std::printf(" %s", name.c_str());
+    std::printf("\n");
+    return 2;
+  }
+  const bool ok = cases.at(argv[1])();
+  std::printf("%s %s\n", ok ? "PASS" : "FAIL", argv[1]);
+  return ok ? 0 : 1;
+}

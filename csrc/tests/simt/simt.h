@@ -1,0 +1,229 @@
+// The device side of the SIMT emulator, force-included (-include simt.h) before CUDA sources
+// compiled by the host compiler: CUDA's qualifiers as host C++, the built-in variables, warp
+// and block synchronisation, shuffles and votes, atomics, device math, and the launch that
+// MGG_LAUNCH (kernels/device_launch.cuh) expands to. Test infrastructure only: never part of
+// the shipped extension.
+//
+// Every thread of a launch is a fiber (fiber.h) and each call below that synchronises is a
+// scheduling point (scheduler.cpp): lanes, warps and blocks run in a seeded random order between
+// them, warp calls complete only when every lane of the mask has arrived at the same call with
+// the same mask, and anything else stops the launch with a report naming each thread's file:line.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <source_location>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+// ---- qualifiers ---------------------------------------------------------------------------
+#undef __global__
+#define __global__
+#undef __device__
+#define __device__
+#undef __host__
+#define __host__
+#undef __shared__
+#define __shared__ thread_local  // static storage, one copy for the block that runs (blocks run one at a time)
+#undef __launch_bounds__
+#define __launch_bounds__(...)
+#undef __forceinline__
+#define __forceinline__ inline
+
+namespace simt {
+
+using Site = std::source_location;
+
+enum class Op : int {
+  kSyncwarp,
+  kShfl,
+  kShflUp,
+  kShflDown,
+  kShflXor,
+  kBallot,
+  kAll,
+  kAny,
+  kWarpCall,     // a warp-scope library call (NVSHMEM's *_warp)
+  kSyncthreads,  // block-scope from here on
+  kBlockCall,    // a block-scope library call (NVSHMEM's *_block)
+};
+const char* op_name(Op op);
+
+// A collective library call: what every member passes (equal on all), and what runs once all
+// have arrived, given the members' thread ids in the block.
+struct GroupCall {
+  const char* name;
+  uint64_t args[4];
+  void (*run)(const GroupCall& call, const int* members, int n);
+  std::source_location site;  // of the first member to arrive (not compared)
+};
+
+// The calling thread's place in the launch.
+struct Position {
+  dim3 thread, block, block_dim, grid_dim;
+  int id;  // linear thread id in the block
+};
+const Position& here();
+
+uint64_t warp_op(Op op, unsigned mask, uint64_t value, int arg, int width, const Site& site,
+                 const GroupCall* call = nullptr);
+void block_op(Op op, const Site& site, const GroupCall* call = nullptr);
+
+// Stops the launch from inside a thread with `message` (the launch returns an error).
+[[noreturn]] void fail(const std::string& message, const Site& site);
+
+// ---- launch -------------------------------------------------------------------------------
+using Body = void (*)(const void* ctx);
+cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t smem, Body body, const void* ctx,
+                   const Site& site);
+
+// The seed of the scheduling order of the next launches; the report of the last failed launch.
+void set_seed(uint64_t seed);
+const std::string& last_report();
+// Dynamic shared memory declared as `extern __shared__ T name[]` resolves to a thread_local
+// array of `capacity` bytes; each block sees its launched size NaN-filled (bytes 0xff) and the
+// rest poisoned for AddressSanitizer.
+void register_dynamic_shared(unsigned char* base, size_t capacity);
+// Writes a line "block warp call file:line" for every completed warp call and, once per warp,
+// every completed block call, to `trace` (nullptr: none).
+void trace_to(std::FILE* trace);
+// Checks run when a block ends (e.g. NVSHMEM gets left incomplete): a non-empty message fails it.
+void on_block_end(std::string (*check)());
+
+template <typename... P>
+class Launcher {
+ public:
+  Launcher(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, const Site& site)
+      : kernel_(kernel), grid_(grid), block_(block), smem_(smem), site_(site) {}
+  template <typename... A>
+  void operator()(A&&... args) const {  // arguments are converted and copied as a launch does
+    const std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
+    const Ctx ctx{kernel_, &params};
+    launch(reinterpret_cast<const void*>(kernel_), grid_, block_, smem_, &run, &ctx, site_);
+  }
+
+ private:
+  struct Ctx {
+    void (*kernel)(P...);
+    const std::tuple<std::decay_t<P>...>* params;
+  };
+  static void run(const void* c) {
+    const Ctx* x = static_cast<const Ctx*>(c);
+    std::apply(x->kernel, *x->params);
+  }
+  void (*kernel_)(P...);
+  dim3 grid_, block_;
+  size_t smem_;
+  Site site_;
+};
+
+template <typename... P>
+Launcher<P...> launcher(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t /*stream*/,
+                        const Site& site = Site::current()) {
+  return Launcher<P...>(kernel, grid, block, smem, site);
+}
+
+template <typename T>
+uint64_t bits_of(T v) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "warp calls move at most 64 bits");
+  uint64_t b = 0;
+  std::memcpy(&b, &v, sizeof(T));
+  return b;
+}
+template <typename T>
+T from_bits(uint64_t b) {
+  T v;
+  std::memcpy(&v, &b, sizeof(T));
+  return v;
+}
+
+}  // namespace simt
+
+// ---- built-in variables -------------------------------------------------------------------
+#undef threadIdx
+#undef blockIdx
+#undef blockDim
+#undef gridDim
+#define threadIdx (::simt::here().thread)
+#define blockIdx (::simt::here().block)
+#define blockDim (::simt::here().block_dim)
+#define gridDim (::simt::here().grid_dim)
+
+// ---- synchronisation, shuffles, votes -----------------------------------------------------
+inline void __syncthreads(const simt::Site& s = simt::Site::current()) { simt::block_op(simt::Op::kSyncthreads, s); }
+inline void __syncwarp(unsigned mask = 0xffffffffu, const simt::Site& s = simt::Site::current()) {
+  simt::warp_op(simt::Op::kSyncwarp, mask, 0, 0, 32, s);
+}
+template <typename T>
+T __shfl_sync(unsigned mask, T v, int src, int width = 32, const simt::Site& s = simt::Site::current()) {
+  return simt::from_bits<T>(simt::warp_op(simt::Op::kShfl, mask, simt::bits_of(v), src, width, s));
+}
+template <typename T>
+T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32, const simt::Site& s = simt::Site::current()) {
+  return simt::from_bits<T>(simt::warp_op(simt::Op::kShflUp, mask, simt::bits_of(v), delta, width, s));
+}
+template <typename T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32, const simt::Site& s = simt::Site::current()) {
+  return simt::from_bits<T>(simt::warp_op(simt::Op::kShflDown, mask, simt::bits_of(v), delta, width, s));
+}
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32, const simt::Site& s = simt::Site::current()) {
+  return simt::from_bits<T>(simt::warp_op(simt::Op::kShflXor, mask, simt::bits_of(v), lane_mask, width, s));
+}
+inline unsigned __ballot_sync(unsigned mask, int p, const simt::Site& s = simt::Site::current()) {
+  return static_cast<unsigned>(simt::warp_op(simt::Op::kBallot, mask, p != 0, 0, 32, s));
+}
+inline int __all_sync(unsigned mask, int p, const simt::Site& s = simt::Site::current()) {
+  return static_cast<int>(simt::warp_op(simt::Op::kAll, mask, p != 0, 0, 32, s));
+}
+inline int __any_sync(unsigned mask, int p, const simt::Site& s = simt::Site::current()) {
+  return static_cast<int>(simt::warp_op(simt::Op::kAny, mask, p != 0, 0, 32, s));
+}
+inline void __threadfence() {}
+inline void __threadfence_block() {}
+inline void __threadfence_system() {}
+
+// ---- atomics (one OS thread runs every fiber, and none switches inside these) -------------
+template <typename T>
+T atomicAdd(T* p, T v) {
+  const T old = *p;
+  *p = old + v;
+  return old;
+}
+template <typename T>
+T atomicMax(T* p, T v) {
+  const T old = *p;
+  *p = old < v ? v : old;
+  return old;
+}
+template <typename T>
+T atomicExch(T* p, T v) {
+  const T old = *p;
+  *p = v;
+  return old;
+}
+
+// ---- device math --------------------------------------------------------------------------
+// __expf is the device's fast exponential, 2^(x log2 e) (ex2.approx): computed the same way.
+inline float __expf(float x) { return std::exp2(x * 1.4426950408889634f); }
+inline float __fdividef(float a, float b) { return a / b; }
+using std::fmaxf;
+using std::fminf;
+
+// ---- launch and the host runtime the launchers call ---------------------------------------
+// cuda_runtime.h's templated overloads for kernels named by function pointer (runtime.cpp
+// implements the runtime with the H100's attributes).
+template <typename T>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* kernel) {
+  return cudaFuncGetAttributes(attr, reinterpret_cast<const void*>(kernel));
+}
+template <typename T>
+cudaError_t cudaFuncSetAttribute(T* kernel, cudaFuncAttribute attr, int value) {
+  return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attr, value);
+}

@@ -1,0 +1,142 @@
+"""The SIMT emulator (csrc/tests/simt) from the tests: builds its binaries with the host
+compiler under AddressSanitizer and UndefinedBehaviorSanitizer into a cache folder (never
+installed), writes cases of the real mgg plans for the runner (csrc/tests/emu), runs them and
+reads the outputs back. Needs g++ and the CUDA headers (cuda_fp16.h, cuda_bf16.h,
+cuda_runtime_api.h; $CUDA_HOME or /usr/local/cuda), not a GPU.
+
+MGG_EMU_FULL=1 runs the long matrices of tests/test_emulator_*.py; MGG_EMU_CACHE moves the
+build cache (default ~/.cache/mgg/emulator)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+CSRC = ROOT / "csrc"
+CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+CXX = os.environ.get("CXX", "g++")
+FULL = os.environ.get("MGG_EMU_FULL", "") not in ("", "0")
+# -fno-extern-tls-init: `__shared__` is thread_local under the emulator (static storage that an
+# `extern __shared__` declaration can name), and g++ otherwise calls a TLS init function that a
+# kernel in an anonymous namespace (peers.cu) never defines.
+FLAGS = ["-std=c++20", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+         "-fno-omit-frame-pointer", "-fno-extern-tls-init", "-Wall", "-Wno-unknown-pragmas",
+         f"-I{CSRC / 'tests' / 'simt'}", f"-I{CSRC / 'tests' / 'simt' / 'include'}", f"-I{CUDA_HOME / 'include'}"]
+SIMT = ["fiber.cpp", "scheduler.cpp", "runtime.cpp", "nvshmem.cpp"]
+# target -> its translation units: (source, force-include simt.h)
+TARGETS = {
+    "simt_selftest": [(CSRC / "tests" / "simt" / f, False) for f in SIMT + ["selftest.cpp"]],
+    "simt_runner": [(CSRC / "tests" / "simt" / f, False) for f in SIMT]
+    + [(CSRC / "tests" / "emu" / f, True) for f in ("case_io.cpp", "sources.cpp", "aggregate.cpp", "attention.cpp",
+                                                    "runner.cpp", "peers_kernels.cpp")]
+    + [(CSRC / "kernels" / f, True) for f in ("table.cu", "attention.cu")],
+}
+# storage name of the runner -> (torch dtype, numpy dtype of the raw bits)
+STORAGE = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+ENV = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1")
+
+
+def available() -> Optional[str]:
+    """Why the emulator cannot be built here, or None."""
+    if shutil.which(CXX) is None:
+        return f"no host compiler ({CXX})"
+    if not (CUDA_HOME / "include" / "cuda_fp16.h").exists():
+        return f"no CUDA headers under {CUDA_HOME}/include"
+    return None
+
+
+def _digest() -> str:
+    h = hashlib.sha256(" ".join([CXX] + FLAGS).encode())
+    for folder in ("core", "kernels", "tests/simt", "tests/emu"):
+        for p in sorted((CSRC / folder).rglob("*")):
+            if p.is_file():
+                h.update(str(p.relative_to(CSRC)).encode() + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build(target: str) -> Path:
+    """The binary of `target` (simt_selftest, simt_runner), compiled once per source version."""
+    cache = Path(os.environ.get("MGG_EMU_CACHE", Path.home() / ".cache" / "mgg" / "emulator")) / _digest()
+    exe = cache / target
+    if exe.exists():
+        return exe
+    cache.mkdir(parents=True, exist_ok=True)
+    objects = []
+    for src, shim in TARGETS[target]:
+        obj = cache / (src.parent.name + "_" + src.name + ".o")
+        if not obj.exists():
+            extra = ["-include", str(CSRC / "tests" / "simt" / "simt.h"), "-x", "c++"] if shim else []
+            tmp = obj.with_suffix(f".{os.getpid()}.tmp")
+            subprocess.run([CXX, *FLAGS, *extra, "-c", str(src), "-o", str(tmp)], check=True, cwd=ROOT)
+            tmp.rename(obj)
+        objects.append(str(obj))
+    tmp = exe.with_suffix(f".{os.getpid()}.tmp")
+    subprocess.run([CXX, "-fsanitize=address,undefined", *objects, "-o", str(tmp)], check=True)
+    tmp.rename(exe)
+    _prune(cache.parent, keep=3)
+    return exe
+
+
+def _prune(root: Path, keep: int) -> None:
+    """Removes the builds of all but the `keep` most recent source versions (about 50 MB each)."""
+    builds = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in builds[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# ---- cases ---------------------------------------------------------------------------------
+
+def raw(t: torch.Tensor) -> np.ndarray:
+    """A tensor's bytes (fp16/bf16 as their 16-bit patterns)."""
+    t = t.detach().contiguous().cpu()
+    if t.dtype in (torch.float16, torch.bfloat16):
+        t = t.view(torch.int16)
+    return t.numpy()
+
+
+def write_case(folder: Path, values: dict, arrays: dict) -> Path:
+    """A runner case: scalar values and arrays (tensors; None ones are left out)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [f"{k} {int(v) if isinstance(v, bool) else v}" for k, v in values.items()]
+    for name, t in arrays.items():
+        if t is None:
+            continue
+        a = raw(t)
+        a.tofile(folder / f"{name}.bin")
+        lines.append(f"array {name} {a.dtype} {a.size}")
+    (folder / "case.txt").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def run_cases(folders: list) -> list:
+    """Runs the cases in one runner process; each case's status ("ok" or why not)."""
+    exe = build("simt_runner")
+    r = subprocess.run([str(exe), *map(str, folders)], capture_output=True, text=True, env=ENV)
+    status = []
+    for f in folders:
+        s = Path(f) / "status.txt"
+        status.append(s.read_text().strip() if s.exists() else f"no status (runner exit {r.returncode}):\n"
+                      + r.stdout[-4000:] + r.stderr[-8000:])
+    return status
+
+
+def read(folder: Path, name: str, shape, dtype: torch.dtype) -> torch.Tensor:
+    """An output array of a case as a tensor of `dtype`."""
+    bits = torch.float32 if dtype == torch.float32 else torch.int16
+    a = torch.from_numpy(np.fromfile(folder / f"{name}.bin", dtype=str(bits).removeprefix("torch.")))
+    return a.view(dtype).reshape(shape)
+
+
+def launch_of(folder: Path) -> dict:
+    """The launch the real launcher planned (kernels::Launch)."""
+    a = np.fromfile(folder / "launch.bin", dtype=np.uint8)
+    bx, by, threads, tile, landing = np.frombuffer(a[:20].tobytes(), dtype=np.int32)
+    return dict(blocks_x=int(np.uint32(bx)), blocks_y=int(np.uint32(by)), threads=int(threads), tile=int(tile),
+                landing_rows=int(landing), smem=int(np.frombuffer(a[24:32].tobytes(), dtype=np.uint64)[0]))
