@@ -180,15 +180,16 @@ class GCNConv(_Aggregating):
             out = self._learned_weights(h, edge_index, edge_weight, n)
             return out + self.bias if self.bias is not None else out
         sparse = isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided
-        adj = sparse or is_sparse_tensor(edge_index)
-        plan = (self._cached_adj_t if adj else self._cached_edge_index) if self.cached else None
+        adj = is_sparse_tensor(edge_index)  # PyG: a SparseTensor's cache; any torch tensor's is _cached_edge_index
+        cache = self.cached and self.normalize  # PyG caches the normalisation only
+        plan = (self._cached_adj_t if adj else self._cached_edge_index) if cache else None
         if plan is None:
             existing = "add" if sparse else "replace" if is_sparse_tensor(edge_index) else "keep"
             improved = self.improved and not (existing == "keep" and edge_weight is None)  # as PyG's gcn_norm
             tag = f"gcn:{self.normalize}:{self.add_self_loops}:{improved}:{existing}:{self.aggr}"
             plan = cached_plan(edge_index, n, edge_weight, tag,
                                lambda g, dt: self._normalised(g, dt, improved, existing), self.flow, x.dtype)
-            if self.cached:
+            if cache:
                 if adj:
                     self._cached_adj_t = plan
                 else:
@@ -206,7 +207,7 @@ class GCNConv(_Aggregating):
             edge_index = edge_index.as_tensor()
         if not isinstance(edge_index, torch.Tensor) or edge_index.layout != torch.strided or h.dim() != 2:
             raise MggError("GCNConv: an edge_weight that requires grad needs edge_index [2, E] and 2-D x in mgg")
-        if self.cached:
+        if self.cached and self.normalize:
             raise MggError("GCNConv: cached=True keeps the first weights; it cannot learn edge_weight")
         ei = edge_index.to(h.device, torch.long)
         src, dst = (ei[1], ei[0]) if self.flow == "target_to_source" else (ei[0], ei[1])
