@@ -83,6 +83,11 @@ EI = torch.tensor([[0, 1, 2], [1, 2, 0]])
     (lambda: mnn.GATConv(4, 4)(torch.ones(2, 3, 4), EI), "MggError", "static graphs"),
     (lambda: mnn.GATConv(4, 4, aggr="max"), "MggError", "aggr must be 'add'"),
     (lambda: mnn.GATConv((4, 4, 4), 4), "MggError", "in_channels must be"),
+] + [(lambda make=make: make()(torch.ones(3, 4), torch.sparse_coo_tensor(EI.flip(0), torch.ones(3), (3, 3))),
+      "MggError", "target_to_source' does not apply to a sparse adjacency") for make in (
+    lambda: mnn.GCNConv(4, 4, flow="target_to_source"), lambda: mnn.SAGEConv(4, 4, flow="target_to_source"),
+    lambda: mnn.GINConv(torch.nn.Identity(), flow="target_to_source"),
+    lambda: mnn.GATConv(4, 4, flow="target_to_source"))
 ] + [(lambda make=make: torch.jit.script(make()), "MggError", "use torch.compile") for make in (
     lambda: mnn.GCNConv(4, 4), lambda: mnn.GINConv(torch.nn.Identity()), lambda: mnn.SAGEConv(4, 4),
     lambda: mnn.GATConv(4, 4))])

@@ -91,6 +91,10 @@ def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callabl
 
     wdt = torch.float64 if dtype == torch.float64 else torch.float32
     reverse = flow == "target_to_source"
+    if reverse and (is_sparse_tensor(edge_index) or (isinstance(edge_index, torch.Tensor)
+                                                     and edge_index.layout != torch.strided)):
+        raise MggError("flow='target_to_source' does not apply to a sparse adjacency (PyG refuses it too); pass "
+                       "edge_index [2, E] or the transposed adjacency")
     prepare = (lambda g: make(g.transpose() if reverse else g, wdt))  # noqa: E731
     if isinstance(edge_index, DistGraph):
         return edge_index.plan_for(f"{tag}:{flow}:{wdt}", prepare)
