@@ -177,6 +177,8 @@ def test_gcnconv_learned_edge_weights_match_pyg(kw):
     gb = torch.autograd.grad(b, [xb, wb, ref.lin.weight], g)
     for name, u, v in zip(["x", "edge_weight", "lin.weight"], ga, gb, strict=True):
         assert_same_formula(u, v, msg=lambda m, name=name: f"grad of {name}: {m}")
+    with torch.no_grad():  # evaluation with the learned weights: the plain path
+        assert_same_formula(ours(x, ei, wa), ref(x, ei, wb))
 
 
 @pytest.mark.parametrize("normalize", [True, False])

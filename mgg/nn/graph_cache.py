@@ -98,8 +98,9 @@ def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callabl
     prepare = (lambda g: make(g.transpose() if reverse else g, wdt))  # noqa: E731
     if isinstance(edge_index, DistGraph):
         return edge_index.plan_for(f"{tag}:{flow}:{wdt}", prepare)
-    if edge_weight is not None and edge_weight.requires_grad:
-        raise MggError("edge_weight that requires grad is not supported by mgg layers")
+    if edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled():
+        raise MggError("an edge_weight that requires grad goes through mgg.ops.aggregate_edges (GCNConv does this), "
+                       "not a cached plan")
     key = (_key_part(edge_index) if isinstance(edge_index, torch.Tensor) else id(edge_index),
            _key_part(edge_weight), num_nodes, tag, flow, wdt)
     hit = _CACHE.get(key)
