@@ -149,6 +149,9 @@ class GATConv(nn.Module):
         heads, c = self.heads, self.out_channels
         res = self.res(x_dst) if self.res is not None and x_dst is not None else None
         lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
+        for t, lin in ((x_src, lin_src), (x_dst, lin_dst)):
+            if t is not None and not is_lazy(lin.weight) and t.size(1) != lin.in_features:
+                raise MggError(f"GATConv: x has {t.size(1)} channels but the layer takes {lin.in_features}")
         h = lin_src(x_src).view(-1, heads, c)
         a_src = (h * self.att_src).sum(-1)
         if x_dst is None:  # PyG: no destination term
