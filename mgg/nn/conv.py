@@ -1,6 +1,7 @@
 """GCNConv and GINConv with PyG's constructors, forward signatures and state_dict layout,
 aggregating through mgg's op. Arguments PyG's MessagePassing takes are implemented (flow, aggr
-where the reduction is a sum or mean, node_dim for 2-D features, cached) or refused with one line."""
+where the reduction is a sum or mean, node_dim, features [B, N, F], cached) or refused with one
+line; GINConv takes bipartite inputs, GCNConv lazy widths and learned edge weights."""
 from __future__ import annotations
 
 import math

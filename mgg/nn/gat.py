@@ -3,8 +3,10 @@ and state_dict layout, its attention through mgg's fused op (mgg.attend): per de
 head one pass computes the scores, the softmax and the weighted sum, reading each source row and
 its source term in one fetch, local and remote sources interleaved as in the aggregation kernels.
 
-What PyG's layer does and mgg does not (edge features, bipartite inputs, lazy widths, other
-aggregations) is refused with one line. Attention dropout is drawn from (seed, destination,
+Bipartite inputs ((x_src, x_dst), in_channels=(a, b), size) attend over the square plan of
+max(N_src, N_dst) nodes with zero-padded sources (mgg.nn.graph_cache.bipartite_plan);
+in_channels=-1 sizes the layer on its first call. What PyG's layer does and mgg does not (edge
+features, other aggregations) is refused with one line. Attention dropout is drawn from (seed, destination,
 source, head) rather than from torch's generator, so the forward and backward passes, every
 backend and every rank count draw the same mask for a given seed."""
 from __future__ import annotations
@@ -150,8 +152,8 @@ class GATConv(nn.Module):
         res = self.res(x_dst) if self.res is not None and x_dst is not None else None
         lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
         for t, lin in ((x_src, lin_src), (x_dst, lin_dst)):
-            if t is not None and not is_lazy(lin.weight) and t.size(1) != lin.in_features:
-                raise MggError(f"GATConv: x has {t.size(1)} channels but the layer takes {lin.in_features}")
+            if t is not None and not is_lazy(lin.weight) and t.size(1) != lin.weight.size(1):
+                raise MggError(f"GATConv: x has {t.size(1)} channels but the layer takes {lin.weight.size(1)}")
         h = lin_src(x_src).view(-1, heads, c)
         a_src = (h * self.att_src).sum(-1)
         if x_dst is None:  # PyG: no destination term

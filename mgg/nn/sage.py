@@ -1,7 +1,7 @@
 """SAGEConv (Hamilton et al.'s GraphSAGE layer) with PyG's constructor, forward signature and
 state_dict layout, aggregating through mgg's op: the mean over in-neighbors (the graph's mean
-normalisation, weights 1/in-degree) or their sum. PyG's other aggregations, lazy input widths
-and bipartite graphs are refused with one line."""
+normalisation, weights 1/in-degree) or their sum, also for bipartite inputs and lazy widths
+(in_channels=-1). PyG's other aggregations are refused with one line."""
 from __future__ import annotations
 
 from typing import Optional, Union
@@ -35,8 +35,9 @@ class SAGEConv(_Aggregating):
     With project=True the aggregated rows are relu(lin(x_j)) (the root term keeps raw x_i); with
     normalize=True the output rows are scaled to unit L2 norm. `edge_index` may be a [2, E]
     tensor, a torch sparse adjacency (its values weight the messages, as in PyG), an mgg.Graph
-    or an mgg.distributed.DistGraph. `x` may be a tensor or a pair (x_src, x_dst) of tensors with
-    one row per node each."""
+    or an mgg.distributed.DistGraph. `x` may be a tensor, or a bipartite pair (x_src, x_dst)
+    (x_dst may be None; size=(N_src, N_dst)) with an edge_index [2, E] or a torch sparse
+    adjacency [N_dst, N_src]; a torch_sparse SparseTensor's values are dropped, as in PyG."""
 
     def __init__(self, in_channels: Union[int, tuple], out_channels: int, aggr: str = "mean",
                  normalize: bool = False, root_weight: bool = True, project: bool = False, bias: bool = True,
@@ -84,7 +85,7 @@ class SAGEConv(_Aggregating):
         lin = self.lin_l
         if is_lazy(lin.weight):
             lin(x_src[..., :0, :])  # sizes the lazy layer
-        if lin.out_features < lin.in_features:  # W (agg x) = agg (W x): aggregate the narrower rows
+        if lin.weight.size(0) < lin.weight.size(1):  # W (agg x) = agg (W x): aggregate the narrower rows
             out = aggregate(F.linear(x_src, lin.weight))
             out = out + lin.bias if lin.bias is not None else out
         else:
