@@ -176,3 +176,18 @@ def test_fill_value_without_edge_dim_is_pygs_no_op():
     ref, ours = pair(in_channels=6, out_channels=4, heads=2, fill_value=0.5)
     x = torch.randn(120, 6, dtype=torch.float64)
     assert_same_formula(ours(x, quirky_edges()), ref(x, quirky_edges()))
+
+
+def test_bipartite_dropout_weights_are_the_ones_applied():
+    """In training with attention dropout, the bipartite output is the sum of the returned (kept)
+    attention weights times the sources' rows: the op's mask and the returned alpha are drawn
+    from the same (seed, edge, head) over the padded plan."""
+    torch.manual_seed(24)
+    conv = GATConv((6, 4), 3, heads=2, dropout=0.5).double().train()
+    ei = _bipartite()
+    xs, xd = torch.randn(30, 6, dtype=torch.float64), torch.randn(17, 4, dtype=torch.float64)
+    out, (used, alpha) = conv((xs, xd), ei, return_attention_weights=True)
+    assert bool((alpha == 0).any())  # some coefficients dropped
+    h = conv.lin_src(xs).view(-1, 2, 3)
+    want = torch.zeros(17, 2, 3, dtype=torch.float64).index_add_(0, used[1], alpha.unsqueeze(-1) * h[used[0]])
+    assert_same_formula(out, want.reshape(17, 6) + conv.bias)

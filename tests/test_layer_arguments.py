@@ -83,6 +83,8 @@ EI = torch.tensor([[0, 1, 2], [1, 2, 0]])
     (lambda: mnn.GATConv(4, 4)(torch.ones(2, 3, 4), EI), "MggError", "static graphs"),
     (lambda: mnn.GATConv(4, 4, aggr="max"), "MggError", "aggr must be 'add'"),
     (lambda: mnn.GATConv((4, 4, 4), 4), "MggError", "in_channels must be"),
+    (lambda: mnn.SAGEConv(4, 4, aggr_kwargs={"semi_grad": True}), "MggError", "aggr_kwargs is not supported"),
+    (lambda: mnn.GATConv(4, 4, aggr_kwargs={"a": 1}), "MggError", "aggr_kwargs is not supported"),
 ] + [(lambda make=make: make()(torch.ones(3, 4), torch.sparse_coo_tensor(EI.flip(0), torch.ones(3), (3, 3))),
       "MggError", "target_to_source' does not apply to a sparse adjacency") for make in (
     lambda: mnn.GCNConv(4, 4, flow="target_to_source"), lambda: mnn.SAGEConv(4, 4, flow="target_to_source"),

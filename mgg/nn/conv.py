@@ -87,6 +87,8 @@ class _Aggregating(nn.Module):
         self.flow = kwargs.pop("flow", "source_to_target")
         self.node_dim = kwargs.pop("node_dim", -2)
         decomposed = kwargs.pop("decomposed_layers", 1)  # PyG's feature chunking: same result
+        if kwargs.pop("aggr_kwargs", None):
+            raise MggError(f"{name}: aggr_kwargs is not supported by mgg (its aggregations take no arguments)")
         if kwargs:
             raise TypeError(f"{name}: unexpected keyword argument(s) {', '.join(sorted(kwargs))}")
         if not isinstance(self.aggr, str) or self.aggr not in aggregations:

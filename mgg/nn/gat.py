@@ -62,6 +62,8 @@ class GATConv(nn.Module):
         aggr = kwargs.pop("aggr", "add")
         self.flow = kwargs.pop("flow", "source_to_target")
         decomposed = kwargs.pop("decomposed_layers", 1)
+        if kwargs.pop("aggr_kwargs", None):
+            raise MggError("GATConv: aggr_kwargs is not supported by mgg (its aggregation takes no arguments)")
         if kwargs:
             raise TypeError(f"GATConv: unexpected keyword argument(s) {', '.join(sorted(kwargs))}")
         if aggr not in ("add", "sum"):
