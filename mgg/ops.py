@@ -123,6 +123,53 @@ def aggregate(x: torch.Tensor, plan: Union[Plan, Graph], config: Optional[Config
     return run_step(x, x.new_empty((0, x.size(1))), plan.rank_plan(0, config or Config()), deterministic)
 
 
+class _EdgeWeighted(torch.autograd.Function):
+    """out = aggregate over a plan of the edges (src, dst, w), differentiable in x and in w."""
+
+    @staticmethod
+    def forward(ctx, x, w, src, dst, num_nodes, config, deterministic):
+        graph = Graph.from_edges(src.cpu().numpy(), dst.cpu().numpy(), num_nodes, w.detach().cpu())
+        with torch.enable_grad():
+            leaf = x.detach().requires_grad_(ctx.needs_input_grad[0])
+            out = aggregate(leaf, Plan(graph), config, deterministic=deterministic)
+        ctx.save_for_backward(x, src, dst)
+        ctx.leaf, ctx.out = leaf, out
+        return out.detach()
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, src, dst = ctx.saved_tensors
+        gx = gw = None
+        if ctx.needs_input_grad[0]:
+            (gx,) = torch.autograd.grad(ctx.out, ctx.leaf, grad)  # the op's backward: the transposed plan
+        if ctx.needs_input_grad[1]:
+            gw = (grad[dst] * x[src]).sum(-1)  # d w_e = <grad_out[dst_e], x[src_e]>
+        return gx, gw, None, None, None, None, None
+
+
+def aggregate_edges(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, weight: torch.Tensor,
+                    num_nodes: Optional[int] = None, config: Optional[Config] = None,
+                    deterministic: bool = False) -> torch.Tensor:
+    """out[v] = sum over edges e = (src[e] -> v) of weight[e] * x[src[e]], through the op, and
+    differentiable in x and in weight (learned edge weights: d weight[e] = <grad_out[dst[e]],
+    x[src[e]]>, computed with torch ops on x's device). The plan is built on each call (the
+    weights are part of it).
+
+    Args:
+        x: node features [nodes, D].
+        src, dst: [E] edge ends (int64).
+        weight: [E] edge weights (float64 kept for a float64 x).
+        num_nodes: default x.size(0).
+        config, deterministic: as aggregate.
+
+    Returns:
+        [nodes, D].
+    """
+    n = x.size(0) if num_nodes is None else num_nodes
+    return _EdgeWeighted.apply(x, weight.to(x.dtype if x.dtype == torch.float64 else torch.float32), src, dst, n,
+                               config, deterministic)
+
+
 # ---- GAT's attention (csrc/core/attention.h) ----------------------------------------------------
 
 @torch.library.register_fake("mgg::attend")

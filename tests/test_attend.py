@@ -132,8 +132,8 @@ def test_cuda_agrees_with_cpu():
 
 
 @pytest.mark.parametrize("make, err, msg", [
-    (lambda: GATConv((4, 4), 2), MggError, "in_channels must be an int"),
-    (lambda: GATConv(-1, 2), MggError, "lazy initialisation"),
+    (lambda: GATConv((4, 4, 4), 2), MggError, "in_channels must be a positive int, -1"),
+    (lambda: GATConv(0, 2), MggError, "in_channels must be a positive int, -1"),
     (lambda: GATConv(4, 2, edge_dim=3), MggError, "edge features"),
     (lambda: GATConv(4, 2, autotune=True), MggError, "autotune is not supported"),
     (lambda: GATConv(4, 2, aggr="mean"), MggError, "aggr must be 'add'"),
@@ -145,7 +145,8 @@ def test_cuda_agrees_with_cpu():
     (lambda: GATConv(4, 2)(torch.randn(5, 2, 4), torch.tensor([[0], [1]])), MggError, "x must be 2-D"),
     (lambda: GATConv(4, 2)(torch.randn(5, 4), torch.tensor([[0], [1]]), edge_attr=torch.ones(1, 2)), MggError,
      "edge_attr is not supported"),
-    (lambda: GATConv(4, 2)(torch.randn(5, 4), torch.tensor([[0], [1]]), size=(5, 3)), MggError, "bipartite"),
+    (lambda: GATConv(4, 2)(torch.randn(5, 4), torch.tensor([[0], [1]]), size=(5, 3)), MggError,
+     r"size \(5, 3\) does not match"),
     (lambda: GATConv(4, 2)(torch.randn(5, 4), torch.tensor([[0], [9]])), MggError, "9"),
     (lambda: ops.attend(torch.randn(5, 2, 3), torch.randn(5, 3), torch.randn(5, 2), random_graph(5, 8, seed=1)),
      MggError, "a_src, a_dst"),

@@ -101,3 +101,93 @@ def test_gat_trains_on_cora_like_pygs(cora):
     assert ours.val_acc > 0.7 and theirs.val_acc > 0.7
     assert abs(ours.test_acc - theirs.test_acc) < 0.06
 
+
+
+def _bipartite(n_src=30, n_dst=17, seed=22):
+    """Sources < n_src, destinations < n_dst, with duplicates, edges i -> i and destinations
+    without in-edges (the self-loops PyG adds give those one)."""
+    gen = torch.Generator().manual_seed(seed)
+    ei = torch.stack([torch.randint(0, n_src, (80,), generator=gen), torch.randint(0, n_dst - 3, (80,), generator=gen)])
+    return torch.cat([ei, torch.tensor([[3, 3, 5, 29], [3, 3, 5, 0]])], 1)
+
+
+@pytest.mark.parametrize("inputs", ["pair-widths", "int-width", "x-none", "size"])
+@pytest.mark.parametrize("kw", [dict(heads=2), dict(heads=2, add_self_loops=False),
+                                dict(heads=3, concat=False, residual=True)],
+                         ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
+def test_bipartite_matches_pyg(kw, inputs):
+    """30 sources, 17 destinations: (x_src, x_dst) with in_channels (6, 4) (lin_src, lin_dst) or 6
+    (one lin), (x_src, None) (no destination term), and size=(30, 17) with self-loops on the
+    first min(size) nodes: outputs, attention weights and every gradient equal PyG's."""
+    ei = _bipartite()
+    gen = torch.Generator().manual_seed(23)
+    widths = (6, 4) if inputs == "pair-widths" else 6
+    ref, ours = pair(in_channels=widths, out_channels=5, **kw)
+    xs = torch.randn(30, 6, dtype=torch.float64, generator=gen, requires_grad=True)
+    xd = torch.randn(17, 4 if inputs == "pair-widths" else 6, dtype=torch.float64, generator=gen, requires_grad=True)
+    x, extra = ((xs, None), dict(size=(30, 17))) if inputs == "x-none" else ((xs, xd), {})
+    if inputs == "size":
+        extra = dict(size=(30, 17))
+    out, (used, alpha) = ours(x, ei, return_attention_weights=True, **extra)
+    out_r, (used_r, alpha_r) = ref(x, ei, return_attention_weights=True, **extra)
+    assert out.shape == (17, 5 * (kw["heads"] if kw.get("concat", True) else 1))
+    assert_same_formula(out, out_r)
+    assert torch.equal(used, used_r)
+    assert_same_formula(alpha, alpha_r)
+    g = torch.randn(out.shape, dtype=torch.float64, generator=gen)
+    leaves = [xs] + ([] if inputs == "x-none" else [xd])
+    names = [n for n, p in ref.named_parameters() if inputs != "x-none" or n not in ("att_dst", "res.weight")]
+    pa, pb = dict(ours.named_parameters()), dict(ref.named_parameters())
+    ga = torch.autograd.grad(out, leaves + [pa[n] for n in names], g)
+    gb = torch.autograd.grad(out_r, leaves + [pb[n] for n in names], g)
+    for name, u, v in zip(["x_src", "x_dst"][:len(leaves)] + names, ga, gb, strict=True):
+        assert_same_formula(u, v, msg=lambda m, name=name: f"grad of {name}: {m}")
+
+
+def test_zero_nodes_give_pygs_empty_output():
+    ref, ours = pair(in_channels=6, out_channels=5, heads=2)
+    x, ei = torch.zeros(0, 6, dtype=torch.float64), torch.zeros(2, 0, dtype=torch.long)
+    out, (used, alpha) = ours(x, ei, return_attention_weights=True)
+    out_r, (used_r, alpha_r) = ref(x, ei, return_attention_weights=True)
+    assert out.shape == out_r.shape == (0, 10)
+    assert used.shape == used_r.shape and alpha.shape == alpha_r.shape == (0, 2)
+    assert ours(x, ei).shape == (0, 10)
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr])
+def test_attention_weights_of_a_sparse_adjacency_in_its_layout(layout):
+    """PyG returns (adj, alpha) for a torch sparse input: adj in the input's layout, with self-loops
+    replaced, alpha [nnz, heads] as its values in its order."""
+    ref, ours = pair(in_channels=7, out_channels=4, heads=3)
+    ei = quirky_edges()
+    x = torch.randn(120, 7, dtype=torch.float64)
+    adj = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.size(1), dtype=torch.float64), (120, 120)).coalesce()
+    adj = adj if layout == torch.sparse_coo else adj.to_sparse_csr()
+    out, (a, alpha) = ours(x, adj, return_attention_weights=True)
+    out_r, (a_r, alpha_r) = ref(x, adj, return_attention_weights=True)
+    assert a.layout == a_r.layout == layout and a.shape == a_r.shape
+    assert_same_formula(out, out_r)
+    assert_same_formula(alpha, alpha_r)
+    assert_same_formula(a.to_dense(), a_r.to_dense())
+
+
+def test_fill_value_without_edge_dim_is_pygs_no_op():
+    """fill_value fills self-loops' edge features, so without edge_dim PyG ignores it: so does mgg."""
+    ref, ours = pair(in_channels=6, out_channels=4, heads=2, fill_value=0.5)
+    x = torch.randn(120, 6, dtype=torch.float64)
+    assert_same_formula(ours(x, quirky_edges()), ref(x, quirky_edges()))
+
+
+def test_bipartite_dropout_weights_are_the_ones_applied():
+    """In training with attention dropout, the bipartite output is the sum of the returned (kept)
+    attention weights times the sources' rows: the op's mask and the returned alpha are drawn
+    from the same (seed, edge, head) over the padded plan."""
+    torch.manual_seed(24)
+    conv = GATConv((6, 4), 3, heads=2, dropout=0.5).double().train()
+    ei = _bipartite()
+    xs, xd = torch.randn(30, 6, dtype=torch.float64), torch.randn(17, 4, dtype=torch.float64)
+    out, (used, alpha) = conv((xs, xd), ei, return_attention_weights=True)
+    assert bool((alpha == 0).any())  # some coefficients dropped
+    h = conv.lin_src(xs).view(-1, 2, 3)
+    want = torch.zeros(17, 2, 3, dtype=torch.float64).index_add_(0, used[1], alpha.unsqueeze(-1) * h[used[0]])
+    assert_same_formula(out, want.reshape(17, 6) + conv.bias)

@@ -128,3 +128,41 @@ def test_sage_model_is_a_drop_in(cora):
     ref.eval(), ours.eval()
     ei, x = cora.graph.edge_index(), cora.x.double()
     assert_same_formula(ours(x, ei), ref(x, ei))
+
+
+def _bipartite(n_src=30, n_dst=17, seed=20):
+    """Sources < n_src, destinations < n_dst, with duplicates, edges i -> i and destinations
+    without in-edges."""
+    gen = torch.Generator().manual_seed(seed)
+    ei = torch.stack([torch.randint(0, n_src, (80,), generator=gen), torch.randint(0, n_dst - 3, (80,), generator=gen)])
+    return torch.cat([ei, torch.tensor([[3, 3, 5, 29], [3, 3, 5, 0]])], 1)
+
+
+@pytest.mark.parametrize("graph", ["edge_index", "coo", "csr"])
+@pytest.mark.parametrize("kw", [dict(), dict(aggr="sum"), dict(project=True, normalize=True),
+                                dict(root_weight=False)], ids=_id)
+def test_bipartite_matches_pyg(kw, graph):
+    """(x_src, x_dst) with in_channels (6, 4) on 30 sources and 17 destinations, and (x_src, None)
+    with size: outputs and gradients of both inputs and every parameter equal PyG's; a torch
+    sparse adjacency [N_dst, N_src] weights the messages with its values, as in PyG."""
+    ei = _bipartite()
+    gen = torch.Generator().manual_seed(21)
+    w = torch.rand(ei.size(1), dtype=torch.float64, generator=gen) + 0.5
+    adj = torch.sparse_coo_tensor(ei.flip(0), w, (17, 30)).coalesce()
+    g = {"edge_index": ei, "coo": adj, "csr": adj.to_sparse_csr()}[graph]
+    for x_dst_given in (True, False):
+        ref, ours = _pair(kw, (6, 4), 5)
+        xs = torch.randn(30, 6, dtype=torch.float64, generator=gen, requires_grad=True)
+        xd = torch.randn(17, 4, dtype=torch.float64, generator=gen, requires_grad=True) if x_dst_given else None
+        a, b = ours((xs, xd), g, size=(30, 17)), ref((xs, xd), g, size=(30, 17))
+        assert a.shape == (17, 5)
+        assert_same_formula(a, b)
+        pa, pb = dict(ours.named_parameters()), dict(ref.named_parameters())
+        if not x_dst_given:
+            pa.pop("lin_r.weight", None)
+        inputs = [xs] + ([xd] if x_dst_given and kw.get("root_weight", True) else [])
+        r = torch.randn(a.shape, dtype=torch.float64, generator=gen)  # (normalize: |out|^2 has no gradient)
+        ga = torch.autograd.grad((a * r).sum(), inputs + list(pa.values()))
+        gb = torch.autograd.grad((b * r).sum(), inputs + [pb[k] for k in pa])
+        for name, u, v in zip(["x_src", "x_dst"][:len(inputs)] + list(pa), ga, gb, strict=True):
+            assert_same_formula(u, v, msg=lambda m, name=name: f"grad of {name}: {m}")

@@ -1,6 +1,7 @@
 """GCNConv and GINConv with PyG's constructors, forward signatures and state_dict layout,
 aggregating through mgg's op. Arguments PyG's MessagePassing takes are implemented (flow, aggr
-where the reduction is a sum or mean, node_dim for 2-D features, cached) or refused with one line."""
+where the reduction is a sum or mean, node_dim, features [B, N, F], cached) or refused with one
+line; GINConv takes bipartite inputs, GCNConv lazy widths and learned edge weights."""
 from __future__ import annotations
 
 import math
@@ -10,8 +11,9 @@ import torch
 from torch import nn
 
 from ..errors import MggError
+from ..graph import Graph
 from ..plan import Config
-from .graph_cache import cached_plan, is_sparse_tensor, run_plan
+from .graph_cache import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, run_plan
 
 
 def _glorot(w: torch.Tensor):
@@ -21,6 +23,57 @@ def _glorot(w: torch.Tensor):
 
 
 FLOWS = ("source_to_target", "target_to_source")
+
+
+class _GlorotLazyLinear(nn.LazyLinear):
+    """torch's LazyLinear (PyG's Linear(-1, ...) state_dict: weight, bias) initialised by glorot
+    once its width is known, as PyG's Linear(weight_initializer='glorot')."""
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.weight.numel():
+            _glorot(self.weight)
+            if self.bias is not None:
+                nn.init.zeros_(self.bias)
+
+
+def linear(in_features: int, out_features: int, bias: bool = True, glorot: bool = False) -> nn.Module:
+    """nn.Linear, or for in_features=-1 (PyG's lazy width) a lazy one, sized on the first call."""
+    if in_features == -1:
+        return _GlorotLazyLinear(out_features, bias=bias) if glorot else nn.LazyLinear(out_features, bias=bias)
+    if not isinstance(in_features, int) or in_features <= 0:
+        raise MggError(f"in_channels must be a positive int or -1 (lazy), got {in_features!r}")
+    return nn.Linear(in_features, out_features, bias=bias)
+
+
+def is_lazy(t) -> bool:
+    return isinstance(t, nn.parameter.UninitializedParameter)
+
+
+def refuse_script(name: str):
+    raise MggError(f"{name}: torch.jit.script is not supported by mgg's layers (their op takes a plan object); "
+                   f"use torch.compile")
+
+
+def split_input(x, size, name: str, node_dim: int = -2):
+    """(x_src, x_dst, n_src, n_dst, bipartite) of PyG's x (a tensor, or a pair whose second part
+    may be None) and size (N_src, N_dst). Without size a missing x_dst means N_dst = N_src, as
+    in PyG."""
+    if isinstance(x, torch.Tensor):
+        x_src = x_dst = x
+    elif isinstance(x, (tuple, list)) and len(x) == 2 and isinstance(x[0], torch.Tensor):
+        x_src, x_dst = x
+    else:
+        raise MggError(f"{name}: x must be a tensor or a pair (x_src, x_dst), got {type(x).__name__}")
+    n_src = x_src.size(node_dim)
+    n_dst = x_dst.size(node_dim) if x_dst is not None else n_src
+    if size is not None:
+        size = tuple(int(s) for s in size)
+        if size[0] != n_src or (x_dst is not None and size[1] != n_dst):
+            raise MggError(f"{name}: size {size} does not match the inputs' {n_src} sources and "
+                           f"{n_dst} destinations")
+        n_dst = size[1]
+    bipartite = n_src != n_dst
+    return x_src, x_dst, n_src, n_dst, bipartite
 
 
 class _Aggregating(nn.Module):
@@ -34,6 +87,8 @@ class _Aggregating(nn.Module):
         self.flow = kwargs.pop("flow", "source_to_target")
         self.node_dim = kwargs.pop("node_dim", -2)
         decomposed = kwargs.pop("decomposed_layers", 1)  # PyG's feature chunking: same result
+        if kwargs.pop("aggr_kwargs", None):
+            raise MggError(f"{name}: aggr_kwargs is not supported by mgg (its aggregations take no arguments)")
         if kwargs:
             raise TypeError(f"{name}: unexpected keyword argument(s) {', '.join(sorted(kwargs))}")
         if not isinstance(self.aggr, str) or self.aggr not in aggregations:
@@ -52,7 +107,21 @@ class _Aggregating(nn.Module):
             self.tuner = OnlineTuner(fallback=self.config)
 
     def _aggregate(self, x: torch.Tensor, plan) -> torch.Tensor:
-        return run_plan(x, plan, self.config, self.deterministic, self.tuner)
+        """Aggregates along node_dim; other leading dims (PyG's [B, N, F], a static graph shared
+        by B samples) travel as extra columns."""
+        if x.dim() == 2:
+            return run_plan(x, plan, self.config, self.deterministic, self.tuner)
+        xt = x.movedim(self._nodes(x), 0)
+        out = run_plan(xt.reshape(xt.size(0), -1), plan, self.config, self.deterministic, self.tuner)
+        return out.reshape((out.size(0),) + tuple(xt.shape[1:])).movedim(0, self._nodes(x))
+
+    def _nodes(self, x: torch.Tensor) -> int:
+        if x.dim() < 2:
+            raise MggError(f"{type(self).__name__}: x must have a node and a channel dimension, got {tuple(x.shape)}")
+        return self.node_dim % x.dim()
+
+    def __prepare_scriptable__(self):
+        refuse_script(type(self).__name__)
 
 
 class GCNConv(_Aggregating):
@@ -72,22 +141,32 @@ class GCNConv(_Aggregating):
                  add_self_loops: Optional[bool] = None, normalize: bool = True, bias: bool = True,
                  config: Optional[Config] = None, autotune: bool = False, deterministic: bool = False, **kwargs):
         super().__init__()
+        if not isinstance(in_channels, int):
+            raise MggError(f"GCNConv: in_channels must be an int (GCNConv takes one node set, as in PyG), got "
+                           f"{in_channels!r}")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.improved, self.cached, self.normalize = improved, cached, normalize
         self.add_self_loops = normalize if add_self_loops is None else add_self_loops
         if self.add_self_loops and not normalize:
             raise MggError("GCNConv: add_self_loops=True needs normalize=True (as in PyG)")
         self._setup(config, autotune, deterministic, kwargs, ("add", "sum", "mean"), "add")
-        self.lin = nn.Linear(in_channels, out_channels, bias=False)
+        self.lin = linear(in_channels, out_channels, bias=False, glorot=True)
         self.register_parameter("bias", nn.Parameter(torch.empty(out_channels)) if bias else None)
-        self._cached_plan = None
+        self._cached_edge_index = None  # PyG's cache attributes: set either to None to re-normalise
+        self._cached_adj_t = None
         self.reset_parameters()
 
     def reset_parameters(self):
-        _glorot(self.lin.weight)
+        if not is_lazy(self.lin.weight):
+            _glorot(self.lin.weight)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
-        self._cached_plan = None
+        self._cached_edge_index = None
+        self._cached_adj_t = None
+
+    @property
+    def _cached_plan(self):
+        return self._cached_edge_index if self._cached_edge_index is not None else self._cached_adj_t
 
     def _normalised(self, g, dtype, improved, existing):
         if self.normalize:
@@ -95,20 +174,61 @@ class GCNConv(_Aggregating):
         return g.mean_norm(dtype) if self.aggr == "mean" else g
 
     def forward(self, x: torch.Tensor, edge_index, edge_weight: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if not isinstance(x, torch.Tensor):
+            raise MggError("GCNConv: x must be one tensor; bipartite (x_src, x_dst) input is not supported (as in "
+                           "PyG's GCNConv)")
         h = self.lin(x)
-        if self.cached and self._cached_plan is not None:
-            plan = self._cached_plan
-        else:
-            sparse = isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided
+        n = x.size(self._nodes(x))
+        if edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled():
+            out = self._learned_weights(h, edge_index, edge_weight, n)
+            return out + self.bias if self.bias is not None else out
+        sparse = isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided
+        adj = is_sparse_tensor(edge_index)  # PyG: a SparseTensor's cache; any torch tensor's is _cached_edge_index
+        cache = self.cached and self.normalize  # PyG caches the normalisation only
+        plan = (self._cached_adj_t if adj else self._cached_edge_index) if cache else None
+        if plan is None:
             existing = "add" if sparse else "replace" if is_sparse_tensor(edge_index) else "keep"
             improved = self.improved and not (existing == "keep" and edge_weight is None)  # as PyG's gcn_norm
             tag = f"gcn:{self.normalize}:{self.add_self_loops}:{improved}:{existing}:{self.aggr}"
-            plan = cached_plan(edge_index, x.size(0), edge_weight, tag,
+            plan = cached_plan(edge_index, n, edge_weight, tag,
                                lambda g, dt: self._normalised(g, dt, improved, existing), self.flow, x.dtype)
-            if self.cached:
-                self._cached_plan = plan
+            if cache:
+                if adj:
+                    self._cached_adj_t = plan
+                else:
+                    self._cached_edge_index = plan
         out = self._aggregate(h, plan)
         return out + self.bias if self.bias is not None else out
+
+    def _learned_weights(self, h: torch.Tensor, edge_index, edge_weight: torch.Tensor, n: int) -> torch.Tensor:
+        """PyG's gcn_norm in torch ops (differentiable in edge_weight: learned weights, edge masks)
+        on a [2, E] edge_index, then the aggregation through the op with the gradient in the
+        weights (mgg.ops.aggregate_edges)."""
+        from ..ops import aggregate_edges
+
+        if isinstance(edge_index, torch.Tensor) and hasattr(edge_index, "as_tensor"):
+            edge_index = edge_index.as_tensor()
+        if not isinstance(edge_index, torch.Tensor) or edge_index.layout != torch.strided or h.dim() != 2:
+            raise MggError("GCNConv: an edge_weight that requires grad needs edge_index [2, E] and 2-D x in mgg")
+        if self.cached and self.normalize:
+            raise MggError("GCNConv: cached=True keeps the first weights; it cannot learn edge_weight")
+        ei = edge_index.to(h.device, torch.long)
+        src, dst = (ei[1], ei[0]) if self.flow == "target_to_source" else (ei[0], ei[1])
+        dt = torch.float64 if h.dtype == torch.float64 else torch.float32
+        w = edge_weight.to(h.device, dt).reshape(-1)
+        if self.add_self_loops:  # PyG's add_remaining_self_loops: a node's last loop keeps its weight
+            loop = src == dst
+            loop_w = w.new_full((n,), 2.0 if self.improved else 1.0).index_put((src[loop],), w[loop])
+            nodes = torch.arange(n, device=h.device)
+            src, dst = torch.cat([src[~loop], nodes]), torch.cat([dst[~loop], nodes])
+            w = torch.cat([w[~loop], loop_w])
+        if self.normalize:
+            deg = w.new_zeros(n).index_add(0, dst, w)
+            dis = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
+            w = dis[src] * w * dis[dst]
+        if self.aggr == "mean":
+            w = w / torch.bincount(dst, minlength=n).clamp(min=1).to(w)[dst]
+        return aggregate_edges(h, src, dst, w, n, self.config, self.deterministic)
 
     def __repr__(self):
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
@@ -136,12 +256,24 @@ class GINConv(_Aggregating):
                 m.reset_parameters()
         self.eps.data.fill_(self.initial_eps)
 
-    def forward(self, x: torch.Tensor, edge_index, size=None) -> torch.Tensor:
-        if size is not None:
-            raise MggError("GINConv: size (bipartite message passing) is not supported by mgg")
-        make = (lambda g, dt: g.mean_norm(dt)) if self.aggr == "mean" else (lambda g, dt: g)
-        plan = cached_plan(edge_index, x.size(0), None, f"gin:{self.aggr}", make, self.flow, x.dtype)
-        out = self._aggregate(x, plan) + (1 + self.eps) * x
+    def forward(self, x, edge_index, size=None) -> torch.Tensor:
+        x_src, x_dst, n_src, n_dst, bipartite = split_input(x, size, "GINConv", self.node_dim)
+        sparse_tensor = is_sparse_tensor(edge_index)  # PyG drops a SparseTensor's values in GINConv
+
+        def make(g, dt):
+            g = Graph._unchecked(g.rowptr, g.col) if sparse_tensor else g
+            return g.mean_norm(dt) if self.aggr == "mean" else g
+
+        tag = f"gin:{self.aggr}:{sparse_tensor}"
+        if bipartite:
+            plan = bipartite_plan(edge_index, n_src, n_dst, tag, make, self.flow, x_src.dtype, "GINConv")
+            out = self._aggregate(pad_rows(x_src.movedim(self._nodes(x_src), 0), plan.graph.num_nodes)
+                                  .movedim(0, self._nodes(x_src)), plan).narrow(self._nodes(x_src), 0, n_dst)
+        else:
+            plan = cached_plan(edge_index, x_src.size(self._nodes(x_src)), None, tag, make, self.flow, x_src.dtype)
+            out = self._aggregate(x_src, plan)
+        if x_dst is not None:
+            out = out + (1 + self.eps) * x_dst
         return self.nn(out)
 
     def __repr__(self):

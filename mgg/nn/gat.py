@@ -3,8 +3,10 @@ and state_dict layout, its attention through mgg's fused op (mgg.attend): per de
 head one pass computes the scores, the softmax and the weighted sum, reading each source row and
 its source term in one fetch, local and remote sources interleaved as in the aggregation kernels.
 
-What PyG's layer does and mgg does not (edge features, bipartite inputs, lazy widths, other
-aggregations) is refused with one line. Attention dropout is drawn from (seed, destination,
+Bipartite inputs ((x_src, x_dst), in_channels=(a, b), size) attend over the square plan of
+max(N_src, N_dst) nodes with zero-padded sources (mgg.nn.graph_cache.bipartite_plan);
+in_channels=-1 sizes the layer on its first call. What PyG's layer does and mgg does not (edge
+features, other aggregations) is refused with one line. Attention dropout is drawn from (seed, destination,
 source, head) rather than from torch's generator, so the forward and backward passes, every
 backend and every rank count draw the same mask for a given seed."""
 from __future__ import annotations
@@ -17,9 +19,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MggError
+from ..graph import Graph
 from ..ops import attend, attention_graph, attention_table
 from ..plan import Config
-from .graph_cache import cached_plan
+from .conv import is_lazy, linear, refuse_script, split_input
+from .graph_cache import bipartite_plan, cached_plan, pad_rows
 
 _MIX = 0x9E3779B97F4A7C15
 _SEED_BITS = (1 << 62) - 1
@@ -58,6 +62,8 @@ class GATConv(nn.Module):
         aggr = kwargs.pop("aggr", "add")
         self.flow = kwargs.pop("flow", "source_to_target")
         decomposed = kwargs.pop("decomposed_layers", 1)
+        if kwargs.pop("aggr_kwargs", None):
+            raise MggError("GATConv: aggr_kwargs is not supported by mgg (its aggregation takes no arguments)")
         if kwargs:
             raise TypeError(f"GATConv: unexpected keyword argument(s) {', '.join(sorted(kwargs))}")
         if aggr not in ("add", "sum"):
@@ -66,12 +72,10 @@ class GATConv(nn.Module):
             raise MggError(f"GATConv: flow must be 'source_to_target' or 'target_to_source', got {self.flow!r}")
         if not isinstance(decomposed, int) or decomposed < 1:
             raise MggError(f"GATConv: decomposed_layers must be a positive integer, got {decomposed!r}")
-        if not isinstance(in_channels, int):
-            raise MggError(f"GATConv: in_channels must be an int in mgg (bipartite (src, dst) widths are not "
-                           f"supported), got {in_channels!r}")
-        if in_channels <= 0:
-            raise MggError(f"GATConv: lazy initialisation (in_channels={in_channels}) is not supported by mgg; give "
-                           f"the input width")
+        widths = (in_channels,) if isinstance(in_channels, int) else tuple(in_channels)
+        if len(widths) not in (1, 2) or not all(isinstance(c, int) and (c > 0 or c == -1) for c in widths):
+            raise MggError(f"GATConv: in_channels must be a positive int, -1 (lazy) or a pair of them, got "
+                           f"{in_channels!r}")
         if not isinstance(out_channels, int) or out_channels <= 0:
             raise MggError(f"GATConv: out_channels must be a positive int, got {out_channels!r}")
         if not isinstance(heads, int) or not 1 <= heads <= 64:
@@ -87,22 +91,27 @@ class GATConv(nn.Module):
         self.negative_slope, self.dropout, self.add_self_loops = float(negative_slope), float(dropout), add_self_loops
         self.edge_dim, self.fill_value, self.aggr, self.node_dim = edge_dim, fill_value, "add", 0
         self.config, self.deterministic = config or Config(), deterministic
-        # PyG's registration order: lin, att_src, att_dst, bias, res
-        self.lin = nn.Linear(in_channels, heads * out_channels, bias=False)
+        # PyG's registration order: lin (or lin_src, lin_dst for a pair of widths), att_src, att_dst, res, bias
+        self.lin = self.lin_src = self.lin_dst = None
+        if isinstance(in_channels, int):
+            self.lin = linear(in_channels, heads * out_channels, bias=False, glorot=True)
+        else:
+            self.lin_src = linear(in_channels[0], heads * out_channels, bias=False, glorot=True)
+            self.lin_dst = linear(in_channels[1], heads * out_channels, bias=False, glorot=True)
         self.att_src = nn.Parameter(torch.empty(1, heads, out_channels))
         self.att_dst = nn.Parameter(torch.empty(1, heads, out_channels))
         width = heads * out_channels if concat else out_channels
         self.register_parameter("bias", nn.Parameter(torch.empty(width)) if bias else None)
-        self.res = nn.Linear(in_channels, width, bias=False) if residual else None
+        self.res = linear(widths[-1], width, bias=False, glorot=True) if residual else None
         self.reset_parameters()
         self._seed_base = int(torch.randint(0, 2**62, (1,)).item())  # after the weights: PyG's init draws stay
         self._calls = 0
 
     def reset_parameters(self):
         """PyG's initialisation: glorot for lin, res, att_src and att_dst; zeros for the bias."""
-        _glorot(self.lin.weight)
-        if self.res is not None:
-            _glorot(self.res.weight)
+        for lin in (self.lin, self.lin_src, self.lin_dst, self.res):
+            if lin is not None and not is_lazy(lin.weight):
+                _glorot(lin.weight)
         _glorot(self.att_src)
         _glorot(self.att_dst)
         if self.bias is not None:
@@ -121,36 +130,73 @@ class GATConv(nn.Module):
         loops = self.add_self_loops
         return cached_plan(edge_index, n, None, f"gat:{loops}", lambda g, _: attention_graph(g, loops), self.flow)
 
-    def forward(self, x: torch.Tensor, edge_index, edge_attr=None, size: Optional[tuple] = None,
+    def _bipartite_edges(self, ei: torch.Tensor, k: int) -> torch.Tensor:
+        """PyG's edges of a bipartite input: with add_self_loops every self-loop (i -> i) removed
+        and one added per node below k = min(N_src, N_dst) (or min(size))."""
+        if not self.add_self_loops:
+            return ei
+        loop = torch.arange(k, device=ei.device)
+        return torch.cat([ei[:, ei[0] != ei[1]], torch.stack([loop, loop])], 1)
+
+    def __prepare_scriptable__(self):
+        refuse_script("GATConv")
+
+    def forward(self, x, edge_index, edge_attr=None, size: Optional[tuple] = None,
                 return_attention_weights: Optional[bool] = None):
-        if not isinstance(x, torch.Tensor):
-            raise MggError("GATConv: x must be one tensor [nodes, in_channels] in mgg (bipartite (x_src, x_dst) "
-                           "input is not supported)")
-        if x.dim() != 2:
-            raise MggError(f"GATConv: x must be 2-D [nodes, in_channels], got {tuple(x.shape)} (static graphs are "
-                           f"not supported, as in PyG)")
-        if x.size(1) != self.in_channels:
-            raise MggError(f"GATConv: x has {x.size(1)} channels but the layer takes {self.in_channels}")
+        x_src, x_dst, n_src, n_dst, bipartite = split_input(x, size, "GATConv", 0)
+        for t in (x_src, x_dst):
+            if t is not None and t.dim() != 2:
+                raise MggError(f"GATConv: x must be 2-D [nodes, in_channels], got {tuple(t.shape)} (static graphs "
+                               f"are not supported, as in PyG)")
         if edge_attr is not None:
             raise MggError("GATConv: edge_attr is not supported by mgg (edge_dim is None)")
-        n = x.size(0)
-        if size is not None and tuple(size) != (n, n):
-            raise MggError(f"GATConv: size {tuple(size)} (bipartite message passing) is not supported by mgg")
-        plan = self._plan(edge_index, n)
         heads, c = self.heads, self.out_channels
-        h = self.lin(x).view(-1, heads, c)
+        res = self.res(x_dst) if self.res is not None and x_dst is not None else None
+        lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
+        for t, lin in ((x_src, lin_src), (x_dst, lin_dst)):
+            if t is not None and not is_lazy(lin.weight) and t.size(1) != lin.weight.size(1):
+                raise MggError(f"GATConv: x has {t.size(1)} channels but the layer takes {lin.weight.size(1)}")
+        h = lin_src(x_src).view(-1, heads, c)
         a_src = (h * self.att_src).sum(-1)
-        a_dst = (h * self.att_dst).sum(-1)
+        if x_dst is None:  # PyG: no destination term
+            a_dst = a_src.new_zeros((n_dst, heads))
+        else:
+            a_dst = ((h if x_dst is x_src and lin_dst is lin_src else lin_dst(x_dst).view(-1, heads, c))
+                     * self.att_dst).sum(-1)
         p = self.dropout if self.training else 0.0
         seed = self._next_seed() if p > 0 else 0
-        out = self._attend(h, a_src, a_dst, plan, p, seed)
+        if n_src == 0 or n_dst == 0:  # PyG: an empty graph gives an empty output (and no attention weights)
+            out = h.new_zeros((n_dst, heads, c)) + 0 * h.sum()
+            used = torch.empty((2, 0), dtype=torch.long, device=h.device)
+            weights = (used, h.new_zeros((0, heads)))
+        elif bipartite:
+            if self.flow != "source_to_target":
+                raise MggError("GATConv: bipartite input needs flow='source_to_target' in mgg")
+            if hasattr(edge_index, "as_tensor"):
+                edge_index = edge_index.as_tensor()
+            if not isinstance(edge_index, torch.Tensor) or edge_index.layout != torch.strided:
+                raise MggError("GATConv: bipartite input needs edge_index [2, E] in mgg (not a sparse adjacency)")
+            k = min(size) if size is not None else min(n_src, n_dst)
+            m = max(n_src, n_dst)
+            plan = bipartite_plan(edge_index, n_src, n_dst, f"gat:{self.add_self_loops}:{k}",
+                                  lambda g, _: Graph.from_edge_index(self._bipartite_edges(g.edge_index(), k), m),
+                                  self.flow, torch.float32, "GATConv")
+            out = self._attend(pad_rows(h, m), pad_rows(a_src, m), pad_rows(a_dst, m), plan, p, seed)[:n_dst]
+            weights = None
+            if return_attention_weights:
+                ei = self._bipartite_edges(edge_index.to(h.device, torch.long), k)
+                weights = (ei, self._alpha(ei[0], ei[1], n_dst, a_src, a_dst, p, seed))
+        else:
+            out = self._attend(h, a_src, a_dst, self._plan(edge_index, n_src), p, seed)
+            weights = self._attention_weights(edge_index, n_src, a_src, a_dst, p, seed) if return_attention_weights \
+                else None
         out = out.reshape(-1, heads * c) if self.concat else out.mean(dim=1)
-        if self.res is not None:
-            out = out + self.res(x)
+        if res is not None:
+            out = out + res
         if self.bias is not None:
             out = out + self.bias
         if return_attention_weights:
-            return out, self._attention_weights(edge_index, n, a_src, a_dst, p, seed)
+            return out, weights
         return out
 
     def _attend(self, h, a_src, a_dst, plan, p: float, seed: int) -> torch.Tensor:
@@ -163,29 +209,48 @@ class GATConv(nn.Module):
         return attend(h, a_src, a_dst, plan, self.negative_slope, p, seed, self.config)
 
     def _attention_weights(self, edge_index, n: int, a_src, a_dst, p: float, seed: int):
-        """PyG's (edge_index used, alpha [E', H]) for a [2, E] input on one process: the edges
-        after self-loops are replaced (removed, then 0..n-1 appended), alpha after dropout."""
+        """PyG's attention weights on one process: for a [2, E] input (edge_index used, alpha
+        [E', H]), the edges after self-loops are replaced (removed, then 0..n-1 appended); for a
+        torch sparse adjacency (adj, alpha), adj in the input's layout with alpha [nnz, H] as its
+        values (the adjacency's loops replaced likewise) and alpha in adj's order. Alpha is
+        after dropout."""
         if isinstance(edge_index, torch.Tensor) and hasattr(edge_index, "as_tensor"):  # PyG EdgeIndex
             edge_index = edge_index.as_tensor()
-        if not isinstance(edge_index, torch.Tensor) or edge_index.layout != torch.strided or edge_index.dim() != 2:
-            raise MggError("GATConv: return_attention_weights needs a [2, E] edge_index on one process")
         if self.flow != "source_to_target":
             raise MggError("GATConv: return_attention_weights needs flow='source_to_target'")
-        ei = edge_index.to(a_src.device, torch.long)
+        layout = edge_index.layout if isinstance(edge_index, torch.Tensor) else None
+        if layout in (torch.sparse_coo, torch.sparse_csr):
+            a = (edge_index if layout == torch.sparse_coo else edge_index.to_sparse_coo()).coalesce()
+            ei = a.indices().flip(0)
+        elif layout == torch.strided and edge_index.dim() == 2:
+            ei = edge_index
+        else:
+            raise MggError("GATConv: return_attention_weights needs a [2, E] edge_index or a torch sparse adjacency "
+                           "on one process")
+        ei = ei.to(a_src.device, torch.long)
         if self.add_self_loops:
             ei = ei[:, ei[0] != ei[1]]
             loop = torch.arange(n, device=ei.device)
             ei = torch.cat([ei, torch.stack([loop, loop])], 1)
-        src, dst = ei[0], ei[1]
+        if layout == torch.strided:
+            return ei, self._alpha(ei[0], ei[1], n, a_src, a_dst, p, seed)
+        adj = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.size(1), device=ei.device), (n, n)).coalesce()
+        ei = adj.indices().flip(0)  # the adjacency's own (row-major) order
+        alpha = self._alpha(ei[0], ei[1], n, a_src, a_dst, p, seed)
+        adj = torch.sparse_coo_tensor(adj.indices(), alpha, (n, n) + alpha.shape[1:], is_coalesced=True)
+        return (adj.to_sparse_csr() if layout == torch.sparse_csr else adj), alpha
+
+    def _alpha(self, src, dst, n_dst: int, a_src, a_dst, p: float, seed: int) -> torch.Tensor:
+        """Softmax over each destination's in-edges of leaky_relu(a_src + a_dst), after dropout."""
         acc = torch.float32 if a_src.dtype in (torch.float16, torch.bfloat16) else a_src.dtype
         e = F.leaky_relu(a_src[src] + a_dst[dst], self.negative_slope).to(acc)
-        top = e.new_full((n, self.heads), float("-inf")).scatter_reduce_(0, dst[:, None].expand_as(e), e, "amax")
+        top = e.new_full((n_dst, self.heads), float("-inf")).scatter_reduce_(0, dst[:, None].expand_as(e), e, "amax")
         w = (e - top[dst]).exp()
-        total = e.new_zeros((n, self.heads)).index_add_(0, dst, w)
+        total = e.new_zeros((n_dst, self.heads)).index_add_(0, dst, w)
         alpha = w / total[dst]
         if p > 0:
             alpha = alpha * torch.ops.mgg.attention_keep(dst, src, self.heads, seed, p).to(alpha)
-        return ei, alpha.to(a_src.dtype)
+        return alpha.to(a_src.dtype)
 
     def __repr__(self):
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"

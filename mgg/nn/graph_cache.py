@@ -91,11 +91,16 @@ def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callabl
 
     wdt = torch.float64 if dtype == torch.float64 else torch.float32
     reverse = flow == "target_to_source"
+    if reverse and (is_sparse_tensor(edge_index) or (isinstance(edge_index, torch.Tensor)
+                                                     and edge_index.layout != torch.strided)):
+        raise MggError("flow='target_to_source' does not apply to a sparse adjacency (PyG refuses it too); pass "
+                       "edge_index [2, E] or the transposed adjacency")
     prepare = (lambda g: make(g.transpose() if reverse else g, wdt))  # noqa: E731
     if isinstance(edge_index, DistGraph):
         return edge_index.plan_for(f"{tag}:{flow}:{wdt}", prepare)
-    if edge_weight is not None and edge_weight.requires_grad:
-        raise MggError("edge_weight that requires grad is not supported by mgg layers")
+    if edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled():
+        raise MggError("an edge_weight that requires grad goes through mgg.ops.aggregate_edges (GCNConv does this), "
+                       "not a cached plan")
     key = (_key_part(edge_index) if isinstance(edge_index, torch.Tensor) else id(edge_index),
            _key_part(edge_weight), num_nodes, tag, flow, wdt)
     hit = _CACHE.get(key)
@@ -127,3 +132,49 @@ def run_plan(x: torch.Tensor, plan, config: Config, deterministic: bool, tuner=N
 def clear() -> None:
     """Forgets every remembered plan (the next forward of each graph plans it anew)."""
     _CACHE.clear()
+
+
+def bipartite_plan(edge_index, n_src: int, n_dst: int, tag: str, make: Callable[[Graph, torch.dtype], Graph],
+                   flow: str, dtype: torch.dtype, what: str):
+    """The plan of a bipartite graph (sources 0..n_src-1, destinations 0..n_dst-1), as the
+    square graph of max(n_src, n_dst) nodes that holds its edges: rows are destinations and
+    columns sources, so the layer pads x_src with zero rows to that size, aggregates through the
+    ordinary op (CPU executor or CUDA kernels, the same square plan) and keeps the first n_dst
+    rows. Padding rows have no edges: they are never read and aggregate to nothing.
+
+    Args:
+        edge_index: [2, E] (row 0 sources < n_src, row 1 destinations < n_dst), PyG EdgeIndex, or
+            a torch sparse adjacency of shape [n_dst, n_src] (its values weight the messages).
+        n_src, n_dst: the two node counts.
+        tag, make, flow, dtype: as cached_plan.
+        what: the layer, for errors.
+
+    Returns:
+        The Plan of max(n_src, n_dst) nodes.
+    """
+    if flow != "source_to_target":
+        raise MggError(f"{what}: bipartite input needs flow='source_to_target' in mgg, got {flow!r}")
+    if is_sparse_tensor(edge_index) or not isinstance(edge_index, torch.Tensor):
+        raise MggError(f"{what}: bipartite input needs edge_index [2, E] or a torch sparse adjacency "
+                       f"[N_dst, N_src] in mgg, got {type(edge_index).__name__}")
+    if hasattr(edge_index, "as_tensor"):  # PyG EdgeIndex
+        edge_index = edge_index.as_tensor()
+    weight = None
+    if edge_index.layout != torch.strided:
+        a = (edge_index if edge_index.layout == torch.sparse_coo else edge_index.to_sparse_coo()).coalesce()
+        if tuple(a.shape) != (n_dst, n_src):
+            raise MggError(f"{what}: the adjacency is {tuple(a.shape)} but the input has {n_dst} destinations and "
+                           f"{n_src} sources (adj[target, source])")
+        idx = a.indices()
+        edge_index, weight = torch.stack([idx[1], idx[0]]), a.values()
+    elif edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise MggError(f"{what}: edge_index must be [2, E], got {list(edge_index.shape)}")
+    elif edge_index.numel() and (int(edge_index[0].max()) >= n_src or int(edge_index[1].max()) >= n_dst):
+        raise MggError(f"{what}: an edge names a source >= {n_src} or a destination >= {n_dst} (the bipartite "
+                       f"sizes)")
+    return cached_plan(edge_index, max(n_src, n_dst), weight, f"bipartite:{tag}", make, flow, dtype)
+
+
+def pad_rows(x: torch.Tensor, rows: int) -> torch.Tensor:
+    """x with zero rows appended up to `rows` (differentiable)."""
+    return x if x.size(0) == rows else torch.cat([x, x.new_zeros((rows - x.size(0),) + tuple(x.shape[1:]))])

@@ -1,7 +1,7 @@
 """SAGEConv (Hamilton et al.'s GraphSAGE layer) with PyG's constructor, forward signature and
 state_dict layout, aggregating through mgg's op: the mean over in-neighbors (the graph's mean
-normalisation, weights 1/in-degree) or their sum. PyG's other aggregations, lazy input widths
-and bipartite graphs are refused with one line."""
+normalisation, weights 1/in-degree) or their sum, also for bipartite inputs and lazy widths
+(in_channels=-1). PyG's other aggregations are refused with one line."""
 from __future__ import annotations
 
 from typing import Optional, Union
@@ -11,24 +11,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MggError
+from ..graph import Graph
 from ..plan import Config
-from .conv import _Aggregating
-from .graph_cache import cached_plan
+from .conv import _Aggregating, is_lazy, linear, split_input
+from .graph_cache import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows
 
 AGGREGATIONS = ("mean", "add", "sum")
 
 
 def _widths(in_channels) -> tuple[int, int]:
-    """(source width, target width) of PyG's in_channels: an int, or a pair of equal ints."""
+    """(source width, target width) of PyG's in_channels: an int or a pair; -1 is lazy."""
     pair = (in_channels, in_channels) if isinstance(in_channels, int) else tuple(in_channels)
-    if len(pair) != 2 or not all(isinstance(c, int) for c in pair):
-        raise MggError(f"SAGEConv: in_channels must be an int or a pair of ints, got {in_channels!r}")
-    if min(pair) <= 0:
-        raise MggError(f"SAGEConv: lazy initialisation (in_channels={in_channels!r}) is not supported by mgg; "
-                       f"give the input width")
-    if pair[0] != pair[1]:
-        raise MggError(f"SAGEConv: bipartite in_channels {pair} are not supported by mgg (sources and targets are "
-                       f"the same nodes)")
+    if len(pair) != 2 or not all(isinstance(c, int) and (c > 0 or c == -1) for c in pair):
+        raise MggError(f"SAGEConv: in_channels must be a positive int, -1 (lazy) or a pair of them, got "
+                       f"{in_channels!r}")
     return pair
 
 
@@ -39,8 +35,9 @@ class SAGEConv(_Aggregating):
     With project=True the aggregated rows are relu(lin(x_j)) (the root term keeps raw x_i); with
     normalize=True the output rows are scaled to unit L2 norm. `edge_index` may be a [2, E]
     tensor, a torch sparse adjacency (its values weight the messages, as in PyG), an mgg.Graph
-    or an mgg.distributed.DistGraph. `x` may be a tensor or a pair (x_src, x_dst) of tensors with
-    one row per node each."""
+    or an mgg.distributed.DistGraph. `x` may be a tensor, or a bipartite pair (x_src, x_dst)
+    (x_dst may be None; size=(N_src, N_dst)) with an edge_index [2, E] or a torch sparse
+    adjacency [N_dst, N_src]; a torch_sparse SparseTensor's values are dropped, as in PyG."""
 
     def __init__(self, in_channels: Union[int, tuple], out_channels: int, aggr: str = "mean",
                  normalize: bool = False, root_weight: bool = True, project: bool = False, bias: bool = True,
@@ -51,47 +48,49 @@ class SAGEConv(_Aggregating):
         self.normalize, self.root_weight, self.project = normalize, root_weight, project
         self._setup(config, autotune, deterministic, dict(kwargs, aggr=aggr), AGGREGATIONS, "mean")
         if project:  # PyG's registration order (lin, lin_l, lin_r) and Linear default init
+            if src == -1:
+                raise MggError("SAGEConv: project=True needs the source width (in_channels=-1 is lazy)")
             self.lin = nn.Linear(src, src, bias=True)
-        self.lin_l = nn.Linear(src, out_channels, bias=bias)
+        self.lin_l = linear(src, out_channels, bias=bias)
         if root_weight:
-            self.lin_r = nn.Linear(dst, out_channels, bias=False)
+            self.lin_r = linear(dst, out_channels, bias=False)
         self.reset_parameters()
 
     def reset_parameters(self):
         """PyG's initialisation: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases."""
-        if self.project:
-            self.lin.reset_parameters()
-        self.lin_l.reset_parameters()
-        if self.root_weight:
-            self.lin_r.reset_parameters()
-
-    def _pair(self, x) -> tuple[torch.Tensor, torch.Tensor]:
-        if isinstance(x, torch.Tensor):
-            return x, x
-        x_src, x_dst = x
-        if x_dst is None or x_dst.size(0) != x_src.size(0):
-            raise MggError("SAGEConv: bipartite input (x_src, x_dst) is not supported by mgg; pass x or a pair "
-                           "with one row per node each")
-        return x_src, x_dst
-
-    def _normalised(self, g, dtype):
-        return g.mean_norm(dtype) if self.aggr == "mean" else g
+        for lin in (self.lin if self.project else None, self.lin_l, self.lin_r if self.root_weight else None):
+            if lin is not None and not is_lazy(lin.weight):
+                lin.reset_parameters()
 
     def forward(self, x, edge_index, size: Optional[tuple] = None) -> torch.Tensor:
-        x_src, x_dst = self._pair(x)
-        if size is not None and tuple(size) != (x_src.size(0), x_src.size(0)):
-            raise MggError(f"SAGEConv: size {tuple(size)} (bipartite message passing) is not supported by mgg")
+        x_src, x_dst, n_src, n_dst, bipartite = split_input(x, size, "SAGEConv", self.node_dim)
         if self.project:
             x_src = F.relu(self.lin(x_src))
-        plan = cached_plan(edge_index, x_src.size(0), None, f"sage:{self.aggr}", self._normalised, self.flow,
-                           x_src.dtype)
+        sparse_tensor = is_sparse_tensor(edge_index)  # PyG drops a SparseTensor's values in SAGEConv
+
+        def make(g, dt):
+            g = Graph._unchecked(g.rowptr, g.col) if sparse_tensor else g
+            return g.mean_norm(dt) if self.aggr == "mean" else g
+
+        tag = f"sage:{self.aggr}:{sparse_tensor}"
+        nd = self._nodes(x_src)
+        if bipartite:
+            plan = bipartite_plan(edge_index, n_src, n_dst, tag, make, self.flow, x_src.dtype, "SAGEConv")
+            m = plan.graph.num_nodes
+            aggregate = lambda t: self._aggregate(pad_rows(t.movedim(nd, 0), m).movedim(0, nd), plan).narrow(  # noqa: E731
+                nd, 0, n_dst)
+        else:
+            plan = cached_plan(edge_index, n_src, None, tag, make, self.flow, x_src.dtype)
+            aggregate = lambda t: self._aggregate(t, plan)  # noqa: E731
         lin = self.lin_l
-        if lin.out_features < lin.in_features:  # W (agg x) = agg (W x): aggregate the narrower rows
-            out = self._aggregate(F.linear(x_src, lin.weight), plan)
+        if is_lazy(lin.weight):
+            lin(x_src[..., :0, :])  # sizes the lazy layer
+        if lin.weight.size(0) < lin.weight.size(1):  # W (agg x) = agg (W x): aggregate the narrower rows
+            out = aggregate(F.linear(x_src, lin.weight))
             out = out + lin.bias if lin.bias is not None else out
         else:
-            out = lin(self._aggregate(x_src, plan))
-        if self.root_weight:
+            out = lin(aggregate(x_src))
+        if self.root_weight and x_dst is not None:
             out = out + self.lin_r(x_dst)
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
