@@ -190,9 +190,11 @@ class emulated_ops:  # noqa: N801 (a context manager used as a function)
         self.lib = torch.library.Library("mgg", "IMPL")
         for name in EMULATED_OPS:
             self.lib.impl(name, _emulated(name), "CPU")
+        ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc):
+        ACTIVE.remove(self)
         self.lib._destroy()
         self.lib = None
         return False
@@ -201,3 +203,19 @@ class emulated_ops:  # noqa: N801 (a context manager used as a function)
 def _emulated(name: str):
     emulated = getattr(torch.ops.mgg_emu, name)
     return lambda *args: emulated(*args)
+
+
+ACTIVE = []  # the emulated_ops contexts open now (tests that choose dtypes by device read it)
+
+
+def with_devices_emulated(fn):
+    """mgg.testing.with_devices plus the device "emu": the test gets "cpu" with the mgg ops of
+    EMULATED_OPS emulated (tests/conftest.py's `device` fixture); `emulator.ACTIVE` is then
+    non-empty, so a test that picks float64 on the CPU can pick a CUDA storage type instead."""
+    import pytest
+
+    from mgg.testing import DEVICES
+
+    params = [pytest.param(d, marks=[pytest.mark.gpu] if d == "cuda" else []) for d in DEVICES]
+    params.append(pytest.param("emu", marks=pytest.mark.skipif(available() is not None, reason=str(available()))))
+    return pytest.mark.parametrize("device", params, indirect=True)(fn)
