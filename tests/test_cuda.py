@@ -19,17 +19,11 @@ EMU = pytest.param("emu", marks=pytest.mark.skipif(emulator.available() is not N
                                                    reason=str(emulator.available())))
 
 
-@pytest.fixture(params=[CUDA, EMU])
-def device(request):
-    """The device the test's tensors go on: cuda, or cpu with the mgg ops emulated."""
-    if request.param == "cuda":
-        yield "cuda"
-        torch.cuda.synchronize()  # the context is still healthy
-        return
-    with emulator.emulated_ops(seed=1):
-        yield "cpu"
+# the device fixture (tests/conftest.py): "emu" gives "cpu" with the mgg ops emulated
+gpu_and_emulated = pytest.mark.parametrize("device", [CUDA, EMU], indirect=True)
 
 
+@gpu_and_emulated
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_halo_and_peers_agree_and_large_blocks_tile_columns(dtype, device):
     """wpb = 16 with D = 2100: shared memory forces narrower column tiles. Halo and peer sources
@@ -55,6 +49,7 @@ def test_halo_and_peers_agree_and_large_blocks_tile_columns(dtype, device):
     assert_matches_reference(torch.cat(fast), g, x)
 
 
+@gpu_and_emulated
 def test_bad_schedule_is_an_error_on_the_gpu(device):
     g = random_graph(200, 3000, seed=3)
     args, params = Plan(g).rank_plan(0, Config(4, 2, 2)).op_args(device)
@@ -69,8 +64,11 @@ def test_bad_schedule_is_an_error_on_the_gpu(device):
     bad[F["local_col"]][5] = 10**6  # local_col out of range
     with pytest.raises(RuntimeError, match=r"local_col\[5\] = 1000000 is outside \[0, 200\)"):
         torch.ops.mgg.aggregate(x, x.new_empty((0, 8)), bad, params, False)
+    if device == "cuda":
+        torch.cuda.synchronize()  # the context is still healthy
 
 
+@gpu_and_emulated
 def test_bad_input_is_an_error_not_a_crash(device):
     g = random_graph(100, 500)
     args, params = Plan(g).rank_plan(0, Config()).op_args(device)
@@ -85,8 +83,10 @@ def test_bad_input_is_an_error_not_a_crash(device):
         torch.ops.mgg.aggregate(x, x.new_empty((0, 8)), bad, params, False)
     with pytest.raises(RuntimeError, match="NVSHMEM is not initialised|not in NVSHMEM's symmetric heap"):
         run_peers(x, [x, x], 0, Plan(g, 2).rank_plan(0, Config()), "get-warp")
+    torch.cuda.synchronize()  # the context is still healthy
 
 
+@gpu_and_emulated
 def test_every_config_of_the_search_space_launches(device):
     """The kernels are compiled for the widest block a config asks for (__launch_bounds__), so
     every (ps, dist, wpb) of the tuner's lattice launches at D 16 and 2100 (emulated: the ps
