@@ -160,18 +160,20 @@ def load_ops() -> None:
         return
     from torch.utils.cpp_extension import load
 
-    folder = Path(os.environ.get("MGG_EMU_CACHE", Path.home() / ".cache" / "mgg" / "emulator")) / "torch_ops"
-    folder.mkdir(parents=True, exist_ok=True)
+    root = Path(os.environ.get("MGG_EMU_CACHE", Path.home() / ".cache" / "mgg" / "emulator")) / "torch_ops"
     h = hashlib.sha256(_digest().encode())
     for p in sorted((CSRC / "ops").rglob("*")):
         if p.is_file():
             h.update(p.read_bytes())
+    folder = root / h.hexdigest()[:12]
+    folder.mkdir(parents=True, exist_ok=True)
     # -Bsymbolic: the emulator's cudaGetDevice, cudaFuncSetAttribute, ... bind inside this
     # library, not to the CUDA runtime torch may have loaded globally.
     load(name=f"mgg_emu_{h.hexdigest()[:12]}", sources=[str(s) for s in OPS_SOURCES],
          extra_cflags=["-O1", "-fno-extern-tls-init", "-Wno-unknown-pragmas", f"-I{CSRC / 'tests' / 'simt'}",
                        f"-I{CSRC / 'tests' / 'simt' / 'include'}", f"-I{CUDA_HOME / 'include'}"],
          extra_ldflags=["-Wl,-Bsymbolic"], build_directory=str(folder), is_python_module=False, verbose=False)
+    _prune(root, keep=3)
 
 
 class emulated_ops:  # noqa: N801 (a context manager used as a function)
