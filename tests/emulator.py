@@ -202,9 +202,17 @@ class emulated_ops:  # noqa: N801 (a context manager used as a function)
         return False
 
 
+CALLS = {name: 0 for name in EMULATED_OPS}  # emulated calls so far (a test can check its op ran emulated)
+
+
 def _emulated(name: str):
     emulated = getattr(torch.ops.mgg_emu, name)
-    return lambda *args: emulated(*args)
+
+    def impl(*args):
+        CALLS[name] += 1
+        return emulated(*args)
+
+    return impl
 
 
 ACTIVE = []  # the emulated_ops contexts open now (tests that choose dtypes by device read it)

@@ -9,6 +9,7 @@
 #include <torch/library.h>
 
 #include <limits>
+#include <mutex>
 #include <string>
 
 #include "../../kernels/api.h"
@@ -23,10 +24,15 @@ alignas(16) thread_local unsigned char smem[kSharedCapacity];
 namespace mgg {
 namespace {
 
+// One launch at a time in the process: the emulator's scheduler is not reentrant, and tests run
+// PEs as threads (tests/test_nvshmem_runtime.py). A launch never waits on another thread.
+std::mutex launches;
+
 // Outputs start as NaN, so an element no thread writes shows (as uninitialised device memory).
 template <typename Plan, typename Launch>
 at::Tensor run(const at::Tensor& x, const Call& c, bool peers, Plan plan, Launch launch) {
-  simt::register_dynamic_shared(kernels::smem, kernels::kSharedCapacity);
+  const std::lock_guard<std::mutex> one_launch(launches);
+  simt::register_dynamic_shared(kernels::smem, kernels::kSharedCapacity);  // this thread's array
   at::Tensor out = at::full({c.step.rows(), x.size(1)}, std::numeric_limits<float>::quiet_NaN(), x.options());
   if (out.numel() == 0) return out;
   const DeviceStep d = device_step(c, x, peers);
