@@ -26,3 +26,16 @@ def poisoned_empty():
     finally:
         det.fill_uninitialized_memory = fill
         torch.use_deterministic_algorithms(was)
+
+
+@pytest.fixture
+def device(request):
+    """The device of a test parametrised by emulator.with_devices_emulated: "cpu", "cuda", or
+    "emu" (CPU tensors with the mgg ops' CUDA path emulated; the test sees "cpu")."""
+    if request.param != "emu":
+        yield request.param
+        return
+    import emulator
+
+    with emulator.emulated_ops(seed=1):
+        yield "cpu"

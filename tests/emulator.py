@@ -140,3 +140,92 @@ def launch_of(folder: Path) -> dict:
     bx, by, threads, tile, landing = np.frombuffer(a[:20].tobytes(), dtype=np.int32)
     return dict(blocks_x=int(np.uint32(bx)), blocks_y=int(np.uint32(by)), threads=int(threads), tile=int(tile),
                 landing_rows=int(landing), smem=int(np.frombuffer(a[24:32].tobytes(), dtype=np.uint64)[0]))
+
+
+# ---- the mgg ops on CPU tensors through the emulated kernels ---------------------------------
+
+OPS_SOURCES = ([CSRC / "tests" / "simt" / f for f in SIMT]
+               + [CSRC / "tests" / "emu" / f for f in ("torch_ops.cpp", "torch_kernels_table.cpp",
+                                                      "torch_kernels_peers.cpp")]
+               + [CSRC / "ops" / f for f in ("checks.cpp", "plan_check.cpp")])
+EMULATED_OPS = ("aggregate", "aggregate_peers")
+
+
+def load_ops() -> None:
+    """Builds (once per source version) and loads the test-only extension of csrc/tests/emu/
+    torch_ops.cpp: torch.ops.mgg_emu.aggregate / aggregate_peers, the CUDA ops' host code and
+    kernels run by the emulator on CPU tensors. Without sanitizers (they would need LD_PRELOAD
+    in the Python process); the runner binary keeps ASan/UBSan on the same kernels."""
+    if hasattr(torch.ops.mgg_emu, "aggregate"):
+        return
+    from torch.utils.cpp_extension import load
+
+    root = Path(os.environ.get("MGG_EMU_CACHE", Path.home() / ".cache" / "mgg" / "emulator")) / "torch_ops"
+    h = hashlib.sha256(_digest().encode())
+    for p in sorted((CSRC / "ops").rglob("*")):
+        if p.is_file():
+            h.update(p.read_bytes())
+    folder = root / h.hexdigest()[:12]
+    folder.mkdir(parents=True, exist_ok=True)
+    # -Bsymbolic: the emulator's cudaGetDevice, cudaFuncSetAttribute, ... bind inside this
+    # library, not to the CUDA runtime torch may have loaded globally.
+    load(name=f"mgg_emu_{h.hexdigest()[:12]}", sources=[str(s) for s in OPS_SOURCES],
+         extra_cflags=["-O1", "-fno-extern-tls-init", "-Wno-unknown-pragmas", f"-I{CSRC / 'tests' / 'simt'}",
+                       f"-I{CSRC / 'tests' / 'simt' / 'include'}", f"-I{CUDA_HOME / 'include'}"],
+         extra_ldflags=["-Wl,-Bsymbolic"], build_directory=str(folder), is_python_module=False, verbose=False)
+    _prune(root, keep=3)
+
+
+class emulated_ops:  # noqa: N801 (a context manager used as a function)
+    """For the duration of a `with` block (or a fixture), the mgg ops of EMULATED_OPS on CPU
+    tensors run the CUDA path (host code and kernels) under the emulator, scheduled by `seed`,
+    in place of the CPU executor (so, as on CUDA, float64 is refused). The original CPU kernels
+    are back when the block ends."""
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+        self.lib = None
+
+    def __enter__(self):
+        load_ops()
+        torch.ops.mgg_emu.set_seed(self.seed)
+        self.lib = torch.library.Library("mgg", "IMPL")
+        for name in EMULATED_OPS:
+            self.lib.impl(name, _emulated(name), "CPU")
+        ACTIVE.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        ACTIVE.remove(self)
+        self.lib._destroy()
+        self.lib = None
+        return False
+
+
+CALLS = {name: 0 for name in EMULATED_OPS}  # emulated calls so far (a test can check its op ran emulated)
+
+
+def _emulated(name: str):
+    emulated = getattr(torch.ops.mgg_emu, name)
+
+    def impl(*args):
+        CALLS[name] += 1
+        return emulated(*args)
+
+    return impl
+
+
+ACTIVE = []  # the emulated_ops contexts open now (tests that choose dtypes by device read it)
+
+
+def with_devices_emulated(fn):
+    """mgg.testing.with_devices plus the device "emu": the test gets "cpu" with the mgg ops of
+    EMULATED_OPS emulated (tests/conftest.py's `device` fixture); `emulator.ACTIVE` is then
+    non-empty, so a test that picks float64 on the CPU can pick a CUDA storage type instead."""
+    import pytest
+
+    from mgg.testing import DEVICES
+
+    params = [pytest.param(d, marks=[pytest.mark.gpu] if d == "cuda" else []) for d in DEVICES]
+    params.append(pytest.param("emu", marks=pytest.mark.skipif(available() is not None, reason=str(available()))))
+    return pytest.mark.parametrize("device", params, indirect=True)(fn)

@@ -1,6 +1,10 @@
-"""What only a GPU can show, beyond the device-parametrised tests of test_op.py: column-tile
+"""What the CUDA path shows beyond the device-parametrised tests of test_op.py: column-tile
 narrowing under the shared-memory limit, the launch limits, and errors that leave the CUDA
-context healthy. Skipped without a GPU; run on the H100/H200 (bench/gpu_verify.sh)."""
+context healthy. Each test runs on the GPU ("cuda", skipped without one; run on the H100/H200 by
+bench/gpu_verify.sh) and emulated ("emu": the same op calls on CPU tensors through the CUDA
+host code and kernels under the SIMT emulator, tests/emulator.py), except what needs a GPU's
+memory or context (marked cuda only)."""
+import emulator
 import pytest
 import torch
 
@@ -9,33 +13,47 @@ from mgg.ops import run_peers, run_step
 from mgg.plan import STEP_FIELDS
 from mgg.testing import assert_matches_reference, random_graph, requires_cuda
 
-pytestmark = [pytest.mark.gpu, requires_cuda]
 F = {name: i for i, name in enumerate(STEP_FIELDS)}
+CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, requires_cuda])
+EMU = pytest.param("emu", marks=pytest.mark.skipif(emulator.available() is not None,
+                                                   reason=str(emulator.available())))
 
 
+# the device fixture (tests/conftest.py): "emu" gives "cpu" with the mgg ops emulated
+gpu_and_emulated = pytest.mark.parametrize("device", [CUDA, EMU], indirect=True)
+
+
+@gpu_and_emulated
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_halo_and_peers_agree_and_large_blocks_tile_columns(dtype):
-    """wpb = 16 with D = 2100: shared memory forces narrower column tiles."""
-    g = random_graph(1500, 30000, seed=8, skew=0.5)
-    x = torch.randn(1500, 2100, device="cuda").to(dtype)
+def test_halo_and_peers_agree_and_large_blocks_tile_columns(dtype, device):
+    """wpb = 16 with D = 2100: shared memory forces narrower column tiles. Halo and peer sources
+    agree bit for bit in deterministic mode (the fixups' atomics make the other mode's sums
+    order-dependent: the emulator's shuffled block order showed it); emulated on a smaller graph
+    unless MGG_EMU_FULL=1."""
+    n, e = (1500, 30000) if device == "cuda" or emulator.FULL else (300, 4000)
+    g = random_graph(n, e, seed=8, skew=0.5)
+    x = torch.randn(n, 2100, device=device).to(dtype)
     plan = Plan(g, 2)
     cfg = Config(32, 16, 16)
     tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])] for r in range(2)]
-    outs = []
+    outs, fast = [], []
     for r in range(2):
         rp = plan.rank_plan(r, cfg)
-        halo = x[torch.from_numpy(rp.partition.halo_nodes).cuda()].contiguous()
-        a = run_step(tables[r].contiguous(), halo, rp)
-        b = run_peers(tables[r], tables, r, rp, "direct")
+        halo = x[torch.from_numpy(rp.partition.halo_nodes).to(device)].contiguous()
+        a = run_step(tables[r].contiguous(), halo, rp, deterministic=True)
+        b = run_peers(tables[r], tables, r, rp, "direct", deterministic=True)
         torch.testing.assert_close(a, b, rtol=0, atol=0)  # the same kernel schedule, bit for bit
         outs.append(a)
+        fast.append(run_peers(tables[r], tables, r, rp, "direct"))
     assert_matches_reference(torch.cat(outs), g, x)
+    assert_matches_reference(torch.cat(fast), g, x)
 
 
-def test_bad_schedule_is_an_error_on_the_gpu():
+@gpu_and_emulated
+def test_bad_schedule_is_an_error_on_the_gpu(device):
     g = random_graph(200, 3000, seed=3)
-    args, params = Plan(g).rank_plan(0, Config(4, 2, 2)).op_args("cuda")
-    x = torch.randn(200, 8, device="cuda")
+    args, params = Plan(g).rank_plan(0, Config(4, 2, 2)).op_args(device)
+    x = torch.randn(200, 8, device=device)
     bad = list(args)
     bad[F["blocks"]] = args[F["blocks"]].clone()
     bad[F["blocks"]][0, 1] += 50  # block 0 claims rows it may not hold
@@ -46,40 +64,50 @@ def test_bad_schedule_is_an_error_on_the_gpu():
     bad[F["local_col"]][5] = 10**6  # local_col out of range
     with pytest.raises(RuntimeError, match=r"local_col\[5\] = 1000000 is outside \[0, 200\)"):
         torch.ops.mgg.aggregate(x, x.new_empty((0, 8)), bad, params, False)
-    torch.cuda.synchronize()  # the context is still healthy
+    if device == "cuda":
+        torch.cuda.synchronize()  # the context is still healthy
 
 
-def test_bad_input_is_an_error_not_a_crash():
+@gpu_and_emulated
+def test_bad_input_is_an_error_not_a_crash(device):
     g = random_graph(100, 500)
-    args, params = Plan(g).rank_plan(0, Config()).op_args("cuda")
-    x = torch.randn(100, 8, device="cuda")
+    args, params = Plan(g).rank_plan(0, Config()).op_args(device)
+    x = torch.randn(100, 8, device=device)
+    with pytest.raises(RuntimeError, match="float64 is supported on the CPU only"):
+        torch.ops.mgg.aggregate(x.double(), x.new_empty((0, 8)).double(), args, params, False)
+    if device != "cuda":  # CPU tensors cannot be on a wrong device, and are refused NVSHMEM gets earlier
+        return
     bad = list(args)
     bad[0] = bad[0].cpu()  # a plan tensor on the wrong device
     with pytest.raises(RuntimeError, match="every plan tensor must be on cuda"):
         torch.ops.mgg.aggregate(x, x.new_empty((0, 8)), bad, params, False)
-    with pytest.raises(RuntimeError, match="float64 is supported on the CPU only"):
-        torch.ops.mgg.aggregate(x.double(), x.new_empty((0, 8)).double(), args, params, False)
     with pytest.raises(RuntimeError, match="NVSHMEM is not initialised|not in NVSHMEM's symmetric heap"):
         run_peers(x, [x, x], 0, Plan(g, 2).rank_plan(0, Config()), "get-warp")
     torch.cuda.synchronize()  # the context is still healthy
 
 
-def test_every_config_of_the_search_space_launches():
+@gpu_and_emulated
+def test_every_config_of_the_search_space_launches(device):
     """The kernels are compiled for the widest block a config asks for (__launch_bounds__), so
-    every (ps, dist, wpb) of the tuner's lattice launches at D 16 and 2100."""
+    every (ps, dist, wpb) of the tuner's lattice launches at D 16 and 2100 (emulated: the ps
+    extremes on a smaller graph, unless MGG_EMU_FULL=1)."""
     from mgg.runtime.model import DIST_STEPS, PS_STEPS, WPB_STEPS
 
-    g = random_graph(500, 8000, seed=4, weighted=True, skew=0.7)
+    full = device == "cuda" or emulator.FULL
+    n, e = (500, 8000) if full else (120, 1200)
+    g = random_graph(n, e, seed=4, weighted=True, skew=0.7)
     plan = Plan(g)
     for dim in (16, 2100):
-        x = torch.randn(500, dim, device="cuda")
-        for ps in PS_STEPS:
+        x = torch.randn(n, dim, device=device)
+        for ps in PS_STEPS if full else (PS_STEPS[0], PS_STEPS[-1]):
             for dist in (DIST_STEPS[0], DIST_STEPS[-1]):
                 for wpb in (WPB_STEPS[0], WPB_STEPS[-1]):
                     rp = plan.rank_plan(0, Config(ps, dist, wpb))
                     assert_matches_reference(run_step(x, x.new_empty((0, dim)), rp), g, x)
 
 
+@pytest.mark.gpu
+@requires_cuda
 @pytest.mark.parametrize("placement", ["uva", "uvm"])
 def test_peer_tables_in_host_or_managed_memory(placement):
     """uva: peers' rows in pinned host memory read zero-copy; uvm: in managed memory, read by

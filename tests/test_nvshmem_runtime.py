@@ -4,6 +4,7 @@ and a fake nvshmem.core that checks the start-up and shutdown order against nvsh
 The same code runs on a GPU with nvshmem4py (tests/test_nvshmem.py)."""
 import threading
 
+import emulator
 import numpy as np
 import pytest
 import torch
@@ -86,6 +87,20 @@ def test_layer_protocol_with_threads_as_pes(monkeypatch, tmp_path, partition):
     loads). Four layers of one shape reuse the two tables in turn; every layer's result, put
     back in the user's node order, must equal the global one (for every partition method: the
     plan is of the relabelled graph, as DistGraph builds it); destroy frees both tables."""
+    _layer_protocol(monkeypatch, tmp_path, partition, torch.float64)
+
+
+@pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
+def test_layer_protocol_with_threads_as_pes_emulated(monkeypatch, tmp_path):
+    """The same protocol with each PE's aggregate_peers run by the CUDA host code and kernels
+    under the SIMT emulator (tests/emulator.py), fp32, on the metis partition."""
+    before = emulator.CALLS["aggregate_peers"]
+    with emulator.emulated_ops(seed=2):
+        _layer_protocol(monkeypatch, tmp_path, "metis" if "metis" in PARTITIONS else PARTITIONS[0], torch.float32)
+    assert emulator.CALLS["aggregate_peers"] - before == 3 * 4  # every PE's every layer ran emulated
+
+
+def _layer_protocol(monkeypatch, tmp_path, partition, dtype):
     pes, layers = 3, 4
     g = random_graph(200, 3000, seed=12, weighted=True, skew=0.5)
     part = mgg.partition(g, pes, partition, cache=str(tmp_path))
@@ -93,7 +108,7 @@ def test_layer_protocol_with_threads_as_pes(monkeypatch, tmp_path, partition):
     perm = torch.from_numpy(part.perm)
     b = plan.bounds
     range_rows = [int(n) for n in np.diff(b)]
-    xs = [torch.randn(200, 9, dtype=torch.float64) for _ in range(layers)]
+    xs = [torch.randn(200, 9, dtype=torch.float64).to(dtype) for _ in range(layers)]
     world, local, results = _FakeWorld(pes), threading.local(), {}
     monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
 
@@ -110,7 +125,8 @@ def test_layer_protocol_with_threads_as_pes(monkeypatch, tmp_path, partition):
     assert world.barriers == [layers] * pes
     for i, x in enumerate(xs):
         got = part.to_user(torch.cat([results[pe][i] for pe in range(pes)]))
-        torch.testing.assert_close(got, g.to_torch_sparse(torch.float64) @ x)
+        torch.testing.assert_close(got.double(), g.to_torch_sparse(torch.float64) @ x.double(),
+                                   **({} if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)))
 
 
 def test_attention_protocol_with_threads_as_pes(monkeypatch):

@@ -1,9 +1,13 @@
 """torch.ops.mgg.aggregate and aggregate_peers against a float64 reference, torch.sparse and PyG,
 on every available device (one body for CPU and CUDA): autograd registered on the ops, opcheck,
-torch.compile, multi-rank plans, deterministic mode, and bad input."""
+torch.compile, multi-rank plans, deterministic mode, and bad input. Tests marked
+with_devices_emulated run a third time, "emu": the CUDA host code and kernels under the SIMT
+emulator on CPU tensors (tests/emulator.py)."""
+import emulator
 import numpy as np
 import pytest
 import torch
+from emulator import with_devices_emulated
 
 import mgg
 from mgg import Config, Graph, MggError, Plan, make_plan
@@ -142,7 +146,7 @@ def _op_args(g, dim=8, dtype=torch.float32, config=Config(4, 2, 2), device="cpu"
     return (x, x.new_empty((0, dim)), plan, params, False)
 
 
-@with_devices
+@with_devices_emulated
 def test_raw_op_is_differentiable(device):
     """Autograd lives on the op: a direct call differentiates (here on a directed graph)."""
     g = random_graph(300, 4000, seed=3, weighted=True, skew=0.6)
@@ -216,7 +220,7 @@ def test_deterministic_mode_is_bit_identical(device):
         assert torch.equal(torch.autograd.grad(out.sum(), x)[0], gfirst)
 
 
-@with_devices
+@with_devices_emulated
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_every_row_written_over_garbage(device, deterministic, poisoned_empty):
     """Every output is allocated full of NaN (torch's fill_uninitialized_memory, checked here):
@@ -231,7 +235,7 @@ def test_every_row_written_over_garbage(device, deterministic, poisoned_empty):
         assert_matches_reference(out, g, x)
 
 
-@with_devices
+@with_devices_emulated
 @pytest.mark.parametrize("ranks", [2, 3, 5])
 def test_multi_rank_plan_reassembles_and_differentiates(device, ranks):
     """Each rank aggregates its rows from its own range (local) and a halo of peers' rows
@@ -266,7 +270,7 @@ def test_heavy_rows_are_cut_and_fixed_up():
         torch.testing.assert_close(mgg.aggregate(x, Plan(g), Config(2, 1, 2), deterministic=det), dense_reference(g, x))
 
 
-@with_devices
+@with_devices_emulated
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_peers_op_reads_each_pes_table(device, ranks, deterministic):
@@ -274,7 +278,7 @@ def test_peers_op_reads_each_pes_table(device, ranks, deterministic):
     under NVSHMEM; in one process the PEs' tables are slices of one tensor. Its adjoint gives
     each table's gradient."""
     g = random_graph(120, 2500, seed=6, weighted=True, skew=0.7)
-    dtype = torch.float64 if device == "cpu" else torch.float32
+    dtype = torch.float64 if device == "cpu" and not emulator.ACTIVE else torch.float32
     x = torch.randn(120, 19, dtype=dtype, device=device)
     plan = Plan(g, ranks)
     tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])].clone().requires_grad_() for r in range(ranks)]

@@ -8,20 +8,11 @@
 #include <torch/library.h>
 
 #include "../../kernels/api.h"
-#include "../step.h"
+#include "../device_step.h"
 #include "sources.h"
 
 namespace mgg {
 namespace {
-
-at::Tensor f32(const Step& s, StepField w) { return s.has(w) ? s[w].to(at::kFloat).contiguous() : at::Tensor(); }
-
-kernels::DevicePart device_part(const Step& s, StepField rowptr, StepField col, const at::Tensor& weight,
-                                const at::Tensor& pe) {
-  if (!s.has(rowptr)) return {nullptr, nullptr, nullptr, nullptr};
-  return {s[rowptr].data_ptr<int64_t>(), s[col].data_ptr<int32_t>(),
-          weight.defined() ? weight.data_ptr<float>() : nullptr, pe.defined() ? pe.data_ptr<int32_t>() : nullptr};
-}
 
 // Runs a checked call: `plan(step, &launch)` gives the launch shape or why it cannot launch,
 // `launch(step, launch, out, scratch, stream)` runs it.
@@ -30,27 +21,12 @@ at::Tensor run(const at::Tensor& x, const Call& c, bool peers, Plan plan, Run la
   const Step& s = c.step;
   at::Tensor out = at::empty({s.rows(), x.size(1)}, x.options());
   if (out.numel() == 0) return out;
-  const at::Tensor lw = f32(s, kLocalWeight), rw = f32(s, kRemoteWeight);
-  kernels::Step ks{};
-  ks.storage = storage_of(c.op, x.scalar_type());
-  ks.local = device_part(s, kLocalRowptr, kLocalCol, lw, at::Tensor());
-  ks.remote = device_part(s, kRemoteRowptr, kRemoteCol, rw, peers ? s[kRemotePe] : at::Tensor());
-  ks.blocks = s[kBlocks].data_ptr<int64_t>();
-  ks.num_blocks = s[kBlocks].size(0);
-  ks.fixups = s[kFixups].data_ptr<int64_t>();
-  ks.num_fixups = s[kFixups].size(0);
-  ks.num_rows = s.rows();
-  ks.dim = x.size(1);
-  ks.ps = s.ps;
-  ks.dist = s.dist;
-  ks.wpb = s.wpb;
-  ks.max_remote_part = s.max_remote_part;
-  ks.interleave = s.interleave;
-  ks.deterministic = c.deterministic;
+  const DeviceStep d = device_step(c, x, peers);
+  const kernels::Step& ks = d.step;
   kernels::Launch l{};
   const std::string why = plan(ks, &l);
   TORCH_CHECK(why.empty(), c.op, ": ", why);
-  at::Tensor scratch = at::empty({c.deterministic ? 0 : s.num_slots, x.size(1)}, x.options().dtype(at::kFloat));
+  at::Tensor scratch = device_scratch(c, x);
   C10_CUDA_CHECK(launch(ks, l, out.data_ptr(), scratch.data_ptr<float>(), at::cuda::getCurrentCUDAStream().stream()));
   return out;
 }

@@ -8,24 +8,11 @@ namespace mgg {
 
 kernels::Sources peer_sources(const char* op, at::TensorList tables, int64_t my_pe, Fetch how,
                               kernels::Source* source) {
+  *source = source_of(how);
+  if (how == Fetch::kDirect) return direct_sources(tables, my_pe);
   kernels::Sources s{};
   s.local_table = tables[my_pe].data_ptr();
-  switch (how) {
-    case Fetch::kGetThread:
-      *source = kernels::Source::kGetThread;
-      break;
-    case Fetch::kGetWarp:
-      *source = kernels::Source::kGetWarp;
-      break;
-    case Fetch::kGetBlock:
-      *source = kernels::Source::kGetBlock;
-      break;
-    default:
-      *source = kernels::Source::kPeerPointers;
-  }
-  if (how == Fetch::kDirect) {
-    for (size_t i = 0; i < tables.size(); ++i) s.peers[i] = tables[i].data_ptr();
-  } else if (how == Fetch::kUva) {
+  if (how == Fetch::kUva) {
     for (size_t i = 0; i < tables.size(); ++i) {
       if (static_cast<int64_t>(i) == my_pe) {
         s.peers[i] = tables[i].data_ptr();

@@ -1,4 +1,5 @@
-// An emulated aggregation step: kernels::Step filled as ops/cuda/aggregate_cuda.cu fills it, the
+// An emulated aggregation step: kernels::Step filled as ops/device_step.h fills it (this runner is
+// torch-free, so it repeats those lines; torch_ops.cpp runs device_step.h itself), the
 // launch planned and run by the real launchers (kernels/table.cu, kernels/peers.cu), the output
 // and scratch NaN-filled first so that an unwritten element shows.
 #include <cstring>
