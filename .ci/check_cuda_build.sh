@@ -6,7 +6,7 @@
 # (mgg/_build.py) without loading the extension, so a build against another torch is checked too;
 # where the extension loads, its own with_cuda must say the same.
 set -euo pipefail
-PY=$1
+PY=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")  # absolute (the check runs from /tmp), links kept: a venv's python
 if [ "${MGG_CPU_ONLY:-}" = 1 ]; then
   echo "cuda check: MGG_CPU_ONLY=1: a CPU-only build was asked for"
   exit 0
