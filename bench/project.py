@@ -27,6 +27,7 @@ import csv
 import sys
 
 import numpy as np
+from scipy.optimize import nnls
 
 from mgg import Plan
 from mgg.io import load_graph
@@ -35,7 +36,11 @@ from .report import parse_rank_edges
 
 
 def fit(rows: list[dict]) -> tuple[float, float, float]:
-    """(t0, c_local, c_remote) in seconds from scaling rows of one graph and D."""
+    """(t0, c_local, c_remote) in seconds from scaling rows of one graph and D.
+
+    A non-negative least-squares fit: a cost per rank or per edge is never negative, and a noisy
+    timing that an unconstrained fit would answer with a negative coefficient would let the
+    full-overlap bound exceed the no-overlap one."""
     a, b = [], []
     for r in rows:
         edges = parse_rank_edges(r["rank_edges"])
@@ -43,10 +48,12 @@ def fit(rows: list[dict]) -> tuple[float, float, float]:
         b.append(float(r["median_ms"]) * 1e-3)
     a, b = np.asarray(a, float), np.asarray(b, float)
     if np.linalg.matrix_rank(a) < 3:  # too few distinct P: no separate launch cost
-        coef, *_ = np.linalg.lstsq(a[:, 1:], b, rcond=None)
+        coef, _ = nnls(a[:, 1:], b)
         return 0.0, float(coef[0]), float(coef[1])
-    coef, *_ = np.linalg.lstsq(a, b, rcond=None)
-    return float(max(coef[0], 0.0)), float(coef[1]), float(coef[2])
+    scale = a.max(axis=0)  # columns of counts (ranks vs edges) differ by 1e4: solve in unit columns
+    coef, _ = nnls(a / scale, b)
+    coef = coef / scale
+    return float(coef[0]), float(coef[1]), float(coef[2])
 
 
 def project(rows: list[dict], graph_spec: str, dim: int, gpus: int, nvlink_gbps: float, eta: float,

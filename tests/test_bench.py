@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -142,6 +143,26 @@ def test_projection_from_scaling_rows(tmp_path):
     assert out.returncode == 0 and "8 GPUs, full overlap" in out.stdout, out.stderr
     assert f"| 1 PE on {rows[0]['device']} (measured) |" in out.stdout  # the device that measured it
     assert ("Measured on a CPU" in out.stdout) == rows[0]["device"].startswith("cpu")
+
+
+def test_projection_fit_never_answers_a_negative_cost():
+    """Timings where more remote edges took less time: an unconstrained least-squares fit answers
+    a negative c_remote, and then the full-overlap bound exceeds the no-overlap one (seen in CI on
+    a noisy CPU). The fit is non-negative, so the bounds stay ordered."""
+    from bench.project import fit
+
+    def row(ranks, ms):
+        return {"rank_edges": ";".join(f"{i}:{loc}/{rem}" for i, (loc, rem) in enumerate(ranks)), "median_ms": ms}
+
+    rows = [row([(1000, 0)], 1.05), row([(400, 600), (400, 600)], 0.85), row([(200, 800)] * 3, 0.63),
+            row([(100, 900)] * 4, 0.42)]
+    a = np.array([[1, 1000, 0], [2, 800, 1200], [3, 600, 2400], [4, 400, 3600]], float)
+    unconstrained = np.linalg.lstsq(a, np.array([1.05, 0.85, 0.63, 0.42]) * 1e-3, rcond=None)[0]
+    assert unconstrained.min() < 0  # the case is the one that broke the bounds
+    t0, c_local, c_remote = fit(rows)
+    assert min(t0, c_local, c_remote) >= 0 and c_local > 0
+    pred = [t0 * r + c_local * loc + c_remote * rem for r, loc, rem in a]
+    assert max(abs(p - m * 1e-3) for p, m in zip(pred, [1.05, 0.85, 0.63, 0.42])) < 0.5e-3  # still a fit
 
 
 def _bench(tmp_path, *args, env=None):
