@@ -162,7 +162,7 @@ def test_projection_fit_never_answers_a_negative_cost():
     t0, c_local, c_remote = fit(rows)
     assert min(t0, c_local, c_remote) >= 0 and c_local > 0
     pred = [t0 * r + c_local * loc + c_remote * rem for r, loc, rem in a]
-    assert max(abs(p - m * 1e-3) for p, m in zip(pred, [1.05, 0.85, 0.63, 0.42])) < 0.5e-3  # still a fit
+    assert max(abs(p - m * 1e-3) for p, m in zip(pred, [1.05, 0.85, 0.63, 0.42], strict=True)) < 0.5e-3  # still a fit
 
 
 def _bench(tmp_path, *args, env=None):
@@ -321,3 +321,28 @@ def test_accuracy_script_writes_a_row_per_seed_and_the_table(tmp_path):
     assert all(0 < float(row["test_acc"]) <= 1 and row["epochs"] == "2" for row in rows)
     md = next(tmp_path.glob("accuracy-cora-*.md")).read_text()
     assert "| gcn | " in md and "| sage | " in md and "mgg - PyG" in md
+
+
+PTXAS_LOG = os.path.join(os.path.dirname(__file__), "data", "ptxas-peers-sm90.log")  # excerpt of a real log
+
+
+def test_resources_reads_ptxas_and_refuses_a_new_or_larger_spill():
+    """bench.resources: kernels (not NVSHMEM's device functions) with their registers and spills,
+    named without nvcc's internal-linkage prefix; --check's rule against the allowance."""
+    from bench.resources import allowance, key, parse_ptxas, violations
+
+    rows = parse_ptxas(open(PTXAS_LOG).read())
+    assert [key(r) for r in rows] == ["aggregate_blocks_blockget_kernel<float>@sm_90",
+                                      "aggregate_fixup_kernel<__half>@sm_90"]
+    get, fixup = rows
+    assert (get["launch__registers_per_thread"], get["spill_store_bytes"], get["spill_load_bytes"],
+            get["stack_frame_bytes"], get["launch__shared_mem_per_block_static"], get["barriers"]) == (128, 92, 108,
+                                                                                                    48, 384, 1)
+    assert (fixup["launch__registers_per_thread"], fixup["spill_store_bytes"], fixup["barriers"]) == (32, 0, 0)
+    assert violations(rows, {key(get): 200}) == []
+    assert len(violations(rows, {key(get): 199})) == 1  # larger than allowed
+    assert len(violations(rows, {})) == 1  # a new spill
+    allowed = allowance()
+    assert allowed and all(k.rsplit("@sm_", 1)[1] in ("80", "90") and v > 0 for k, v in allowed.items())
+    ci = open(os.path.join(os.path.dirname(__file__), "..", ".ci", "run")).read()
+    assert "bench.resources" in ci and "--check" in ci
