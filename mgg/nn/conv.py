@@ -14,6 +14,7 @@ from ..errors import MggError
 from ..graph import Graph
 from ..plan import Config
 from .graph_cache import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, run_plan
+from .message_passing import LayerBase, explained_edges
 
 
 def _glorot(w: torch.Tensor):
@@ -54,10 +55,20 @@ def refuse_script(name: str):
                    f"use torch.compile")
 
 
-def split_input(x, size, name: str, node_dim: int = -2):
+def adjacency_shape(edge_index) -> Optional[tuple]:
+    """(N_dst, N_src) of a sparse adjacency adj_t[target, source] (torch sparse or torch_sparse),
+    None for an edge_index [2, E] or an mgg graph."""
+    if is_sparse_tensor(edge_index):
+        return tuple(int(s) for s in edge_index.sparse_sizes())
+    if isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided:
+        return tuple(int(s) for s in edge_index.shape[:2])
+    return None
+
+
+def split_input(x, size, name: str, node_dim: int = -2, edge_index=None):
     """(x_src, x_dst, n_src, n_dst, bipartite) of PyG's x (a tensor, or a pair whose second part
-    may be None) and size (N_src, N_dst). Without size a missing x_dst means N_dst = N_src, as
-    in PyG."""
+    may be None) and size (N_src, N_dst). Without size, N_dst is the rows of a sparse adjacency
+    edge_index, else that of x_dst, else N_src, as in PyG."""
     if isinstance(x, torch.Tensor):
         x_src = x_dst = x
     elif isinstance(x, (tuple, list)) and len(x) == 2 and isinstance(x[0], torch.Tensor):
@@ -66,6 +77,12 @@ def split_input(x, size, name: str, node_dim: int = -2):
         raise MggError(f"{name}: x must be a tensor or a pair (x_src, x_dst), got {type(x).__name__}")
     n_src = x_src.size(node_dim)
     n_dst = x_dst.size(node_dim) if x_dst is not None else n_src
+    adj = adjacency_shape(edge_index)
+    if adj is not None and size is None:
+        if adj[1] != n_src or (x_dst is not None and adj[0] != n_dst):
+            raise MggError(f"{name}: the adjacency is {adj} (adj[target, source]) but the input has {n_src} "
+                           f"sources and {n_dst} destinations")
+        n_dst = adj[0]
     if size is not None:
         size = tuple(int(s) for s in size)
         if size[0] != n_src or (x_dst is not None and size[1] != n_dst):
@@ -76,9 +93,9 @@ def split_input(x, size, name: str, node_dim: int = -2):
     return x_src, x_dst, n_src, n_dst, bipartite
 
 
-class _Aggregating(nn.Module):
+class _Aggregating(LayerBase):
     """What the layers share: PyG's MessagePassing arguments, the plan config, the optional
-    autotuner, deterministic mode."""
+    autotuner, deterministic mode, an explainer's edge mask on the messages."""
 
     def _setup(self, config: Optional[Config], autotune: bool, deterministic: bool, kwargs: dict,
                aggregations: tuple, default_aggr: str):
@@ -115,6 +132,23 @@ class _Aggregating(nn.Module):
         out = run_plan(xt.reshape(xt.size(0), -1), plan, self.config, self.deterministic, self.tuner)
         return out.reshape((out.size(0),) + tuple(xt.shape[1:])).movedim(0, self._nodes(x))
 
+    def _explained(self, x_src: torch.Tensor, edge_index, n_dst: int, mask: torch.Tensor) -> torch.Tensor:
+        """sum (or mean, by in-degree) over edges of mask[e] * x_src[src_e]: PyG's propagate with
+        explain_message, differentiable in the mask (mgg.ops.aggregate_edges)."""
+        from ..ops import aggregate_edges
+
+        name = type(self).__name__
+        src, dst = explained_edges(name, edge_index, self.flow)
+        if x_src.dim() != 2:
+            raise MggError(f"{name}: an explainer's edge mask needs 2-D x in mgg, got {tuple(x_src.shape)}")
+        src, dst = src.to(x_src.device), dst.to(x_src.device)
+        w = mask.to(x_src.device)
+        if self.aggr == "mean":
+            w = w / torch.bincount(dst, minlength=n_dst).clamp(min=1).to(w)[dst]
+        n = max(x_src.size(0), n_dst)
+        out = aggregate_edges(pad_rows(x_src, n), src, dst, w, n, self.config, self.deterministic)
+        return out.narrow(0, 0, n_dst)
+
     def _nodes(self, x: torch.Tensor) -> int:
         if x.dim() < 2:
             raise MggError(f"{type(self).__name__}: x must have a node and a channel dimension, got {tuple(x.shape)}")
@@ -148,7 +182,8 @@ class GCNConv(_Aggregating):
         self.improved, self.cached, self.normalize = improved, cached, normalize
         self.add_self_loops = normalize if add_self_loops is None else add_self_loops
         if self.add_self_loops and not normalize:
-            raise MggError("GCNConv: add_self_loops=True needs normalize=True (as in PyG)")
+            raise MggError("GCNConv: does not support adding self-loops to the graph when no on-the-fly "
+                           "normalization is applied (add_self_loops=True needs normalize=True, as in PyG)")
         self._setup(config, autotune, deterministic, kwargs, ("add", "sum", "mean"), "add")
         self.lin = linear(in_channels, out_channels, bias=False, glorot=True)
         self.register_parameter("bias", nn.Parameter(torch.empty(out_channels)) if bias else None)
@@ -179,7 +214,8 @@ class GCNConv(_Aggregating):
                            "PyG's GCNConv)")
         h = self.lin(x)
         n = x.size(self._nodes(x))
-        if edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled():
+        explaining = getattr(self, "_explain", None)
+        if explaining or (edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled()):
             out = self._learned_weights(h, edge_index, edge_weight, n)
             return out + self.bias if self.bias is not None else out
         sparse = isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided
@@ -201,37 +237,54 @@ class GCNConv(_Aggregating):
         return out + self.bias if self.bias is not None else out
 
     def _learned_weights(self, h: torch.Tensor, edge_index, edge_weight: torch.Tensor, n: int) -> torch.Tensor:
-        """PyG's gcn_norm in torch ops (differentiable in edge_weight: learned weights, edge masks)
-        on a [2, E] edge_index, then the aggregation through the op with the gradient in the
-        weights (mgg.ops.aggregate_edges)."""
+        """PyG's gcn_norm in torch ops (differentiable in edge_weight: learned weights) on a
+        [2, E] edge_index, the explainer's edge mask on the messages (PyG's explain_message: the
+        input edges' mask, 1 on the self-loops added), then the aggregation through the op with
+        the gradient in the weights (mgg.ops.aggregate_edges)."""
         from ..ops import aggregate_edges
 
-        if isinstance(edge_index, torch.Tensor) and hasattr(edge_index, "as_tensor"):
-            edge_index = edge_index.as_tensor()
-        if not isinstance(edge_index, torch.Tensor) or edge_index.layout != torch.strided or h.dim() != 2:
-            raise MggError("GCNConv: an edge_weight that requires grad needs edge_index [2, E] and 2-D x in mgg")
-        if self.cached and self.normalize:
+        if h.dim() != 2:
+            raise MggError("GCNConv: an edge_weight that requires grad, or an explainer's edge mask, needs 2-D x "
+                           "in mgg")
+        explaining = getattr(self, "_explain", None)
+        why = "an explainer's edge mask" if explaining else "an edge_weight that requires grad"
+        src, dst = explained_edges("GCNConv", edge_index, self.flow, why)
+        if self.cached and self.normalize and edge_weight is not None and edge_weight.requires_grad:
             raise MggError("GCNConv: cached=True keeps the first weights; it cannot learn edge_weight")
-        ei = edge_index.to(h.device, torch.long)
-        src, dst = (ei[1], ei[0]) if self.flow == "target_to_source" else (ei[0], ei[1])
+        src, dst = src.to(h.device), dst.to(h.device)
+        mask = self._explain_mask(src.numel())
         dt = torch.float64 if h.dtype == torch.float64 else torch.float32
-        w = edge_weight.to(h.device, dt).reshape(-1)
+        w = (edge_weight.to(h.device, dt).reshape(-1) if edge_weight is not None
+             else torch.ones(src.numel(), dtype=dt, device=h.device))
         if self.add_self_loops:  # PyG's add_remaining_self_loops: a node's last loop keeps its weight
             loop = src == dst
             loop_w = w.new_full((n,), 2.0 if self.improved else 1.0).index_put((src[loop],), w[loop])
             nodes = torch.arange(n, device=h.device)
             src, dst = torch.cat([src[~loop], nodes]), torch.cat([dst[~loop], nodes])
             w = torch.cat([w[~loop], loop_w])
+            mask = None if mask is None else torch.cat([mask.to(w)[~loop], w.new_ones(n)])
         if self.normalize:
             deg = w.new_zeros(n).index_add(0, dst, w)
             dis = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
             w = dis[src] * w * dis[dst]
         if self.aggr == "mean":
             w = w / torch.bincount(dst, minlength=n).clamp(min=1).to(w)[dst]
+        if mask is not None:
+            w = w * mask.to(w)
         return aggregate_edges(h, src, dst, w, n, self.config, self.deterministic)
 
     def __repr__(self):
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
+
+
+def _reset(module) -> None:
+    """PyG's reset of a wrapped module: its own reset_parameters if it has one, else its
+    children's, depth first (so the random draws are PyG's)."""
+    if hasattr(module, "reset_parameters"):
+        module.reset_parameters()
+    else:
+        for child in module.children() if hasattr(module, "children") else []:
+            _reset(child)
 
 
 class GINConv(_Aggregating):
@@ -251,13 +304,11 @@ class GINConv(_Aggregating):
         self.reset_parameters()
 
     def reset_parameters(self):
-        for m in self.nn.modules():
-            if m is not self.nn and hasattr(m, "reset_parameters"):
-                m.reset_parameters()
+        _reset(self.nn)
         self.eps.data.fill_(self.initial_eps)
 
     def forward(self, x, edge_index, size=None) -> torch.Tensor:
-        x_src, x_dst, n_src, n_dst, bipartite = split_input(x, size, "GINConv", self.node_dim)
+        x_src, x_dst, n_src, n_dst, bipartite = split_input(x, size, "GINConv", self.node_dim, edge_index)
         sparse_tensor = is_sparse_tensor(edge_index)  # PyG drops a SparseTensor's values in GINConv
 
         def make(g, dt):
@@ -265,7 +316,11 @@ class GINConv(_Aggregating):
             return g.mean_norm(dt) if self.aggr == "mean" else g
 
         tag = f"gin:{self.aggr}:{sparse_tensor}"
-        if bipartite:
+        mask = self._explain_mask(explained_edges("GINConv", edge_index, self.flow)[0].numel()) \
+            if getattr(self, "_explain", None) else None
+        if mask is not None:
+            out = self._explained(x_src, edge_index, n_dst, mask)
+        elif bipartite:
             plan = bipartite_plan(edge_index, n_src, n_dst, tag, make, self.flow, x_src.dtype, "GINConv")
             out = self._aggregate(pad_rows(x_src.movedim(self._nodes(x_src), 0), plan.graph.num_nodes)
                                   .movedim(0, self._nodes(x_src)), plan).narrow(self._nodes(x_src), 0, n_dst)

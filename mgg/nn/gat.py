@@ -24,6 +24,7 @@ from ..ops import attend, attention_graph, attention_table
 from ..plan import Config
 from .conv import is_lazy, linear, refuse_script, split_input
 from .graph_cache import bipartite_plan, cached_plan, pad_rows
+from .message_passing import LayerBase
 
 _MIX = 0x9E3779B97F4A7C15
 _SEED_BITS = (1 << 62) - 1
@@ -36,7 +37,7 @@ def _glorot(t: torch.Tensor) -> None:
         t.uniform_(-a, a)
 
 
-class GATConv(nn.Module):
+class GATConv(LayerBase):
     """out_i = sum_{j -> i} alpha_ij W x_j per head, alpha_ij = softmax_j(leaky_relu(a_src . W x_j
     + a_dst . W x_i)), as torch_geometric.nn.GATConv: heads concatenated (concat=True) or
     averaged, then the residual (residual=True: a bias-free linear map of x) and the bias. With
@@ -143,13 +144,16 @@ class GATConv(nn.Module):
 
     def forward(self, x, edge_index, edge_attr=None, size: Optional[tuple] = None,
                 return_attention_weights: Optional[bool] = None):
-        x_src, x_dst, n_src, n_dst, bipartite = split_input(x, size, "GATConv", 0)
+        x_src, x_dst, n_src, n_dst, bipartite = split_input(x, size, "GATConv", 0, edge_index)
         for t in (x_src, x_dst):
             if t is not None and t.dim() != 2:
                 raise MggError(f"GATConv: x must be 2-D [nodes, in_channels], got {tuple(t.shape)} (static graphs "
                                f"are not supported, as in PyG)")
         if edge_attr is not None:
             raise MggError("GATConv: edge_attr is not supported by mgg (edge_dim is None)")
+        if getattr(self, "_explain", None):
+            raise MggError("GATConv: explainers' edge masks are not supported by mgg's attention op (the mask "
+                           "would scale each attention-weighted message inside the fused kernel)")
         heads, c = self.heads, self.out_channels
         res = self.res(x_dst) if self.res is not None and x_dst is not None else None
         lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
@@ -174,8 +178,15 @@ class GATConv(nn.Module):
                 raise MggError("GATConv: bipartite input needs flow='source_to_target' in mgg")
             if hasattr(edge_index, "as_tensor"):
                 edge_index = edge_index.as_tensor()
-            if not isinstance(edge_index, torch.Tensor) or edge_index.layout != torch.strided:
-                raise MggError("GATConv: bipartite input needs edge_index [2, E] in mgg (not a sparse adjacency)")
+            if isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided:
+                if return_attention_weights:
+                    raise MggError("GATConv: return_attention_weights with a bipartite sparse adjacency is not "
+                                   "supported by mgg; pass edge_index [2, E]")
+                idx = edge_index.to_sparse_coo().coalesce().indices()  # adj[target, source]; attention ignores values
+                edge_index = torch.stack([idx[1], idx[0]])
+            if not isinstance(edge_index, torch.Tensor):
+                raise MggError("GATConv: bipartite input needs edge_index [2, E] or a torch sparse adjacency in mgg, "
+                               f"got {type(edge_index).__name__}")
             k = min(size) if size is not None else min(n_src, n_dst)
             m = max(n_src, n_dst)
             plan = bipartite_plan(edge_index, n_src, n_dst, f"gat:{self.add_self_loops}:{k}",

@@ -15,6 +15,7 @@ from ..graph import Graph
 from ..plan import Config
 from .conv import _Aggregating, is_lazy, linear, split_input
 from .graph_cache import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows
+from .message_passing import explained_edges
 
 AGGREGATIONS = ("mean", "add", "sum")
 
@@ -49,7 +50,8 @@ class SAGEConv(_Aggregating):
         self._setup(config, autotune, deterministic, dict(kwargs, aggr=aggr), AGGREGATIONS, "mean")
         if project:  # PyG's registration order (lin, lin_l, lin_r) and Linear default init
             if src == -1:
-                raise MggError("SAGEConv: project=True needs the source width (in_channels=-1 is lazy)")
+                raise MggError("SAGEConv: does not support lazy initialization with project=True (it needs the source "
+                               "width, as in PyG)")
             self.lin = nn.Linear(src, src, bias=True)
         self.lin_l = linear(src, out_channels, bias=bias)
         if root_weight:
@@ -63,7 +65,7 @@ class SAGEConv(_Aggregating):
                 lin.reset_parameters()
 
     def forward(self, x, edge_index, size: Optional[tuple] = None) -> torch.Tensor:
-        x_src, x_dst, n_src, n_dst, bipartite = split_input(x, size, "SAGEConv", self.node_dim)
+        x_src, x_dst, n_src, n_dst, bipartite = split_input(x, size, "SAGEConv", self.node_dim, edge_index)
         if self.project:
             x_src = F.relu(self.lin(x_src))
         sparse_tensor = is_sparse_tensor(edge_index)  # PyG drops a SparseTensor's values in SAGEConv
@@ -74,7 +76,11 @@ class SAGEConv(_Aggregating):
 
         tag = f"sage:{self.aggr}:{sparse_tensor}"
         nd = self._nodes(x_src)
-        if bipartite:
+        mask = self._explain_mask(explained_edges("SAGEConv", edge_index, self.flow)[0].numel()) \
+            if getattr(self, "_explain", None) else None
+        if mask is not None:
+            aggregate = lambda t: self._explained(t, edge_index, n_dst, mask)  # noqa: E731
+        elif bipartite:
             plan = bipartite_plan(edge_index, n_src, n_dst, tag, make, self.flow, x_src.dtype, "SAGEConv")
             m = plan.graph.num_nodes
             aggregate = lambda t: self._aggregate(pad_rows(t.movedim(nd, 0), m).movedim(0, nd), plan).narrow(  # noqa: E731

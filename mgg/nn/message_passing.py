@@ -1,0 +1,72 @@
+"""The base class of mgg's layers: PyG's MessagePassing where torch_geometric is installed, so that
+PyG's tools which look for message-passing layers take mgg's as theirs (to_hetero's per-edge-type
+calls, the explainers' edge masks), and nn.Module where it is not.
+
+mgg's layers aggregate in one fused op and never call MessagePassing.propagate: PyG's propagate,
+message and aggregate hooks would never run, so registering one is refused in one line (torch's
+own forward hooks on the layer work). An explainer's edge mask (explain=True, _edge_mask) scales
+each message as PyG's explain_message does, through mgg.ops.aggregate_edges, so the mask gets its
+gradient."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import nn
+
+from ..errors import MggError
+
+try:
+    from torch_geometric.nn.conv import MessagePassing as _Base
+except ImportError:  # PyG is optional: the layers work without it, as plain modules
+    _Base = nn.Module
+
+_HOOKS = ("propagate", "message", "aggregate", "message_and_aggregate", "edge_update")
+
+
+def _refuse_hook(kind: str):
+    def register(self, *args, **kwargs):
+        raise MggError(f"{type(self).__name__}: register_{kind}_forward_(pre_)hook is not supported: mgg's layers "
+                       f"aggregate in one fused op and never call propagate(), so the hook would not run; use "
+                       f"torch's register_forward_hook / register_forward_pre_hook on the layer")
+
+    return register
+
+
+class LayerBase(_Base):
+    """What PyG's tools see of an mgg layer. Subclasses set aggr, flow and node_dim themselves."""
+
+    def __init__(self):
+        super().__init__()
+        if _Base is nn.Module:  # the attributes PyG's MessagePassing would have set
+            self._explain, self._edge_mask, self._loop_mask, self._apply_sigmoid = None, None, None, True
+
+    def _explain_mask(self, num_edges: int) -> Optional[torch.Tensor]:
+        """The multiplier of each input edge's message while an explainer is attached (PyG's
+        explain_message: sigmoid of the edge mask unless told otherwise), else None."""
+        if not getattr(self, "_explain", None):
+            return None
+        mask = self._edge_mask
+        if mask is None:
+            raise MggError(f"{type(self).__name__}: explain=True but no edge mask was set (_edge_mask is None)")
+        if mask.dim() != 1 or mask.numel() != num_edges:
+            raise MggError(f"{type(self).__name__}: the explainer's edge mask has shape {tuple(mask.shape)}; the "
+                           f"input has {num_edges} edges")
+        return mask.sigmoid() if self._apply_sigmoid else mask
+
+
+for _kind in _HOOKS:
+    setattr(LayerBase, f"register_{_kind}_forward_pre_hook", _refuse_hook(_kind))
+    setattr(LayerBase, f"register_{_kind}_forward_hook", _refuse_hook(_kind))
+
+
+def explained_edges(name: str, edge_index, flow: str, why: str = "an explainer's edge mask"
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(src, dst) of a [2, E] edge_index for per-edge message weights (`why`: an explainer's
+    mask, learned weights); a sparse adjacency has no edge order for them."""
+    if isinstance(edge_index, torch.Tensor) and hasattr(edge_index, "as_tensor"):
+        edge_index = edge_index.as_tensor()
+    if not isinstance(edge_index, torch.Tensor) or edge_index.layout != torch.strided or edge_index.dim() != 2:
+        raise MggError(f"{name}: {why} needs edge_index [2, E] (not a sparse adjacency) in mgg")
+    ei = edge_index.long()
+    return (ei[1], ei[0]) if flow == "target_to_source" else (ei[0], ei[1])
