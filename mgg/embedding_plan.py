@@ -190,7 +190,15 @@ class BatchStep:
         nb = bag_end - bag_begin
         lo, hi = int(bounds[pe]), int(bounds[pe + 1])
         self.num_bags, self.row_begin, self.row_end, self.pe = nb, lo, hi, pe
-        rows, inv = torch.unique(idx, sorted=True, return_inverse=True)
+        # one stable sort gives the distinct rows, each edge's row among them, and the order of
+        # the backward step's edges (by row, then bag)
+        key = idx.int() if self.num_rows_total(bounds) < 2**31 else idx
+        sorted_key, order = torch.sort(key, stable=True)
+        first = torch.ones_like(sorted_key, dtype=torch.bool)
+        first[1:] = sorted_key[1:] != sorted_key[:-1]
+        rows = sorted_key[first].long()
+        inv = torch.empty_like(idx)
+        inv[order] = torch.cumsum(first, 0) - 1
         a, b = (int(v) for v in torch.searchsorted(rows, torch.tensor([lo, hi])))
         self.rows, self.local_begin, self.local_end = rows, a, b
         self.inverse, self.bag = inv, bag  # per edge: its distinct row, its bag (for max)
@@ -220,7 +228,6 @@ class BatchStep:
             step.update(remote_rowptr=remote_rowptr, remote_weight=None if w is None else w[rem])
         step["blocks"], step["fixups"], params = _schedule(local_rowptr, remote_rowptr, config, max_remote)
         # the backward: row u of the distinct rows sums grad[bag_e] * w_e over the edges reading it
-        order = torch.argsort(inv, stable=True)
         tstep = dict.fromkeys(STEP_FIELDS)
         t_rowptr = _rowptr(inv, rows.numel())
         tstep.update(local_rowptr=t_rowptr, local_col=bag[order].to(i32),
@@ -237,6 +244,10 @@ class BatchStep:
     @property
     def num_rows(self) -> int:
         return self.row_end - self.row_begin
+
+    @staticmethod
+    def num_rows_total(bounds: torch.Tensor) -> int:
+        return int(bounds[-1])
 
     @property
     def local_rows(self) -> torch.Tensor:

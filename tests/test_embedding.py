@@ -107,13 +107,13 @@ def test_rows_split_across_pes_through_the_op():
         assert s.local_rows.min() >= 0 and s.local_rows.max() < s.num_rows
 
 
-@pytest.mark.parametrize("sharding", ["table", "row"])
+@pytest.mark.parametrize("sharding", ["table", "row", "mixed"])
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
 @pytest.mark.parametrize("sparse", [False, True])
 def test_collection(sharding, mode, sparse):
     sizes = [30, 7, 50, 12, 9]
     c = ShardedEmbeddingBagCollection(sizes, D, mode=mode, sharding=sharding, num_pes=3, sparse=sparse,
-                                      dtype=torch.float64)
+                                      dtype=torch.float64, row_wise_min_rows=20)
     tables = [c.table_weight(t).clone() for t in range(len(sizes))]
     g = torch.Generator().manual_seed(9)
     inputs, offsets, psw = [], [], []
@@ -137,10 +137,9 @@ def test_collection(sharding, mode, sparse):
         ref.backward(grad[:, t])
         assert_same_formula(out[:, t], ref.detach(), msg=f"table {t}")
         assert_same_formula(gw[c.virtual_rows(t, torch.arange(sizes[t]))], w.grad, msg=f"gradient of table {t}")
-    if sharding == "table":  # each table whole on one PE
-        assert all(len(p) == 1 for p in c.table_pe)
-    else:
-        assert all(p == [0, 1, 2] for p in c.table_pe)
+    split = [len(p) == 3 for p in c.table_pe]  # split across the 3 PEs, or whole on one
+    assert all(len(p) in (1, 3) for p in c.table_pe)
+    assert split == {"table": [False] * 5, "row": [True] * 5, "mixed": [n >= 20 for n in sizes]}[sharding]
 
 
 def _fresh(pes=2, **kw):

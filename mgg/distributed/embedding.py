@@ -39,23 +39,33 @@ class Traffic:
         return self.index_bytes + self.row_bytes
 
 
+def _on_wire(t: torch.Tensor, group) -> torch.Tensor:
+    """t where the group's backend moves it: gloo moves host tensors, NCCL device tensors."""
+    backend = dist.get_backend(group)
+    if backend == "gloo" and t.is_cuda:
+        return t.cpu()
+    if backend == "nccl" and not t.is_cuda:
+        return t.cuda()
+    return t
+
+
 def _a2a(send: torch.Tensor, out_counts: list, in_counts: list, group) -> torch.Tensor:
-    """Rows to each rank (grouped in rank order, out_counts rows each) -> rows from each rank.
-    Over gloo, CUDA tensors travel through host memory."""
-    staged = send.is_cuda and dist.get_backend(group) == "gloo"
+    """Rows to each rank (grouped in rank order, out_counts rows each) -> rows from each rank,
+    on send's device (staged where the backend needs it)."""
     device = send.device
-    if staged:
-        send = send.cpu()
+    send = _on_wire(send.contiguous(), group)
     recv = send.new_empty((sum(in_counts),) + tuple(send.shape[1:]))
-    dist.all_to_all_single(recv, send.contiguous(), in_counts, out_counts, group=group)
-    return recv.to(device) if staged else recv
+    dist.all_to_all_single(recv, send, in_counts, out_counts, group=group)
+    return recv.to(device)
 
 
 def _counts(local: torch.Tensor, group) -> torch.Tensor:
-    """local [P, k] int64 (row p: what this rank tells rank p) -> [P, k] (row p: what rank p told us)."""
+    """local [P, k] int64 (row p: what this rank tells rank p) -> [P, k] (row p: what rank p told
+    us), on the host."""
+    local = _on_wire(local.contiguous(), group)
     got = torch.empty_like(local)
-    dist.all_to_all_single(got, local.contiguous(), group=group)
-    return got
+    dist.all_to_all_single(got, local, group=group)
+    return got.cpu()
 
 
 def _scatter_rows(index: torch.Tensor, values: torch.Tensor, rows: int, sparse: bool) -> torch.Tensor:

@@ -242,11 +242,14 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
     rows) or row-wise (every table split in contiguous ranges across all PEs), and looked up in
     one call: all tables form one virtual table whose rows are grouped by PE, and every (table,
     sample) pair is a bag of one per-batch plan, so a batch of 26 features is one op call.
+    'mixed' (what DLRM deployments do): tables of at least `row_wise_min_rows` rows row-wise, the
+    others table-wise (Criteo Kaggle has tables of 3 and 4 rows, fewer than 4 PEs).
 
     Args:
         num_embeddings: rows of each table.
         embedding_dim, mode, include_last_offset, sparse: as torch.nn.EmbeddingBag, for every table.
-        sharding: 'table' or 'row'.
+        sharding: 'table', 'row' or 'mixed'.
+        row_wise_min_rows: with 'mixed', the smallest table split row-wise.
         num_pes, distributed, group, backend, config, deterministic, fetch, device, dtype: as
             ShardedEmbeddingBag.
         _weights: initial tables (one [num_embeddings[t], D] tensor each).
@@ -256,11 +259,11 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
                  sharding: str = "table", include_last_offset: bool = False, sparse: bool = False,
                  num_pes: Optional[int] = None, distributed: Optional[bool] = None, group=None, backend: str = "halo",
                  config: Optional[Config] = None, deterministic: bool = False, fetch: str = "direct", device=None,
-                 dtype=None, _weights: Optional[Sequence[torch.Tensor]] = None):
+                 dtype=None, _weights: Optional[Sequence[torch.Tensor]] = None, row_wise_min_rows: int = 65536):
         if mode not in MODES:
             raise MggError(f"mode must be one of {MODES}, got {mode!r}")
-        if sharding not in ("table", "row"):
-            raise MggError(f"sharding must be 'table' or 'row', got {sharding!r}")
+        if sharding not in ("table", "row", "mixed"):
+            raise MggError(f"sharding must be 'table', 'row' or 'mixed', got {sharding!r}")
         sizes = list(num_embeddings)
         if not sizes:
             raise MggError("num_embeddings must list at least one table")
@@ -269,20 +272,25 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
                 raise MggError(f"num_embeddings[{t}] must be a positive integer, got {n!r}")
         pes = _num_pes(num_pes, distributed, group)
         # segments of the virtual table: (table, first row, rows, PE), grouped by PE
-        segs = []
-        if sharding == "row":
-            for t, n in enumerate(sizes):
-                b = row_bounds(n, pes, f"num_embeddings[{t}]").tolist()
+        segs, load = [], [0] * pes
+        whole = list(range(len(sizes)))  # tables placed whole (table-wise)
+        if sharding != "table":
+            split = [t for t in whole if sharding == "row" or sizes[t] >= max(row_wise_min_rows, pes)]
+            whole = [t for t in whole if t not in split]
+            for t in split:
+                b = row_bounds(sizes[t], pes, f"num_embeddings[{t}]").tolist()
                 segs += [(t, b[p], b[p + 1] - b[p], p) for p in range(pes)]
-        else:
-            if len(sizes) < pes:
-                raise MggError(f"num_embeddings lists {len(sizes)} tables, fewer than the {pes} PEs of table-wise "
-                               f"sharding (use sharding='row')")
-            load = [0] * pes
-            for t in sorted(range(len(sizes)), key=lambda t: -sizes[t]):
-                p = min(range(pes), key=lambda q: (load[q], q))
-                load[p] += sizes[t]
-                segs.append((t, 0, sizes[t], p))
+                for p in range(pes):
+                    load[p] += b[p + 1] - b[p]
+        elif len(sizes) < pes:
+            raise MggError(f"num_embeddings lists {len(sizes)} tables, fewer than the {pes} PEs of table-wise "
+                           f"sharding (use sharding='row' or 'mixed')")
+        for t in sorted(whole, key=lambda t: -sizes[t]):
+            p = min(range(pes), key=lambda q: (load[q], q))
+            load[p] += sizes[t]
+            segs.append((t, 0, sizes[t], p))
+        if any(v == 0 for v in load):
+            raise MggError(f"num_embeddings: a PE would hold no rows (PE loads {load}); use fewer PEs or more tables")
         segs.sort(key=lambda s: (s[3], s[0]))
         per_pe = [0] * pes
         for s in segs:
@@ -307,6 +315,12 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
         self._seg_start = torch.tensor([starts[k] for k in order])
         self._seg_virtual = torch.tensor([virtual[k] for k in order])
         self.table_pe = [sorted({s[3] for s in segs if s[0] == t}) for t in range(len(sizes))]
+        # per table: its segments' first rows and the shift to their virtual rows
+        self._table_segs = []
+        for t in range(len(sizes)):
+            mine = sorted((first, v - first) for (tt, first, _, _), v in zip(segs, virtual, strict=True) if tt == t)
+            self._table_segs.append((torch.tensor([m[0] for m in mine]), torch.tensor([m[1] for m in mine]),
+                                     mine[0][1] if len(mine) == 1 else None))
         if _weights is not None:
             self.load_tables(_weights)
         else:
@@ -323,6 +337,12 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
     def _to_virtual(self, g: torch.Tensor) -> torch.Tensor:
         s = torch.searchsorted(self._seg_start, g, right=True) - 1
         return g - self._seg_start[s] + self._seg_virtual[s]
+
+    def _table_virtual(self, t: int, rows: torch.Tensor) -> torch.Tensor:
+        starts, shifts, single = self._table_segs[t]
+        if single is not None:  # the table is one segment (table-wise)
+            return rows + single
+        return rows + shifts[torch.searchsorted(starts, rows, right=True) - 1]
 
     def load_tables(self, weights: Sequence[torch.Tensor]) -> None:
         """Sets every table from its whole [num_embeddings[t], D] weight (each rank keeps its rows)."""
@@ -369,8 +389,8 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
         if any(e.num_bags != B for e in edges):
             raise MggError(f"every table must have the same number of bags; got {[e.num_bags for e in edges]}")
         weighted = any(e.weight is not None for e in edges)
-        g = torch.cat([e.idx.cpu() + int(self.table_base[t]) for t, e in enumerate(edges)])
-        merged = Edges(self._to_virtual(g), torch.cat([e.bag.cpu() + t * B for t, e in enumerate(edges)]),
+        merged = Edges(torch.cat([self._table_virtual(t, e.idx.cpu()) for t, e in enumerate(edges)]),
+                       torch.cat([e.bag.cpu() + t * B for t, e in enumerate(edges)]),
                        torch.cat([e.weight.cpu() if e.weight is not None else torch.ones(e.idx.numel(), dtype=wdt)
                                   for e in edges]) if weighted else None, T * B)
         out = self._lookup(merged, self.mode)  # bag t * B + b
