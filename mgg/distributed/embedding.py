@@ -194,11 +194,13 @@ def alltoall_lookup(weight: torch.Tensor, edges: Edges, bounds: torch.Tensor, ra
     total = int(base[-1])
     offsets = torch.searchsorted(g_bag, torch.arange(total, device=dev))
     lo = int(bounds[rank])
-    pooled = F.embedding_bag(r_idx - lo, weight, offsets, mode="max" if mode == "max" else "sum",
-                             per_sample_weights=None if r_w is None else r_w.to(weight.dtype), sparse=sparse)
-    if mode == "max":  # an empty partial bag must not win a max against negative entries
-        empty = torch.bincount(g_bag, minlength=total) == 0
-        pooled = pooled.masked_fill(empty.unsqueeze(1), float("-inf"))
+    if mode == "max":  # an empty partial bag is -inf, so it never wins the max of the partials
+        src = F.embedding(r_idx - lo, weight, sparse=sparse)
+        pooled = src.new_full((total, src.size(1)), float("-inf"))
+        pooled = pooled.scatter_reduce(0, g_bag.unsqueeze(1).expand_as(src), src, "amax")
+    else:
+        pooled = F.embedding_bag(r_idx - lo, weight, offsets, mode="sum", sparse=sparse,
+                                 per_sample_weights=None if r_w is None else r_w.to(weight.dtype))
     back = _AllToAll.apply(pooled, their_bags, [edges.num_bags] * world, group)
     traffic.row_bytes += sum(b for p, b in enumerate(their_bags) if p != rank) * weight.size(1) * \
         weight.element_size()
