@@ -87,6 +87,10 @@ def plot(rows: list[dict], suite: str, path: Path) -> None:
         from .tta import plot as plot_tta
 
         return plot_tta(rows, path)
+    if suite == "dlrm":
+        from .dlrm import plot as plot_dlrm
+
+        return plot_dlrm(rows, path)
     sel = [r for r in rows if r["suite"] == suite]
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(sel) + 2), 4))
     if suite in ("scaling", "dist", "fetch"):
