@@ -12,6 +12,7 @@ changes every batch; several batches are cycled) forward, then forward and backw
 at a barrier around it, so a step's time is the slowest rank's. Rank 0 writes JSON: per impl and
 pass the median/p10/p90 ms, bytes sent per batch per rank, and the per-batch plan build time.
 """
+import functools
 import json
 import os
 import sys
@@ -23,7 +24,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from mgg.dlrm import cardinalities, synthetic_batch
-from mgg.embedding_plan import BatchStep, Edges, bag_edges
+from mgg.embedding_plan import BatchStep, bag_edges, merge
 from mgg.nn import ShardedEmbeddingBagCollection
 
 BATCHES = 3  # distinct batches cycled through while timing
@@ -51,9 +52,7 @@ def check(c, batch, out) -> str:
 def plan(c, sizes, b, rank, dev) -> BatchStep:
     """One rank's plan of a batch: the edges of every table, merged into the virtual table, the step."""
     edges = [bag_edges(b.inputs[t], b.offsets[t], None, sizes[t], "sum") for t in range(len(sizes))]
-    n = edges[0].num_bags
-    merged = Edges(torch.cat([c._table_virtual(t, e.idx) for t, e in enumerate(edges)]),
-                   torch.cat([e.bag + t * n for t, e in enumerate(edges)]), None, len(sizes) * n)
+    merged = merge(edges, [functools.partial(c._table_virtual, t) for t in range(len(sizes))])
     return BatchStep(merged, c.bounds.cpu(), rank, c.config, device=dev)
 
 
@@ -72,7 +71,8 @@ def main():
     del whole
     result = {"impls": {}, "wrong": []}
     for backend in ("halo", "alltoall"):
-        c = ShardedEmbeddingBagCollection(sizes, dim, mode="sum", sharding="mixed", backend=backend, device=dev)
+        c = ShardedEmbeddingBagCollection(sizes, dim, mode="sum", sharding="mixed", backend=backend, device=dev,
+                                          sparse=True)  # as DLRM trains tables: sparse row gradients
         with torch.no_grad():
             c.weight.copy_(row_values(torch.arange(c.row_begin, c.row_end), dim))
         inputs = [([i.to(dev) for i in b.inputs], [o.to(dev) for o in b.offsets]) for b in batches]

@@ -50,6 +50,13 @@ class Edges:
     bag: torch.Tensor  # int64 [E]
     weight: Optional[torch.Tensor]  # [E]
     num_bags: int
+    ptr: Optional[torch.Tensor] = None  # int64 [num_bags + 1]: bag b's edges are [ptr[b], ptr[b+1])
+
+    def bag_ptr(self) -> torch.Tensor:
+        if self.ptr is None:
+            self.ptr = torch.zeros(self.num_bags + 1, dtype=torch.int64)
+            torch.cumsum(torch.bincount(self.bag.cpu(), minlength=self.num_bags), 0, out=self.ptr[1:])
+        return self.ptr
 
 
 def _int_tensor(t, name: str) -> torch.Tensor:
@@ -144,19 +151,20 @@ def bag_edges(input, offsets, per_sample_weights, num_embeddings: int, mode: str
         keep = idx != (padding_idx % num_embeddings)
         idx, bag = idx[keep], bag[keep]
         psw = None if psw is None else psw[keep]
+    ptr = None
+    if padding_idx is None:
+        if input.dim() == 2:
+            ptr = torch.arange(num_bags + 1, dtype=torch.int64) * input.size(1)
+        else:
+            ptr = torch.zeros(num_bags + 1, dtype=torch.int64)
+            torch.cumsum(counts.cpu(), 0, out=ptr[1:])
     weight = None
     if psw is not None:
         weight = psw.detach().to(weight_dtype)
     elif mode == "mean":
         size = torch.bincount(bag, minlength=num_bags)
         weight = (1.0 / size.to(weight_dtype))[bag]
-    return Edges(idx, bag, weight, int(num_bags))
-
-
-def _rowptr(rows: torch.Tensor, num_rows: int) -> torch.Tensor:
-    ptr = torch.zeros(num_rows + 1, dtype=torch.int64)
-    torch.cumsum(torch.bincount(rows, minlength=num_rows), 0, out=ptr[1:])
-    return ptr
+    return Edges(idx, bag, weight, int(num_bags), ptr)
 
 
 def _schedule(rowptr: torch.Tensor, remote_rowptr: Optional[torch.Tensor], config: Config, max_remote: int):
@@ -164,6 +172,24 @@ def _schedule(rowptr: torch.Tensor, remote_rowptr: Optional[torch.Tensor], confi
     slots = int(fixups[-1, 2]) if fixups.size(0) else 0
     part = max_remote if config.ps == 0 else min(config.ps, max_remote)
     return blocks, fixups, [config.ps, config.dist, config.wpb, int(config.interleave), slots, part]
+
+
+def merge(parts: list, row_shift: list) -> Edges:
+    """The edges of several batches of one bag count B as one batch: part t's bags become bags
+    [t * B, (t + 1) * B), its row ids are row_shift[t](idx) (a callable) or idx + row_shift[t]."""
+    B = parts[0].num_bags
+    idx = torch.cat([f(e.idx.cpu()) if callable(f) else e.idx.cpu() + f for e, f in zip(parts, row_shift, strict=True)])
+    bag = torch.cat([e.bag.cpu() + t * B for t, e in enumerate(parts)])
+    weighted = any(e.weight is not None for e in parts)
+    w = None
+    if weighted:
+        dt = next(e.weight.dtype for e in parts if e.weight is not None)
+        w = torch.cat([e.weight.cpu() if e.weight is not None else torch.ones(e.idx.numel(), dtype=dt) for e in parts])
+    ptr = None
+    if all(e.ptr is not None for e in parts):
+        base = torch.tensor([0] + [e.idx.numel() for e in parts]).cumsum(0)
+        ptr = torch.cat([parts[0].ptr[:1]] + [e.ptr[1:] + base[t] for t, e in enumerate(parts)])
+    return Edges(idx, bag, w, len(parts) * B, ptr)
 
 
 class BatchStep:
@@ -174,7 +200,7 @@ class BatchStep:
         plan, params: the forward step of torch.ops.mgg.aggregate (remote sources are halo
             slots) or aggregate_peers (remote sources are (PE, offset)); no transposed step.
         plan_t, params_t: the backward step, over compact rows `rows` (the distinct rows read,
-            sorted global ids) from the bags.
+            sorted global ids) from the bags (built on first use: a forward without grad skips it).
         rows: int64 [U] the distinct rows read; rows[local_begin:local_end] are the PE's own.
         halo: int64 [H] the distinct remote rows (rows without the own block), by owner then id.
         halo_pe: int64 [H] their owners.
@@ -185,6 +211,7 @@ class BatchStep:
                  edge_begin: int = 0, edge_end: Optional[int] = None):
         bag_end = edges.num_bags if bag_end is None else bag_end
         sl = slice(edge_begin, edges.idx.numel() if edge_end is None else edge_end)
+        ptr = edges.bag_ptr()[bag_begin:(edges.num_bags if bag_end is None else bag_end) + 1] - edge_begin
         idx, bag = edges.idx[sl].cpu(), edges.bag[sl].cpu() - bag_begin
         w = None if edges.weight is None else edges.weight[sl].cpu()
         nb = bag_end - bag_begin
@@ -192,31 +219,35 @@ class BatchStep:
         self.num_bags, self.row_begin, self.row_end, self.pe = nb, lo, hi, pe
         # one stable sort gives the distinct rows, each edge's row among them, and the order of
         # the backward step's edges (by row, then bag)
-        key = idx.int() if self.num_rows_total(bounds) < 2**31 else idx
+        wide = int(bounds[-1]) >= 2**31
+        key = idx if wide else idx.int()
         sorted_key, order = torch.sort(key, stable=True)
-        first = torch.ones_like(sorted_key, dtype=torch.bool)
-        first[1:] = sorted_key[1:] != sorted_key[:-1]
-        rows = sorted_key[first].long()
-        inv = torch.empty_like(idx)
-        inv[order] = torch.cumsum(first, 0) - 1
+        rows, inv_sorted, counts = torch.unique_consecutive(sorted_key, return_inverse=True, return_counts=True)
+        rows = rows.long()
+        inv = torch.empty_like(inv_sorted)
+        inv[order] = inv_sorted
         a, b = (int(v) for v in torch.searchsorted(rows, torch.tensor([lo, hi])))
         self.rows, self.local_begin, self.local_end = rows, a, b
         self.inverse, self.bag = inv, bag  # per edge: its distinct row, its bag (for max)
-        is_local = (inv >= a) & (inv < b)
         self.halo = torch.cat([rows[:a], rows[b:]])
         self.halo_pe = torch.searchsorted(bounds, self.halo, right=True) - 1
         halo_offset = (self.halo - bounds[self.halo_pe]).int()
         i32 = torch.int32
-        loc, rem = is_local.nonzero().squeeze(1), (~is_local).nonzero().squeeze(1)
-        local_rowptr = _rowptr(bag[loc], nb)
-        local_col = (idx[loc] - lo).to(i32)
+        is_local = (key >= lo) & (key < hi)
+        loc = is_local.nonzero().squeeze(1)
+        rem = (~is_local).nonzero().squeeze(1) if loc.numel() < key.numel() else loc[:0]
+        # bag b's local edges: the local edges among its edges [ptr[b], ptr[b+1])
+        seen = torch.zeros(key.numel() + 1, dtype=torch.int64)
+        torch.cumsum(is_local, 0, out=seen[1:])
+        local_rowptr = seen[ptr]
+        local_col = (key[loc] - lo).to(i32)
         step = dict.fromkeys(STEP_FIELDS)
         step.update(local_rowptr=local_rowptr, local_col=local_col,
                     local_weight=None if w is None else w[loc],
                     halo_pe=self.halo_pe.to(i32), halo_offset=halo_offset)
         remote_rowptr, max_remote = None, 0
         if rem.numel():
-            remote_rowptr = _rowptr(bag[rem], nb)
+            remote_rowptr = ptr - local_rowptr
             max_remote = int((remote_rowptr[1:] - remote_rowptr[:-1]).max())
             r_inv = inv[rem]
             slot = torch.where(r_inv < a, r_inv, r_inv - (b - a))
@@ -227,27 +258,43 @@ class BatchStep:
                 step.update(remote_col=slot.to(i32))
             step.update(remote_rowptr=remote_rowptr, remote_weight=None if w is None else w[rem])
         step["blocks"], step["fixups"], params = _schedule(local_rowptr, remote_rowptr, config, max_remote)
-        # the backward: row u of the distinct rows sums grad[bag_e] * w_e over the edges reading it
+        self._device = torch.device(device)
+        self.plan = [self._on(step[f]) for f in STEP_FIELDS] + _NO_STEP
+        self.params = params + _NO_PARAMS
+        self.num_local_edges, self.num_remote_edges = loc.numel(), rem.numel()
+        self._t = (order, counts, w, config)  # the backward step is built when a backward needs it
+
+    def _on(self, t):
+        return t if t is None or self._device.type == "cpu" else t.to(self._device, non_blocking=True)
+
+    def _build_t(self) -> None:
+        """The backward step: row u of the distinct rows sums grad[bag_e] * w_e over the edges
+        that read it (in bag order)."""
+        order, counts, w, config = self._t
         tstep = dict.fromkeys(STEP_FIELDS)
-        t_rowptr = _rowptr(inv, rows.numel())
-        tstep.update(local_rowptr=t_rowptr, local_col=bag[order].to(i32),
+        t_rowptr = torch.zeros(counts.numel() + 1, dtype=torch.int64)
+        torch.cumsum(counts, 0, out=t_rowptr[1:])
+        tstep.update(local_rowptr=t_rowptr, local_col=self.bag[order].to(torch.int32),
                      local_weight=None if w is None else w[order])
         tstep["blocks"], tstep["fixups"], params_t = _schedule(t_rowptr, None, config, 0)
-        dev = torch.device(device)
-        on = (lambda t: t if t is None or dev.type == "cpu" else t.to(dev, non_blocking=True))  # noqa: E731
-        self.plan = [on(step[f]) for f in STEP_FIELDS] + _NO_STEP
-        self.params = params + _NO_PARAMS
-        self.plan_t = [on(tstep[f]) for f in STEP_FIELDS] + _NO_STEP
-        self.params_t = params_t + _NO_PARAMS
-        self.num_local_edges, self.num_remote_edges = loc.numel(), rem.numel()
+        self._plan_t = [self._on(tstep[f]) for f in STEP_FIELDS] + _NO_STEP
+        self._params_t = params_t + _NO_PARAMS
+
+    @property
+    def plan_t(self) -> list:
+        if not hasattr(self, "_plan_t"):
+            self._build_t()
+        return self._plan_t
+
+    @property
+    def params_t(self) -> list:
+        if not hasattr(self, "_params_t"):
+            self._build_t()
+        return self._params_t
 
     @property
     def num_rows(self) -> int:
         return self.row_end - self.row_begin
-
-    @staticmethod
-    def num_rows_total(bounds: torch.Tensor) -> int:
-        return int(bounds[-1])
 
     @property
     def local_rows(self) -> torch.Tensor:
@@ -270,6 +317,6 @@ def pe_slices(edges: Edges, parts: int) -> list[tuple[int, int, int, int]]:
     """Contiguous, balanced bag ranges, one per PE, and their edge ranges: [(bag_begin, bag_end,
     edge_begin, edge_end)] (the bags of one process split among emulated PEs)."""
     bb = torch.arange(parts + 1, dtype=torch.int64) * edges.num_bags // parts
-    eb = torch.searchsorted(edges.bag.cpu(), bb).tolist()
+    eb = edges.bag_ptr()[bb].tolist()
     bb = bb.tolist()
     return [(bb[p], bb[p + 1], eb[p], eb[p + 1]) for p in range(parts)]

@@ -23,13 +23,14 @@ or, with sparse=True, a sparse COO tensor (as torch.nn.EmbeddingBag(sparse=True)
 """
 from __future__ import annotations
 
+import functools
 from typing import Optional, Sequence
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from ..embedding_plan import MODES, BatchStep, Edges, bag_edges, pe_slices, row_bounds
+from ..embedding_plan import MODES, BatchStep, Edges, bag_edges, merge, pe_slices, row_bounds
 from ..errors import MggError
 from ..ops import FETCH, check_fetch
 from ..plan import Config
@@ -388,10 +389,6 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
         B = edges[0].num_bags
         if any(e.num_bags != B for e in edges):
             raise MggError(f"every table must have the same number of bags; got {[e.num_bags for e in edges]}")
-        weighted = any(e.weight is not None for e in edges)
-        merged = Edges(torch.cat([self._table_virtual(t, e.idx.cpu()) for t, e in enumerate(edges)]),
-                       torch.cat([e.bag.cpu() + t * B for t, e in enumerate(edges)]),
-                       torch.cat([e.weight.cpu() if e.weight is not None else torch.ones(e.idx.numel(), dtype=wdt)
-                                  for e in edges]) if weighted else None, T * B)
+        merged = merge(edges, [functools.partial(self._table_virtual, t) for t in range(T)])
         out = self._lookup(merged, self.mode)  # bag t * B + b
         return out.view(T, B, self.embedding_dim).transpose(0, 1)
