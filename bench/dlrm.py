@@ -116,3 +116,29 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def summary_lines(rows: list[dict]) -> list[str]:
+    """The summary's dlrm table: per case and ranks, both implementations' times, the plan's
+    share and the bytes each moves."""
+    sel = [r for r in rows if r["suite"] == "dlrm"]
+    if not sel:
+        return []
+    by = defaultdict(dict)
+    for r in sel:
+        by[(r["case"], int(r["pes"]))][(r["impl"], r["pass"])] = r
+    out = ["## dlrm: sharded embedding lookup per batch (median ms, slowest rank; MB all ranks send, fwd)", "",
+           "| case | ranks | mgg fwd | all-to-all fwd | mgg fwd+bwd | all-to-all fwd+bwd | mgg plan alone | "
+           "mgg MB | all-to-all MB |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+    def ms(c, key):
+        return f"{float(c[key]['median_ms']):.1f}" if key in c else "-"
+
+    def mb(c, impl):
+        return f"{float(c[(impl, 'fwd')]['traffic_mb']):.2f}" if (impl, "fwd") in c else "-"
+
+    for (case, pes), c in sorted(by.items()):
+        out.append(f"| {case} | {pes} | {ms(c, ('mgg-halo', 'fwd'))} | {ms(c, ('alltoall-rw', 'fwd'))} | "
+                   f"{ms(c, ('mgg-halo', 'fwd+bwd'))} | {ms(c, ('alltoall-rw', 'fwd+bwd'))} | "
+                   f"{ms(c, ('mgg-plan', 'plan'))} | {mb(c, 'mgg-halo')} | {mb(c, 'alltoall-rw')} |")
+    return out + [""]

@@ -264,6 +264,7 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = (), wrong: tupl
                   f"{float(r['peak_mem_bytes_per_edge']):.1f} |"
                   for r in ld]
         lines.append("")
+    from .dlrm import summary_lines as dlrm_lines
     from .tta import summary_lines
 
-    return "\n".join(lines + summary_lines(rows) + prep + tail)
+    return "\n".join(lines + summary_lines(rows) + dlrm_lines(rows) + prep + tail)
