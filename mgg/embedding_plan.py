@@ -51,6 +51,7 @@ class Edges:
     weight: Optional[torch.Tensor]  # [E]
     num_bags: int
     ptr: Optional[torch.Tensor] = None  # int64 [num_bags + 1]: bag b's edges are [ptr[b], ptr[b+1])
+    position: Optional[torch.Tensor] = None  # where each edge is in input.reshape(-1) (None: edge e at e)
 
     def bag_ptr(self) -> torch.Tensor:
         if self.ptr is None:
@@ -148,11 +149,12 @@ def bag_edges(input, offsets, per_sample_weights, num_embeddings: int, mode: str
         if not isinstance(padding_idx, int) or not -num_embeddings <= padding_idx < num_embeddings:
             raise MggError(f"padding_idx must be an integer in [-{num_embeddings}, {num_embeddings}), got "
                            f"{padding_idx!r}")
-        keep = idx != (padding_idx % num_embeddings)
-        idx, bag = idx[keep], bag[keep]
+        keep = (idx != (padding_idx % num_embeddings)).nonzero().squeeze(1)
+        idx, bag, position = idx[keep], bag[keep], keep
         psw = None if psw is None else psw[keep]
     ptr = None
     if padding_idx is None:
+        position = None
         if input.dim() == 2:
             ptr = torch.arange(num_bags + 1, dtype=torch.int64) * input.size(1)
         else:
@@ -164,7 +166,7 @@ def bag_edges(input, offsets, per_sample_weights, num_embeddings: int, mode: str
     elif mode == "mean":
         size = torch.bincount(bag, minlength=num_bags)
         weight = (1.0 / size.to(weight_dtype))[bag]
-    return Edges(idx, bag, weight, int(num_bags), ptr)
+    return Edges(idx, bag, weight, int(num_bags), ptr, position)
 
 
 def _schedule(rowptr: torch.Tensor, remote_rowptr: Optional[torch.Tensor], config: Config, max_remote: int):

@@ -199,3 +199,26 @@ def test_trains_like_embedding_bag():
             (mod(inp, offsets) ** 2).sum().backward()
             o.step()
     assert_same_formula(m.weight.detach(), ref.weight.detach())
+
+
+@pytest.mark.parametrize("pes", [1, 3])
+@pytest.mark.parametrize("padding_idx", [None, 17])
+def test_per_sample_weights_gradient(pes, padding_idx):
+    """per_sample_weights that require grad get torch.nn.EmbeddingBag's gradient (0 where padding)."""
+    inp, offsets, psw = _batch(4)
+    inp[2] = 17
+    m, ref = _pair("sum", pes, padding_idx=padding_idx)
+    grads = []
+    for mod in (m, ref):
+        p = psw.clone().requires_grad_()
+        out = mod(inp, offsets, p)
+        out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64))
+        grads.append(p.grad)
+    assert_same_formula(grads[0], grads[1], msg="gradient of per_sample_weights")
+    assert_same_formula(m.weight.grad, ref.weight.grad, msg="gradient of the table")
+    two_d = torch.randint(0, N, (4, 3), generator=torch.Generator().manual_seed(2))
+    w2 = [torch.rand(4, 3, dtype=torch.float64).requires_grad_() for _ in range(2)]
+    w2[1].data.copy_(w2[0].data)
+    m(two_d, None, w2[0]).sum().backward()
+    ref(two_d, None, w2[1]).sum().backward()
+    assert_same_formula(w2[0].grad, w2[1].grad, msg="2-D input")

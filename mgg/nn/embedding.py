@@ -65,6 +65,34 @@ class _PeersLookup(torch.autograd.Function):
         return gw, None, None, None, None, None, None
 
 
+class _WeightGrad(torch.autograd.Function):
+    """Zeros [bags, D] whose backward gives per_sample_weights their gradient,
+    d psw_e = <grad[bag_e], weight[idx_e]> (torch ops; the lookup itself runs through the op with
+    the weights as constants), 0 for entries left out (padding_idx)."""
+
+    @staticmethod
+    def forward(ctx, psw, weight, edges):
+        ctx.save_for_backward(weight)
+        ctx.edges, ctx.shape = edges, psw.shape
+        return weight.new_zeros((edges.num_bags, weight.size(1)))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (weight,) = ctx.saved_tensors
+        e = ctx.edges
+        dev = grad.device
+        per_edge = (grad.index_select(0, e.bag.to(dev)) * weight.index_select(0, e.idx.to(dev))).sum(1)
+        n = 1
+        for k in ctx.shape:
+            n *= k
+        g = per_edge.new_zeros(n)
+        if e.position is None:
+            g.copy_(per_edge)
+        else:
+            g[e.position.to(dev)] = per_edge
+        return g.view(ctx.shape), None, None
+
+
 def _segment_max(src: torch.Tensor, bag: torch.Tensor, num_bags: int) -> torch.Tensor:
     out = src.new_zeros((num_bags, src.size(1)))
     return out.scatter_reduce(0, bag.unsqueeze(1).expand_as(src), src, "amax", include_self=False)
@@ -226,7 +254,14 @@ class ShardedEmbeddingBag(_ShardedRows):
         """The bags [B, D] of this process's batch (torch.nn.EmbeddingBag.forward's arguments)."""
         edges = bag_edges(input, offsets, per_sample_weights, self.num_embeddings, self.mode, self.padding_idx,
                           self.include_last_offset, self._weight_dtype())
-        return self._lookup(edges, self.mode)
+        out = self._lookup(edges, self.mode)
+        psw = per_sample_weights
+        if psw is not None and psw.requires_grad and torch.is_grad_enabled():
+            if self.distributed:
+                raise MggError("per_sample_weights that require grad are supported on one process only (under "
+                               "torchrun the rows they multiply live on other ranks)")
+            out = out + _WeightGrad.apply(psw, self.weight, edges)
+        return out
 
     def full_weight(self) -> torch.Tensor:
         """The whole table [num_embeddings, D] (under torchrun: gathered from every rank)."""
