@@ -184,6 +184,8 @@ def test_bad_arguments():
     c = ShardedEmbeddingBagCollection([10, 20], D, num_pes=2)
     with pytest.raises(MggError, match="table 1: input holds index 20"):
         c([torch.tensor([[1]]), torch.tensor([[20]])])
+    with pytest.raises(MggError, match="not by the collection"):
+        c([torch.tensor([[1]]), torch.tensor([[2]])], None, [torch.ones(1, 1, requires_grad=True), None])
     with pytest.raises(MggError, match="same number of bags"):
         c([torch.tensor([[1]]), torch.tensor([[2], [3]])])
 

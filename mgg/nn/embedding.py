@@ -412,6 +412,10 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
         for name, seq in (("inputs", inputs), ("offsets", offsets), ("per_sample_weights", per_sample_weights)):
             if seq is not None and len(seq) != T:
                 raise MggError(f"{name} must list one entry per table ({T}), got {len(seq)}")
+        if per_sample_weights is not None and torch.is_grad_enabled() and any(
+                isinstance(p, torch.Tensor) and p.requires_grad for p in per_sample_weights):
+            raise MggError("per_sample_weights that require grad are supported by ShardedEmbeddingBag on one process, "
+                           "not by the collection")
         wdt = self._weight_dtype()
         edges = []
         for t in range(T):
