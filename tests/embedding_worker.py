@@ -69,6 +69,24 @@ def main():
                                     msg=f"{what}: gradient of the rank's rows")
                 if mode == "sum" and not weighted and not sparse:
                     traffic[backend] = m.traffic.total
+    # a rank whose bags are all empty (it asks for nothing, but peers still ask it for rows)
+    for backend in ("halo", "alltoall"):
+        for mode in ("sum", "max"):
+            m = ShardedEmbeddingBag(N, D, mode=mode, backend=backend, dtype=f64, _weight=w)
+            if rank == 1:
+                inp1, off1 = torch.zeros(0, dtype=torch.long), torch.zeros(3, dtype=torch.long)
+            else:
+                inp1, off1 = inp, offsets
+            out = m(inp1, off1)
+            out.sum().backward()
+            ref = torch.nn.EmbeddingBag(N, D, mode=mode, _weight=w.clone())
+            r = ref(inp1, off1)
+            counts = [torch.zeros(N, D, dtype=f64) for _ in range(world)]
+            r.sum().backward()
+            dist.all_gather(counts, ref.weight.grad)
+            assert_same_formula(out, r.detach(), msg=f"rank {rank} {backend} {mode} empty rank: bags")
+            assert_same_formula(m.weight.grad, sum(counts)[m.row_begin:m.row_end],
+                                msg=f"rank {rank} {backend} {mode} empty rank: gradient")
     sizes = [30, 7, 50, 12, 9, 3]
     tables = [torch.randn(n, D, generator=torch.Generator().manual_seed(10 + t), dtype=f64)
               for t, n in enumerate(sizes)]
