@@ -107,31 +107,43 @@ def bag_edges(input, offsets, per_sample_weights, num_embeddings: int, mode: str
         num_bags = offsets.numel() - (1 if include_last_offset else 0)
         if num_bags < 0:
             raise MggError("offsets must have at least one entry with include_last_offset=True")
+        idx = input
+        # every check in one host round trip: min, max, first and last offset, decreases, index range
+        facts = [offsets.min(), offsets.max(), offsets[0], offsets[-1], (offsets[1:] < offsets[:-1]).sum()] \
+            if offsets.numel() else [offsets.new_zeros(())] * 5
+        if n:
+            facts += [idx.min(), idx.max()]
+        facts = torch.stack([f.long() for f in facts]).tolist()
         if offsets.numel():
-            lo, hi = int(offsets.min()), int(offsets.max())
+            lo, hi, first, last, decreases = facts[:5]
             if lo < 0:
                 raise MggError(f"offsets must not be negative, got {lo}")
-            if int(offsets[0]) != 0:
-                raise MggError(f"offsets[0] must be 0, got {int(offsets[0])}")
+            if first != 0:
+                raise MggError(f"offsets[0] must be 0, got {first}")
             if hi > n:
                 raise MggError(f"offsets must be at most len(input) = {n}, got {hi}")
-            if bool((offsets[1:] < offsets[:-1]).any()):
+            if decreases:
                 k = int((offsets[1:] < offsets[:-1]).nonzero()[0, 0]) + 1
                 raise MggError(f"offsets must not decrease, but offsets[{k}] = {int(offsets[k])} < "
                                f"offsets[{k - 1}] = {int(offsets[k - 1])}")
-            if include_last_offset and int(offsets[-1]) != n:
-                raise MggError(f"offsets[-1] must equal len(input) = {n} with include_last_offset=True, "
-                               f"got {int(offsets[-1])}")
+            if include_last_offset and last != n:
+                raise MggError(f"offsets[-1] must equal len(input) = {n} with include_last_offset=True, got {last}")
         elif n:
             raise MggError(f"offsets is empty but input has {n} indices")
-        ends = offsets[1:] if include_last_offset else torch.cat([offsets[1:], offsets.new_tensor([n])])
+        ends = offsets[1:] if include_last_offset else torch.cat([offsets[1:], torch.full((1,), n, dtype=torch.int64,
+                                                                                          device=offsets.device)])
         counts = ends - offsets[:num_bags]
-        bag = torch.repeat_interleave(torch.arange(num_bags, device=input.device), counts)
+        bag = torch.repeat_interleave(torch.arange(num_bags, device=input.device), counts, output_size=n)
+        index_range = facts[5:]
     else:
         raise MggError(f"input must be 1-D (with offsets) or 2-D, got {input.dim()}-D")
     idx = input.reshape(-1)
-    if idx.numel():
-        lo, hi = int(idx.min()), int(idx.max())
+    if input.dim() == 2 and idx.numel():
+        index_range = torch.stack([idx.min(), idx.max()]).tolist()
+    elif input.dim() == 2:
+        index_range = []
+    if index_range:
+        lo, hi = index_range
         if lo < 0 or hi >= num_embeddings:
             bad = lo if lo < 0 else hi
             raise MggError(f"input holds index {bad}, outside [0, {num_embeddings}) (the table's rows)")
