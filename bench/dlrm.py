@@ -5,7 +5,8 @@ Criteo-Kaggle-like batches (mgg.dlrm: 26 tables of that data set's cardinalities
 fetched once, the fused op) against the `alltoall` baseline of DLRM systems (indices to the
 owners, pooling there, partial bags back: torchrec's row-wise scheme on torch.distributed).
 
-Rows: impl mgg-halo and alltoall-rw, passes fwd and fwd+bwd (median of the slowest rank per
+Rows: impl mgg-halo and alltoall-rw (and mgg-nvshmem on GPUs with nvshmem4py: traffic_mb
+counts the remote rows its kernel reads), passes fwd and fwd+bwd (median of the slowest rank per
 batch, the per-batch plan included), traffic_mb (bytes all ranks send per batch, forward, in MB)
 and rank_traffic_mb; and impl mgg-plan, pass plan: building one rank's plan of a batch alone.
 Every case is checked against torch.nn.functional.embedding_bag before it is timed.
@@ -26,7 +27,7 @@ from typing import Iterator
 from mgg.runtime.timing import Timing
 
 POOLINGS = (1, 8)
-IMPLS = {"halo": "mgg-halo", "alltoall": "alltoall-rw"}
+IMPLS = {"halo": "mgg-halo", "alltoall": "alltoall-rw", "nvshmem": "mgg-nvshmem"}
 
 
 def _row(opt, case, rows, lookups, dim, impl, pes, pass_, t: Timing, **extra):

@@ -1,6 +1,6 @@
 """torchrun worker of the `dlrm` suite: sharded embedding-bag lookups of Criteo-Kaggle-like
 batches (mgg.dlrm) over the ranks, mgg's `halo` path against the `alltoall` baseline (torchrec's
-row-wise scheme on torch.distributed).
+row-wise scheme on torch.distributed), and on GPUs with nvshmem4py mgg's `nvshmem` path.
 
     torchrun --standalone --nproc-per-node P bench/dlrm_worker.py DIM BATCH CAP POOLING DEVICE WARMUP REPS OUT
 
@@ -70,8 +70,12 @@ def main():
     batches = [b.slice(b0, b1) for b in whole]
     del whole
     result = {"impls": {}, "wrong": []}
-    for backend in ("halo", "alltoall"):
+    from mgg.distributed import nvshmem
+
+    gpu_nvshmem = dev.type == "cuda" and nvshmem.available() is None
+    for backend in ("halo", "alltoall") + (("nvshmem",) if gpu_nvshmem else ()):
         c = ShardedEmbeddingBagCollection(sizes, dim, mode="sum", sharding="mixed", backend=backend, device=dev,
+                                          fetch="get-warp" if backend == "nvshmem" else "direct",
                                           sparse=True)  # as DLRM trains tables: sparse row gradients
         with torch.no_grad():
             c.weight.copy_(row_values(torch.arange(c.row_begin, c.row_end), dim))
@@ -127,6 +131,8 @@ def main():
         with open(out_path, "w") as f:
             json.dump(result, f)
     dist.barrier()
+    if gpu_nvshmem:
+        nvshmem.finalize()
 
 
 if __name__ == "__main__":

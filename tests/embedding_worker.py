@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from mgg.errors import MggError
 from mgg.nn import ShardedEmbeddingBag, ShardedEmbeddingBagCollection
 from mgg.testing import assert_same_formula
 
@@ -87,6 +88,11 @@ def main():
             assert_same_formula(out, r.detach(), msg=f"rank {rank} {backend} {mode} empty rank: bags")
             assert_same_formula(m.weight.grad, sum(counts)[m.row_begin:m.row_end],
                                 msg=f"rank {rank} {backend} {mode} empty rank: gradient")
+    try:  # no GPU / nvshmem4py here: a one-line error, not a hang
+        ShardedEmbeddingBag(N, D, backend="nvshmem", dtype=f64)
+        raise AssertionError("backend nvshmem started without NVSHMEM")
+    except MggError as e:
+        assert "\n" not in str(e), str(e)
     sizes = [30, 7, 50, 12, 9, 3]
     tables = [torch.randn(n, D, generator=torch.Generator().manual_seed(10 + t), dtype=f64)
               for t, n in enumerate(sizes)]

@@ -11,7 +11,10 @@ rows and looks up its own bags (data-parallel batches).
   (torch.nn.functional.embedding_bag), and the partial bags come back with a second all-to-all
   and are summed (max: maximised). Built on torch.distributed and torch only.
 
-Both count the bytes each rank sends per forward (`Traffic`), the figure the dlrm bench suite
+- `nvshmem` (MGG's path on GPUs): the fused kernel reads peers' rows in place from symmetric
+  tables (embedding_nvshmem.py); modes sum and mean.
+
+halo and alltoall count the bytes each rank sends per forward (`Traffic`), the figure the dlrm bench suite
 reports beside the times.
 """
 from __future__ import annotations
@@ -25,7 +28,7 @@ import torch.nn.functional as F
 
 from ..embedding_plan import BatchStep, Edges
 
-EMBEDDING_BACKENDS = ("halo", "alltoall")
+EMBEDDING_BACKENDS = ("halo", "alltoall", "nvshmem")
 
 
 @dataclass

@@ -109,7 +109,8 @@ class _NvshmemLookup(torch.autograd.Function):
 
 
 def nvshmem_lookup(weight: torch.Tensor, edges: Edges, bounds: torch.Tensor, rank: int, mode: str, config,
-                   fetch: str = "get-warp", sparse: bool = False, deterministic: bool = False) -> torch.Tensor:
+                   fetch: str = "get-warp", sparse: bool = False, deterministic: bool = False,
+                   traffic=None) -> torch.Tensor:
     """This rank's bags [edges.num_bags, D] over NVSHMEM (modes 'sum' and 'mean'; the kernels
     have no max). Every PE calls it for every batch (the barriers are collective).
 
@@ -121,10 +122,14 @@ def nvshmem_lookup(weight: torch.Tensor, edges: Edges, bounds: torch.Tensor, ran
         config: the plan's Config.
         fetch: how remote rows are read (mgg._C.FETCH).
         sparse: the table's gradient as a sparse COO tensor.
+        traffic: a mgg.distributed.embedding.Traffic that counts the remote rows the kernel
+            reads (one per remote lookup: the kernel fetches per edge).
     """
     if mode == "max":
         raise MggError("mode 'max' has no kernel reduction; the nvshmem backend runs 'sum' and 'mean' "
                        "(use backend 'halo' for max)")
     range_rows = (bounds[1:] - bounds[:-1]).tolist()
     step = BatchStep(edges, bounds, rank, config, peers=True, device=weight.device)
+    if traffic is not None:
+        traffic.row_bytes += step.num_remote_edges * weight.size(1) * weight.element_size()
     return _NvshmemLookup.apply(weight, step, range_rows, fetch, deterministic, sparse)

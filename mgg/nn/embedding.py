@@ -12,7 +12,9 @@ batch gets a plan of its own (mgg.embedding_plan.BatchStep, vectorised torch ops
   their owner's table by (PE, offset), as the NVSHMEM path reads them on GPUs;
 - under torchrun (an initialised process group): each rank holds only its rows and looks up its
   own batch, with the `halo` backend (distinct remote rows fetched once by an all-to-all, then
-  the op) or the `alltoall` baseline (torchrec's row-wise scheme: mgg.distributed.embedding).
+  the op), the `nvshmem` backend (aggregate_peers reads peers' rows in place from symmetric
+  tables: mgg.distributed.embedding_nvshmem; not yet run on GPUs) or the `alltoall` baseline
+  (torchrec's row-wise scheme: mgg.distributed.embedding).
 
 Mode 'max' has no reduction in the kernels: it is computed with torch (scatter_reduce 'amax' over
 the rows the batch reads, fetched the same way), not through the mgg ops.
@@ -131,6 +133,10 @@ class _ShardedRows(torch.nn.Module):
         from ..distributed.embedding import Traffic
 
         self.traffic = Traffic()
+        if self.distributed and backend == "nvshmem":
+            from ..distributed import nvshmem
+
+            nvshmem.init(group)  # MggError, one line, where NVSHMEM cannot run (no GPU, no nvshmem4py)
 
     def _weight_dtype(self) -> torch.dtype:
         return torch.float64 if self.weight.dtype == torch.float64 else torch.float32
@@ -142,6 +148,11 @@ class _ShardedRows(torch.nn.Module):
         w, bounds = self.weight, self.bounds.cpu()
         if self.distributed:
             self.traffic = de.Traffic()
+            if self.backend == "nvshmem":
+                from ..distributed.embedding_nvshmem import nvshmem_lookup
+
+                return nvshmem_lookup(w, edges, bounds, self.rank, mode, self.config, self.fetch, self.sparse,
+                                      self.deterministic, self.traffic)
             if self.backend == "alltoall":
                 return de.alltoall_lookup(w, edges, bounds, self.rank, self.num_pes, mode, self.group, self.sparse,
                                           self.traffic)
@@ -203,10 +214,13 @@ class ShardedEmbeddingBag(_ShardedRows):
             process group, the group's ranks (each rank then holds only its rows as `weight`).
         distributed: None: whether a process group is initialised.
         group: the process group.
-        backend: under torchrun, 'halo' (mgg) or 'alltoall' (the torchrec-style baseline).
+        backend: under torchrun, 'halo' (mgg over torch.distributed), 'nvshmem' (mgg's fused kernel
+            reading peers' rows in place; GPUs with nvshmem4py; sum and mean) or 'alltoall' (the
+            torchrec-style baseline).
         config: the plans' Config (ps, dist, wpb).
         deterministic: bit-identical results from run to run.
-        fetch: how aggregate_peers reads remote rows on one process (mgg._C.FETCH).
+        fetch: how aggregate_peers reads remote rows (one process, or the nvshmem backend:
+            mgg._C.FETCH; 'get-warp' for NVSHMEM gets).
         device, dtype: of the weight.
         _weight: initial weight [num_embeddings, D] (the whole table; each rank keeps its rows).
 
