@@ -21,7 +21,8 @@ from .peers import PEERS
 from .suites import SUITES, Options
 
 SMOKE = dict(graphs=["rmat:1500:15000"], dims=[16], pes=[1, 2], tune_budget=6, load_edges=[100_000],
-             tta_models=["gcn"], tta_seeds=1, tta_target=["gcn=0.6"], tta_max_epochs=40)
+             tta_models=["gcn"], tta_seeds=1, tta_target=["gcn=0.6"], tta_max_epochs=40, dlrm_batch=256,
+             dlrm_cap=10_000)
 
 
 def _targets(pairs: list) -> dict:
@@ -82,6 +83,9 @@ def parser():
                          "gin=0.75)")
     ap.add_argument("--tta-seeds", type=int, default=3, help="tta suite: seeds per model and impl")
     ap.add_argument("--tta-max-epochs", type=int, default=200, help="tta suite: epoch limit of a run")
+    ap.add_argument("--dlrm-batch", type=int, default=4096, help="dlrm suite: samples per global batch")
+    ap.add_argument("--dlrm-cap", type=int, default=1_000_000,
+                    help="dlrm suite: rows of the largest table (0: Criteo Kaggle's own, up to 10.1M)")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--tag", default="", help="added to the output file names")
@@ -108,7 +112,8 @@ def main(argv=None) -> int:
                        prep_only=args.prep_only, load_edges=args.load_edges, fetch_modes=args.fetch_modes,
                        ncu=args.ncu, partition=args.partition, tta_datasets=args.tta_datasets,
                        tta_models=args.tta_models, tta_targets=_targets(args.tta_target), tta_seeds=args.tta_seeds,
-                       tta_max_epochs=args.tta_max_epochs)
+                       tta_max_epochs=args.tta_max_epochs, dlrm_batch=args.dlrm_batch,
+                       dlrm_cap=args.dlrm_cap or None)
     except MggError as e:
         print(f"python -m bench: error: {e}", file=sys.stderr)
         return 2

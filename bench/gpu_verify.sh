@@ -116,6 +116,8 @@ for s in "$@"; do
       --pes 2 4 --budget-s 480 --out "$OUT" --tag h100 --quiet ;;
     dist) stage dist 540 $PY -m bench dist --graphs rmat-reddit:scale=0.25 rmat-products:scale=0.25 --dims 64 \
       --pes 1 2 4 --budget-s 480 --worker-timeout 200 --out "$OUT" --tag h100 --quiet ;;
+    dlrm) stage dlrm 420 $PY -m bench dlrm --dims 16 64 --pes 2 4 --budget-s 360 --worker-timeout 150 \
+      --out "$OUT" --tag h100 --quiet ;;
     scaling)
       stage scaling 420 $PY -m bench scaling --graphs rmat-reddit rmat-products --dims 64 --pes 1 2 3 4 6 8 \
         --budget-s 360 --out "$OUT" --tag h100-scaling --quiet

@@ -87,6 +87,10 @@ def plot(rows: list[dict], suite: str, path: Path) -> None:
         from .tta import plot as plot_tta
 
         return plot_tta(rows, path)
+    if suite == "dlrm":
+        from .dlrm import plot as plot_dlrm
+
+        return plot_dlrm(rows, path)
     sel = [r for r in rows if r["suite"] == suite]
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(sel) + 2), 4))
     if suite in ("scaling", "dist", "fetch"):
@@ -260,6 +264,7 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = (), wrong: tupl
                   f"{float(r['peak_mem_bytes_per_edge']):.1f} |"
                   for r in ld]
         lines.append("")
+    from .dlrm import summary_lines as dlrm_lines
     from .tta import summary_lines
 
-    return "\n".join(lines + summary_lines(rows) + prep + tail)
+    return "\n".join(lines + summary_lines(rows) + dlrm_lines(rows) + prep + tail)

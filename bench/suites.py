@@ -22,6 +22,7 @@ from mgg.runtime.timing import Timing, measure
 
 from . import cache
 from .budget import Budget
+from .dlrm import dlrm
 from .fetch import fetch
 from .load import load
 from .peers import PEERS, check_run, verify
@@ -58,6 +59,8 @@ class Options:
     tta_seeds: int = 3
     tta_max_epochs: int = 200
     budget: Budget = field(default_factory=lambda: Budget(None))
+    dlrm_batch: int = 4096  # the dlrm suite's global batch (samples)
+    dlrm_cap: Optional[int] = 1_000_000  # the dlrm suite's largest table (rows; None: Criteo's own)
     wrong: list = field(default_factory=list)  # cases whose result was wrong: not timed, not reported
 
 
@@ -389,4 +392,4 @@ def tune(opt: Options) -> Iterator[dict]:
 
 
 SUITES = {"kernel": kernel, "ablation": ablation, "scaling": scaling, "dist": dist, "e2e": e2e, "tune": tune,
-          "load": load, "fetch": fetch, "tta": tta}
+          "load": load, "fetch": fetch, "tta": tta, "dlrm": dlrm}

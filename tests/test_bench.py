@@ -19,7 +19,7 @@ def test_smoke_all_suites(tmp_path):
     rows = list(csv.DictReader(open(csv_path)))
     assert list(rows[0].keys()) == COLUMNS
     suites = {row["suite"] for row in rows}
-    assert suites == {"kernel", "ablation", "scaling", "dist", "e2e", "tune", "load", "fetch", "tta"}
+    assert suites == {"kernel", "ablation", "scaling", "dist", "e2e", "tune", "load", "fetch", "tta", "dlrm"}
     kernel = [row for row in rows if row["suite"] == "kernel"]
     assert {row["impl"] for row in kernel} >= {"mgg", "torch.sparse", "pyg"}
     assert {row["pass"] for row in kernel} == {"fwd", "bwd"}
