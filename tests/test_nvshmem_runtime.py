@@ -2,7 +2,6 @@
 PEs over a fake symmetric heap (the layer protocol: ping-pong tables, barriers, reads in place),
 and a fake nvshmem.core that checks the start-up and shutdown order against nvshmem4py's rules.
 The same code runs on a GPU with nvshmem4py (tests/test_nvshmem.py)."""
-import os
 import threading
 
 import emulator
@@ -92,9 +91,6 @@ def test_layer_protocol_with_threads_as_pes(monkeypatch, tmp_path, partition):
 
 
 @pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
-@pytest.mark.skipif(not os.environ.get("MGG_EMU_THREADS"), reason="emulated launches from several Python threads "
-                    "corrupted the heap (munmap_chunk at exit in 1 of 3 runs with test_cuda.py and test_op.py): "
-                    "off until fixed, MGG_EMU_THREADS=1 runs it")
 def test_layer_protocol_with_threads_as_pes_emulated(monkeypatch, tmp_path):
     """The same protocol with each PE's aggregate_peers run by the CUDA host code and kernels
     under the SIMT emulator (tests/emulator.py), fp32, on the metis partition."""

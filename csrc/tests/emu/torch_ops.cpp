@@ -19,6 +19,9 @@ namespace mgg::kernels {
 // The kernels' `extern __shared__ unsigned char smem[]`, as in runner.cpp.
 constexpr size_t kSharedCapacity = 227 * 1024;
 alignas(16) thread_local unsigned char smem[kSharedCapacity];
+namespace {
+const bool registered = (simt::register_dynamic_shared([] { return smem; }, kSharedCapacity), true);
+}  // namespace
 }  // namespace mgg::kernels
 
 namespace mgg {
@@ -32,7 +35,6 @@ std::mutex launches;
 template <typename Plan, typename Launch>
 at::Tensor run(const at::Tensor& x, const Call& c, bool peers, Plan plan, Launch launch) {
   const std::lock_guard<std::mutex> one_launch(launches);
-  simt::register_dynamic_shared(kernels::smem, kernels::kSharedCapacity);  // this thread's array
   at::Tensor out = at::full({c.step.rows(), x.size(1)}, std::numeric_limits<float>::quiet_NaN(), x.options());
   if (out.numel() == 0) return out;
   const DeviceStep d = device_step(c, x, peers);
