@@ -136,6 +136,22 @@ def test_attention_protocol_with_threads_as_pes(monkeypatch):
     transposed graph's in-edges, reading the destinations' terms on their owners. Two calls with
     attention dropout 0.5 (two seeds) share the tables; outputs and gradients of h, a_src and
     a_dst must equal one process's mgg.attend with the same seeds (the same masks)."""
+    _attention_protocol(monkeypatch, torch.float64)
+
+
+@pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
+def test_attention_protocol_with_threads_as_pes_emulated(monkeypatch):
+    """The same protocol with each PE's attend_peers, attend_peers_dst and attend_peers_src run by
+    the CUDA host code and kernels under the SIMT emulator (tests/emulator.py), fp32, against the
+    float64 reference of the CPU kernels."""
+    names = ("attend_peers", "attend_peers_dst", "attend_peers_src")
+    before = [emulator.CALLS[n] for n in names]
+    with emulator.emulated_ops(seed=3):
+        _attention_protocol(monkeypatch, torch.float32)
+    assert [emulator.CALLS[n] - b for n, b in zip(names, before, strict=True)] == [3 * 2] * 3  # every PE, both calls
+
+
+def _attention_protocol(monkeypatch, dtype):
     pes, heads, c = 3, 2, 5
     g = ops.attention_graph(random_graph(150, 1500, seed=4, skew=0.5))  # directed, self-loops added
     plan = mgg.Plan(g, pes)
@@ -148,8 +164,10 @@ def test_attention_protocol_with_threads_as_pes(monkeypatch):
     w = torch.randn(150, heads * c, dtype=torch.float64, generator=gen)
     seeds = (11, 12)
     ref = [t.clone().requires_grad_() for t in (h, a_src, a_dst)]
-    ref_out = [ops.attend(*ref, g, dropout=0.5, seed=s).reshape(150, -1) for s in seeds]
-    sum((o * w).sum() for o in ref_out).backward()
+    with emulator.suspended():  # the float64 reference on the CPU kernels
+        ref_out = [ops.attend(*ref, g, dropout=0.5, seed=s).reshape(150, -1) for s in seeds]
+        sum((o * w).sum() for o in ref_out).backward()
+    h, a_src, a_dst, w = (t.to(dtype) for t in (h, a_src, a_dst, w))
     world, local, results = _FakeWorld(pes), threading.local(), {}
     monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
 
@@ -165,10 +183,11 @@ def test_attention_protocol_with_threads_as_pes(monkeypatch):
 
     run_pes(pes, pe_main, world.barrier)
     assert world.barriers == [2 * len(seeds)] * pes  # one per forward, one per backward
+    tol = {} if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)
     for i, o in enumerate(ref_out):
-        torch.testing.assert_close(torch.cat([results[pe][0][i] for pe in range(pes)]), o.detach())
+        torch.testing.assert_close(torch.cat([results[pe][0][i] for pe in range(pes)]).double(), o.detach(), **tol)
     for k, t in enumerate(ref):
-        torch.testing.assert_close(torch.cat([results[pe][1][k] for pe in range(pes)]), t.grad)
+        torch.testing.assert_close(torch.cat([results[pe][1][k] for pe in range(pes)]).double(), t.grad, **tol)
 
 
 class _FakeCore:

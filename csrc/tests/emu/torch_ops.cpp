@@ -1,19 +1,17 @@
 // The mgg ops' CUDA path on CPU tensors, under the SIMT emulator: a test-only torch extension
 // (tests/emulator.py builds it with torch.utils.cpp_extension.load into the emulator's cache,
-// never installed) defining mgg_emu::aggregate and mgg_emu::aggregate_peers with mgg's schemas.
-// Each call runs the op files' host code (ops/checks.cpp, ops/device_step.h, the launch planners
-// and launchers of kernels/) and the real kernels, each thread a fiber; tests/emulator.py puts
-// them in place of the mgg ops' CPU kernels for a test. Not built with sanitizers (the runner,
-// csrc/tests/emu/runner.cpp, keeps ASan/UBSan coverage of the same kernels).
-#include <simt.h>
+// never installed) defining mgg_emu::aggregate and mgg_emu::aggregate_peers with mgg's schemas
+// (the attention ops: torch_attention.cpp). Each call runs the op files' host code
+// (ops/checks.cpp, ops/device_step.h, the launch planners and launchers of kernels/) and the real
+// kernels, each thread a fiber; tests/emulator.py puts them in place of the mgg ops' CPU kernels
+// for a test. Not built with sanitizers (the runner, csrc/tests/emu/runner.cpp, keeps ASan/UBSan
+// coverage of the same kernels).
 #include <torch/library.h>
 
-#include <limits>
-#include <mutex>
 #include <string>
 
 #include "../../kernels/api.h"
-#include "../../ops/device_step.h"
+#include "torch_device.h"
 
 namespace mgg::kernels {
 // The kernels' `extern __shared__ unsigned char smem[]`, as in runner.cpp.
@@ -27,23 +25,17 @@ const bool registered = (simt::register_dynamic_shared([] { return smem; }, kSha
 namespace mgg {
 namespace {
 
-// One launch at a time in the process: the emulator's scheduler is not reentrant, and tests run
-// PEs as threads (tests/test_nvshmem_runtime.py). A launch never waits on another thread.
-std::mutex launches;
-
-// Outputs start as NaN, so an element no thread writes shows (as uninitialised device memory).
 template <typename Plan, typename Launch>
 at::Tensor run(const at::Tensor& x, const Call& c, bool peers, Plan plan, Launch launch) {
-  const std::lock_guard<std::mutex> one_launch(launches);
-  at::Tensor out = at::full({c.step.rows(), x.size(1)}, std::numeric_limits<float>::quiet_NaN(), x.options());
+  at::Tensor out = Emulated::empty({c.step.rows(), x.size(1)}, x.options());
   if (out.numel() == 0) return out;
   const DeviceStep d = device_step(c, x, peers);
   kernels::Launch l{};
   const std::string why = plan(d.step, &l);
   TORCH_CHECK(why.empty(), c.op, ": ", why);
   at::Tensor scratch = device_scratch(c, x).fill_(std::numeric_limits<float>::quiet_NaN());
-  const cudaError_t e = launch(d.step, l, out.data_ptr(), scratch.data_ptr<float>());
-  TORCH_CHECK(e == cudaSuccess, c.op, " (emulated): ", cudaGetErrorString(e), "\n", simt::last_report());
+  Emulated::launch(
+      c.op, [&](cudaStream_t /*stream*/) { return launch(d.step, l, out.data_ptr(), scratch.data_ptr<float>()); });
   return out;
 }
 
@@ -63,9 +55,8 @@ at::Tensor aggregate_emu(const at::Tensor& x, const at::Tensor& x_remote, const 
 at::Tensor aggregate_peers_emu(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
                                at::IntArrayRef params, int64_t fetch, bool deterministic) {
   const Call c = check_aggregate_peers(x, peers, my_pe, plan, params, fetch, deterministic);
-  const Fetch how = static_cast<Fetch>(fetch);  // direct: check_fetch refuses the others on CPU tensors
-  const kernels::Source source = source_of(how);
-  kernels::Sources src = direct_sources(peers, my_pe);
+  kernels::Source source{};
+  kernels::Sources src = Emulated::peers(c.op, peers, my_pe, static_cast<Fetch>(fetch), &source);
   src.local_table = x.data_ptr();
   return run(
       x, c, true, [&](const kernels::Step& s, kernels::Launch* l) { return kernels::plan_peers_launch(s, source, l); },
