@@ -19,20 +19,14 @@
 
 namespace mgg {
 
-inline kernels::DevicePart attention_part(const Step& s, StepField rowptr, StepField col, bool peers) {
-  if (!s.has(rowptr)) return {nullptr, nullptr, nullptr, nullptr};
-  const bool remote = rowptr == kRemoteRowptr;
-  return {s[rowptr].data_ptr<int64_t>(), s[col].data_ptr<int32_t>(), nullptr,
-          remote && peers ? s[kRemotePe].data_ptr<int32_t>() : nullptr};
-}
-
 // The kernels::Attention of a checked call's step (its forward step or the transposed one).
 inline kernels::Attention attention_of(const AttentionCall& c, const Step& step, const NodeIds& ids, at::ScalarType st,
                                        bool peers, double slope, double dropout, int64_t seed) {
   kernels::Attention a{};
   a.storage = storage_of(c.op, st);
-  a.local = attention_part(step, kLocalRowptr, kLocalCol, peers);
-  a.remote = attention_part(step, kRemoteRowptr, kRemoteCol, peers);
+  const StepView v{step, nullptr};  // unweighted: the edges' weights are the attention's
+  a.local = kernel_part(v, kLocalRowptr, kLocalCol, kStepFields, kStepFields);
+  a.remote = kernel_part(v, kRemoteRowptr, kRemoteCol, kStepFields, peers ? kRemotePe : kStepFields);
   a.rows = step.rows();
   a.heads = c.heads;
   a.channels = c.channels;
