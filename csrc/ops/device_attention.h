@@ -6,6 +6,7 @@
 //   Dev::Guard(device)                          the device made current for the call
 //   Dev::empty(sizes, options)                  an output
 //   Dev::peers(op, tables, my_pe, how, &source) each PE's table as the kernels read it
+//   Dev::fetch_for_checks(op, fetch)            the fetch policy the host checks see
 //   Dev::launch(op, run)                        checks run(stream), a cudaError_t
 #pragma once
 #include <ATen/ATen.h>
@@ -112,7 +113,8 @@ std::tuple<at::Tensor, at::Tensor> attend_peers_device(at::TensorList peers, int
   const char* op = "mgg.attend_peers";
   const at::Tensor& x = own_table(op, peers, my_pe);
   const typename Dev::Guard guard(x.device());
-  const AttentionCall c = check_attend_peers(op, x, peers, my_pe, plan, params, heads, dropout, offsets, fetch, 1);
+  const AttentionCall c = check_attend_peers(op, x, peers, my_pe, plan, params, heads, dropout, offsets,
+                                             Dev::fetch_for_checks(op, fetch), 1);
   check_attention_dst(op, a_dst, x, c.step.rows(), heads);
   const kernels::Attention a = attention_of(c, c.step, c.ids, x.scalar_type(), true, slope, dropout, seed);
   at::Tensor out = Dev::empty({a.rows, heads * c.channels}, x.options());
@@ -134,7 +136,8 @@ at::Tensor attend_peers_dst_device(at::TensorList peers, int64_t my_pe, const at
   const char* op = "mgg.attend_peers_dst";
   const at::Tensor& x = own_table(op, peers, my_pe);
   const typename Dev::Guard guard(x.device());
-  const AttentionCall c = check_attend_peers(op, x, peers, my_pe, plan, params, heads, dropout, offsets, fetch, 1);
+  const AttentionCall c = check_attend_peers(op, x, peers, my_pe, plan, params, heads, dropout, offsets,
+                                             Dev::fetch_for_checks(op, fetch), 1);
   check_attention_terms(op, terms, c.step.rows(), heads, c.channels, at::kFloat, x.device());
   const kernels::Attention a = attention_of(c, c.step, c.ids, x.scalar_type(), true, slope, dropout, seed);
   at::Tensor d_dst = Dev::empty({a.rows, heads}, x.options());
@@ -153,8 +156,8 @@ at::Tensor attend_peers_src_device(const at::Tensor& x, at::TensorList terms, in
                                    at::IntArrayRef offsets, int64_t fetch) {
   const char* op = "mgg.attend_peers_src";
   const typename Dev::Guard guard(x.device());
-  const AttentionCall c =
-      check_attend_peers(op, x, terms, my_pe, plan, params, heads, dropout, offsets, fetch, kTermFields);
+  const AttentionCall c = check_attend_peers(op, x, terms, my_pe, plan, params, heads, dropout, offsets,
+                                             Dev::fetch_for_checks(op, fetch), kTermFields);
   TORCH_CHECK(terms[my_pe].scalar_type() == at::kFloat, op, ": the terms tables must be float32 on CUDA, got ",
               terms[my_pe].scalar_type());
   const kernels::Attention a = attention_of(c, c.step, c.ids, x.scalar_type(), true, slope, dropout, seed);

@@ -54,7 +54,8 @@ at::Tensor aggregate_emu(const at::Tensor& x, const at::Tensor& x_remote, const 
 
 at::Tensor aggregate_peers_emu(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
                                at::IntArrayRef params, int64_t fetch, bool deterministic) {
-  const Call c = check_aggregate_peers(x, peers, my_pe, plan, params, fetch, deterministic);
+  const Call c = check_aggregate_peers(x, peers, my_pe, plan, params,
+                                       Emulated::fetch_for_checks("mgg.aggregate_peers", fetch), deterministic);
   kernels::Source source{};
   kernels::Sources src = Emulated::peers(c.op, peers, my_pe, static_cast<Fetch>(fetch), &source);
   src.local_table = x.data_ptr();
