@@ -102,9 +102,4 @@ inline kernels::Sources direct_sources(at::TensorList tables, int64_t my_pe) {
   return s;
 }
 
-// The fp32 scratch rows of a step's non-deterministic fixups (none when deterministic).
-inline at::Tensor device_scratch(const Call& c, const at::Tensor& x) {
-  return at::empty({c.deterministic ? 0 : c.step.num_slots, x.size(1)}, x.options().dtype(at::kFloat));
-}
-
 }  // namespace mgg
