@@ -52,12 +52,19 @@ def available() -> Optional[str]:
     return None
 
 
+def digest_files() -> list:
+    """The sources whose content names a build of the binaries (tests/test_emulator_build.py checks
+    that every file the binaries include is one)."""
+    files = [CSRC / "ops" / "kernel_step.h"]  # the one op header the runner includes
+    for folder in ("core", "kernels", "tests/simt", "tests/emu"):
+        files += sorted(p for p in (CSRC / folder).rglob("*") if p.is_file())
+    return files
+
+
 def _digest() -> str:
     h = hashlib.sha256(" ".join([CXX] + FLAGS).encode())
-    for folder in ("core", "kernels", "tests/simt", "tests/emu"):
-        for p in sorted((CSRC / folder).rglob("*")):
-            if p.is_file():
-                h.update(str(p.relative_to(CSRC)).encode() + p.read_bytes())
+    for p in digest_files():
+        h.update(str(p.relative_to(CSRC)).encode() + p.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -145,16 +152,18 @@ def launch_of(folder: Path) -> dict:
 # ---- the mgg ops on CPU tensors through the emulated kernels ---------------------------------
 
 OPS_SOURCES = ([CSRC / "tests" / "simt" / f for f in SIMT]
-               + [CSRC / "tests" / "emu" / f for f in ("torch_ops.cpp", "torch_kernels_table.cpp",
-                                                      "torch_kernels_peers.cpp")]
-               + [CSRC / "ops" / f for f in ("checks.cpp", "plan_check.cpp")])
-EMULATED_OPS = ("aggregate", "aggregate_peers")
+               + [CSRC / "tests" / "emu" / f for f in ("torch_ops.cpp", "torch_attention.cpp",
+                                                      "torch_kernels_table.cpp", "torch_kernels_peers.cpp",
+                                                      "torch_kernels_attention.cpp")]
+               + [CSRC / "ops" / f for f in ("checks.cpp", "plan_check.cpp", "attention_terms.cpp")])
+EMULATED_OPS = ("aggregate", "aggregate_peers", "attend", "attend_backward", "attend_peers", "attend_peers_dst",
+                "attend_peers_src")
 
 
 def load_ops() -> None:
     """Builds (once per source version) and loads the test-only extension of csrc/tests/emu/
-    torch_ops.cpp: torch.ops.mgg_emu.aggregate / aggregate_peers, the CUDA ops' host code and
-    kernels run by the emulator on CPU tensors. Without sanitizers (they would need LD_PRELOAD
+    torch_ops.cpp: torch.ops.mgg_emu.<op> for the ops of EMULATED_OPS, the CUDA ops' host code
+    and kernels run by the emulator on CPU tensors. Without sanitizers (they would need LD_PRELOAD
     in the Python process); the runner binary keeps ASan/UBSan on the same kernels."""
     if hasattr(torch.ops.mgg_emu, "aggregate"):
         return
@@ -218,6 +227,22 @@ def _emulated(name: str):
 ACTIVE = []  # the emulated_ops contexts open now (tests that choose dtypes by device read it)
 
 
+class suspended:  # noqa: N801 (a context manager used as a function)
+    """Inside emulated_ops, the CPU kernels back for a `with` block (a float64 reference, say);
+    the emulated ops return when it ends. Nothing to do outside emulated_ops."""
+
+    def __enter__(self):
+        self.active = list(ACTIVE)
+        for ctx in reversed(self.active):
+            ctx.__exit__(None, None, None)
+        return self
+
+    def __exit__(self, *exc):
+        for ctx in self.active:
+            ctx.__enter__()
+        return False
+
+
 def with_devices_emulated(fn):
     """mgg.testing.with_devices plus the device "emu": the test gets "cpu" with the mgg ops of
     EMULATED_OPS emulated (tests/conftest.py's `device` fixture); `emulator.ACTIVE` is then
@@ -228,4 +253,16 @@ def with_devices_emulated(fn):
 
     params = [pytest.param(d, marks=[pytest.mark.gpu] if d == "cuda" else []) for d in DEVICES]
     params.append(pytest.param("emu", marks=pytest.mark.skipif(available() is not None, reason=str(available()))))
+    return pytest.mark.parametrize("device", params, indirect=True)(fn)
+
+
+def gpu_and_emulated(fn):
+    """The test on "cuda" (skipped without a GPU) and "emu" (tests/conftest.py's `device`
+    fixture: "cpu" with the mgg ops of EMULATED_OPS emulated)."""
+    import pytest
+
+    from mgg.testing import requires_cuda
+
+    params = [pytest.param("cuda", marks=[pytest.mark.gpu, requires_cuda]),
+              pytest.param("emu", marks=pytest.mark.skipif(available() is not None, reason=str(available())))]
     return pytest.mark.parametrize("device", params, indirect=True)(fn)

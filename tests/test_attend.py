@@ -3,9 +3,13 @@
 (opcheck), storage dtypes against the float64 reference at tolerances derived from their rounding,
 GATConv's dropout mask, and bad input. GATConv against PyG's layer is in test_gat.py; the
 distributed backends in test_distributed.py (halo, allgather) and test_nvshmem_runtime.py
-(nvshmem, threads as PEs)."""
+(nvshmem, threads as PEs). The device-parametrised tests also run "emu": the CUDA host code and
+kernels under the SIMT emulator on CPU tensors (tests/emulator.py), on smaller graphs unless
+MGG_EMU_FULL=1."""
+import emulator
 import pytest
 import torch
+from emulator import gpu_and_emulated, with_devices_emulated
 
 import mgg
 from mgg import MggError, ops
@@ -16,8 +20,6 @@ from mgg.testing import (
     attention_reference,
     quirky_edges,
     random_graph,
-    requires_cuda,
-    with_devices,
 )
 
 
@@ -43,20 +45,27 @@ def test_dropout_mask_is_the_one_the_op_applies():
     assert bool((alpha_eval > 0).all())
 
 
-@with_devices
-@pytest.mark.parametrize("heads, channels", [(1, 1), (2, 16), (8, 8), (1, 257)])
+@with_devices_emulated
+@pytest.mark.parametrize("heads, channels", [(1, 1), (2, 16), (8, 8), (1, 256), (1, 257)])
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
 def test_attend_matches_torch_reference_with_hubs(device, heads, channels, dropout):
-    """Hub rows of thousands of in-edges (cut across partitions and blocks), forward and
-    backward, against the plain torch reference in float64."""
-    g = mgg.ops.attention_graph(random_graph(2000, 30000, seed=9, skew=0.9))
+    """Hub rows of thousands of in-edges (cut across partitions and blocks; emulated: hundreds,
+    unless MGG_EMU_FULL=1), forward and backward, against the plain torch reference in float64.
+    The CUDA kernels take at most 256 channels per head: 257 is refused in one line."""
+    cuda = device == "cuda" or bool(emulator.ACTIVE)
+    n, e = (300, 4000) if emulator.ACTIVE and not emulator.FULL else (2000, 30000)
+    g = mgg.ops.attention_graph(random_graph(n, e, seed=9, skew=0.9))
     src, dst = g.edge_index()
     gen = torch.Generator().manual_seed(heads * channels)
     h, a_src, a_dst = (torch.randn(*s, dtype=torch.float64, generator=gen)
-                       for s in ((2000, heads, channels), (2000, heads), (2000, heads)))
+                       for s in ((n, heads, channels), (n, heads), (n, heads)))
     keep = torch.ops.mgg.attention_keep(dst, src, heads, 3, dropout) if dropout else None
-    dtype = torch.float32 if device == "cuda" else torch.float64
+    dtype = torch.float32 if cuda else torch.float64
     got_in = [t.to(device, dtype).requires_grad_() for t in (h, a_src, a_dst)]
+    if cuda and channels > 256:
+        with pytest.raises(RuntimeError, match="mgg.attend: attention heads of 257 channels exceed the kernels' 256 "):
+            ops.attend(*got_in, g, 0.2, dropout, 3)
+        return
     got = ops.attend(*got_in, g, 0.2, dropout, 3)
     assert_attention_matches_reference(got, *got_in, src, dst, 0.2, keep)
     w = torch.randn(got.shape, dtype=torch.float64, generator=gen).to(device, dtype)
@@ -109,26 +118,29 @@ def test_low_precision_storage(dtype):
     assert_attention_gradients_match_reference([t.grad for t in ins], h, a_src, a_dst, src, dst, 0.2, go)
 
 
-@requires_cuda
-def test_cuda_agrees_with_cpu():
-    """The same layer on the GPU in float32 gives the CPU's float64 outputs and input gradients,
-    with the same dropout mask."""
+@gpu_and_emulated
+def test_cuda_agrees_with_cpu(device):
+    """The same layer on the GPU (or emulated) in float32 gives the CPU's float64 outputs and
+    input gradients, with the same dropout mask."""
     torch.manual_seed(4)
     conv = GATConv(9, 6, heads=3, dropout=0.5)
     x, ei = torch.randn(120, 9), quirky_edges()
     conv.reseed(7)
     xa = x.double().requires_grad_()
-    want = conv.double()(xa, ei)
-    want.square().sum().backward()
-    conv = conv.float().cuda()
+    with emulator.suspended():  # the reference on the CPU kernels
+        want = conv.double()(xa, ei)
+        want.square().sum().backward()
+    calls = emulator.CALLS["attend"]
+    conv = conv.float().to(device)
     conv.reseed(7)
-    xb = x.cuda().requires_grad_()
-    got = conv(xb, ei.cuda())
+    xb = x.to(device).requires_grad_()
+    got = conv(xb, ei.to(device))
     got.square().sum().backward()
     err = (got.double().cpu() - want).abs().max().item()
     assert err <= 1e-5 * max(1.0, want.abs().max().item()), err
     gerr = (xb.grad.double().cpu() - xa.grad).abs().max().item()
     assert gerr <= 1e-4 * max(1.0, xa.grad.abs().max().item()), gerr
+    assert emulator.CALLS["attend"] - calls == (1 if emulator.ACTIVE else 0)
 
 
 @pytest.mark.parametrize("make, err, msg", [

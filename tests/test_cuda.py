@@ -7,6 +7,7 @@ memory or context (marked cuda only)."""
 import emulator
 import pytest
 import torch
+from emulator import gpu_and_emulated
 
 from mgg import Config, Plan
 from mgg.ops import run_peers, run_step
@@ -14,13 +15,6 @@ from mgg.plan import STEP_FIELDS
 from mgg.testing import assert_matches_reference, random_graph, requires_cuda
 
 F = {name: i for i, name in enumerate(STEP_FIELDS)}
-CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, requires_cuda])
-EMU = pytest.param("emu", marks=pytest.mark.skipif(emulator.available() is not None,
-                                                   reason=str(emulator.available())))
-
-
-# the device fixture (tests/conftest.py): "emu" gives "cpu" with the mgg ops emulated
-gpu_and_emulated = pytest.mark.parametrize("device", [CUDA, EMU], indirect=True)
 
 
 @gpu_and_emulated

@@ -2,7 +2,6 @@
 PEs over a fake symmetric heap (the layer protocol: ping-pong tables, barriers, reads in place),
 and a fake nvshmem.core that checks the start-up and shutdown order against nvshmem4py's rules.
 The same code runs on a GPU with nvshmem4py (tests/test_nvshmem.py)."""
-import os
 import threading
 
 import emulator
@@ -91,20 +90,23 @@ def test_layer_protocol_with_threads_as_pes(monkeypatch, tmp_path, partition):
     _layer_protocol(monkeypatch, tmp_path, partition, torch.float64)
 
 
+FETCHES = ["direct", "get-thread", "get-warp", "get-block"]
+
+
 @pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
-@pytest.mark.skipif(not os.environ.get("MGG_EMU_THREADS"), reason="emulated launches from several Python threads "
-                    "corrupted the heap (munmap_chunk at exit in 1 of 3 runs with test_cuda.py and test_op.py): "
-                    "off until fixed, MGG_EMU_THREADS=1 runs it")
-def test_layer_protocol_with_threads_as_pes_emulated(monkeypatch, tmp_path):
+@pytest.mark.parametrize("fetch", FETCHES)
+def test_layer_protocol_with_threads_as_pes_emulated(monkeypatch, tmp_path, fetch):
     """The same protocol with each PE's aggregate_peers run by the CUDA host code and kernels
-    under the SIMT emulator (tests/emulator.py), fp32, on the metis partition."""
+    under the SIMT emulator (tests/emulator.py), fp32, on the metis partition, reading peers' rows
+    directly or by NVSHMEM gets (the PEs' tables as symmetric heaps; a get lands at the quiet)."""
     before = emulator.CALLS["aggregate_peers"]
     with emulator.emulated_ops(seed=2):
-        _layer_protocol(monkeypatch, tmp_path, "metis" if "metis" in PARTITIONS else PARTITIONS[0], torch.float32)
+        _layer_protocol(monkeypatch, tmp_path, "metis" if "metis" in PARTITIONS else PARTITIONS[0], torch.float32,
+                        fetch)
     assert emulator.CALLS["aggregate_peers"] - before == 3 * 4  # every PE's every layer ran emulated
 
 
-def _layer_protocol(monkeypatch, tmp_path, partition, dtype):
+def _layer_protocol(monkeypatch, tmp_path, partition, dtype, fetch="direct"):
     pes, layers = 3, 4
     g = random_graph(200, 3000, seed=12, weighted=True, skew=0.5)
     part = mgg.partition(g, pes, partition, cache=str(tmp_path))
@@ -119,7 +121,7 @@ def _layer_protocol(monkeypatch, tmp_path, partition, dtype):
     def pe_main(pe):
         local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
         rp = plan.rank_plan(pe, Config(4, 2, 2))
-        results[pe] = [nvshmem.aggregate(x[perm][b[pe]:b[pe + 1]], rp, rp, range_rows, "direct", False)
+        results[pe] = [nvshmem.aggregate(x[perm][b[pe]:b[pe + 1]], rp, rp, range_rows, fetch, False)
                        for x in xs]
         assert len(local.rt.tables) == 1 and len(next(iter(local.rt.tables.values()))) == 2
         local.rt.destroy()
@@ -140,6 +142,23 @@ def test_attention_protocol_with_threads_as_pes(monkeypatch):
     transposed graph's in-edges, reading the destinations' terms on their owners. Two calls with
     attention dropout 0.5 (two seeds) share the tables; outputs and gradients of h, a_src and
     a_dst must equal one process's mgg.attend with the same seeds (the same masks)."""
+    _attention_protocol(monkeypatch, torch.float64)
+
+
+@pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
+@pytest.mark.parametrize("fetch", FETCHES)
+def test_attention_protocol_with_threads_as_pes_emulated(monkeypatch, fetch):
+    """The same protocol with each PE's attend_peers, attend_peers_dst and attend_peers_src run by
+    the CUDA host code and kernels under the SIMT emulator (tests/emulator.py), fp32, against the
+    float64 reference of the CPU kernels, reading peers' rows directly or by NVSHMEM gets."""
+    names = ("attend_peers", "attend_peers_dst", "attend_peers_src")
+    before = [emulator.CALLS[n] for n in names]
+    with emulator.emulated_ops(seed=3):
+        _attention_protocol(monkeypatch, torch.float32, fetch)
+    assert [emulator.CALLS[n] - b for n, b in zip(names, before, strict=True)] == [3 * 2] * 3  # every PE, both calls
+
+
+def _attention_protocol(monkeypatch, dtype, fetch="direct"):
     pes, heads, c = 3, 2, 5
     g = ops.attention_graph(random_graph(150, 1500, seed=4, skew=0.5))  # directed, self-loops added
     plan = mgg.Plan(g, pes)
@@ -152,8 +171,10 @@ def test_attention_protocol_with_threads_as_pes(monkeypatch):
     w = torch.randn(150, heads * c, dtype=torch.float64, generator=gen)
     seeds = (11, 12)
     ref = [t.clone().requires_grad_() for t in (h, a_src, a_dst)]
-    ref_out = [ops.attend(*ref, g, dropout=0.5, seed=s).reshape(150, -1) for s in seeds]
-    sum((o * w).sum() for o in ref_out).backward()
+    with emulator.suspended():  # the float64 reference on the CPU kernels
+        ref_out = [ops.attend(*ref, g, dropout=0.5, seed=s).reshape(150, -1) for s in seeds]
+        sum((o * w).sum() for o in ref_out).backward()
+    h, a_src, a_dst, w = (t.to(dtype) for t in (h, a_src, a_dst, w))
     world, local, results = _FakeWorld(pes), threading.local(), {}
     monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
 
@@ -163,16 +184,17 @@ def test_attention_protocol_with_threads_as_pes(monkeypatch):
         mine = [t[lo:hi].clone().requires_grad_() for t in (h, a_src, a_dst)]
         rp, rpt = plan.rank_plan(pe, Config(4, 2, 2)), plan_t.rank_plan(pe, Config(4, 2, 2))
         table = ops.attention_table(mine[0], mine[1])
-        outs = [nvshmem.attend(table, mine[2], rp, rpt, range_rows, "direct", heads, 0.2, 0.5, s) for s in seeds]
+        outs = [nvshmem.attend(table, mine[2], rp, rpt, range_rows, fetch, heads, 0.2, 0.5, s) for s in seeds]
         sum((o * w[lo:hi]).sum() for o in outs).backward()
         results[pe] = ([o.detach() for o in outs], [t.grad for t in mine])
 
     run_pes(pes, pe_main, world.barrier)
     assert world.barriers == [2 * len(seeds)] * pes  # one per forward, one per backward
+    tol = {} if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)
     for i, o in enumerate(ref_out):
-        torch.testing.assert_close(torch.cat([results[pe][0][i] for pe in range(pes)]), o.detach())
+        torch.testing.assert_close(torch.cat([results[pe][0][i] for pe in range(pes)]).double(), o.detach(), **tol)
     for k, t in enumerate(ref):
-        torch.testing.assert_close(torch.cat([results[pe][1][k] for pe in range(pes)]), t.grad)
+        torch.testing.assert_close(torch.cat([results[pe][1][k] for pe in range(pes)]).double(), t.grad, **tol)
 
 
 class _FakeCore:

@@ -210,6 +210,24 @@ struct BlockCtx {
   __device__ __forceinline__ PartWalk walk(const KernelArgs<scalar_t>& a, bool remote) const {
     return warp_walk(blk, remote, remote ? a.remote.rowptr : a.local.rowptr, a.ps, a.dist, warp);
   }
+  // The warp's next local partition of walk lw, if any, added to its run: the local work done
+  // while remote rows are fetched.
+  template <typename LocalSrc>
+  __device__ __forceinline__ void local_step(const KernelArgs<scalar_t>& a, PartWalk& lw, Run& lrun,
+                                             const LocalSrc& lsrc) const {
+    if (lw.done()) return;
+    const Partition p = lw.next();
+    lrun.enter(p.row, partial, row0, a.tile, width, lane);
+    add_edges_direct<scalar_t>(lrun.acc, a.local, p.begin, p.end, lsrc, a.dim, d0, width, lane);
+  }
+  // With interleave off (the contiguous mapping, an ablation), every local partition first, so
+  // no fetch overlaps local work.
+  template <typename LocalSrc>
+  __device__ __forceinline__ void local_first(const KernelArgs<scalar_t>& a, PartWalk& lw, Run& lrun,
+                                              const LocalSrc& lsrc) const {
+    if (a.interleave) return;
+    while (!lw.done()) local_step(a, lw, lrun, lsrc);
+  }
 };
 
 template <typename scalar_t, typename LocalSrc, typename RemoteSrc>
@@ -222,19 +240,10 @@ __global__ void __launch_bounds__(kMaxThreads)
   float* partial = b.partial;
   PartWalk lw = b.walk(a, false), rw = b.walk(a, true);
   Run lrun, rrun;
-  auto local_step = [&] {
-    if (!lw.done()) {
-      const Partition p = lw.next();
-      lrun.enter(p.row, partial, row0, a.tile, width, lane);
-      add_edges_direct<scalar_t>(lrun.acc, a.local, p.begin, p.end, lsrc, a.dim, d0, width, lane);
-    }
-  };
-  if (!a.interleave) {
-    while (!lw.done()) local_step();  // contiguous mapping (ablation): no overlap with the fetches
-  }
+  b.local_first(a, lw, lrun, lsrc);
   while (!lw.done() || !rw.done()) {
     if (rw.done()) {
-      local_step();
+      b.local_step(a, lw, lrun, lsrc);
       continue;
     }
     const Partition q = rw.next();
@@ -243,12 +252,12 @@ __global__ void __launch_bounds__(kMaxThreads)
       const int n = static_cast<int>(q.end - q.begin < a.landing_rows ? q.end - q.begin : a.landing_rows);
       const LaneEdge mine = load_edge(a.remote, q.begin, n, lane);
       rsrc.start(b.landing, a.tile, mine.col, mine.pe, n, a.dim, d0, width, lane);  // 1. start the fetch
-      local_step();                                                                 // 2. local work meanwhile
+      b.local_step(a, lw, lrun, lsrc);                                              // 2. local work meanwhile
       rsrc.complete();                                                              // 3. complete, then read
       add_landed(rrun.acc, b.landing, a.tile, mine, n, width, lane);
       add_edges_landing(rrun.acc, a.remote, q.begin + n, q.end, rsrc, b.landing, a, d0, width, lane);  // ps = 0
     } else {
-      local_step();
+      b.local_step(a, lw, lrun, lsrc);
       add_edges_direct<scalar_t>(rrun.acc, a.remote, q.begin, q.end, rsrc, a.dim, d0, width, lane);
     }
   }

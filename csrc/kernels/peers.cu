@@ -35,16 +35,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   const NvshmemGetFetch<GetScope::kWarp> tail{symmetric, p2p};  // rows past the landing buffer (ps = 0)
   PartWalk lw = b.walk(a, false), rw = b.walk(a, true);
   Run lrun, rrun;
-  auto local_step = [&] {
-    if (!lw.done()) {
-      const Partition p = lw.next();
-      lrun.enter(p.row, partial, row0, a.tile, width, lane);
-      add_edges_direct<scalar_t>(lrun.acc, a.local, p.begin, p.end, lsrc, a.dim, d0, width, lane);
-    }
-  };
-  if (!a.interleave) {
-    while (!lw.done()) local_step();  // contiguous mapping (ablation): no overlap with the fetches
-  }
+  b.local_first(a, lw, lrun, lsrc);
   for (int64_t s = 0; s < a.dist; ++s) {  // uniform across the block
     Partition q{-1, 0, 0};
     if (!rw.done()) q = rw.next();  // every lane of the warp advances its walk
@@ -62,7 +53,7 @@ __global__ void __launch_bounds__(kMaxThreads)
                                   sym + static_cast<int64_t>(a.remote.col[e0 + i]) * a.dim, bytes, a.remote.pe[e0 + i]);
       }
     }
-    local_step();
+    b.local_step(a, lw, lrun, lsrc);
     if (!p2p) nvshmem_quiet();
     __syncthreads();
     if (q.row >= 0) {

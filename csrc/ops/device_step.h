@@ -1,11 +1,13 @@
 // The kernels' view of a checked aggregation call (kernels::Step of kernels/api.h), filled from
-// the op's Step: the one place that does it, shared by the CUDA op files (ops/cuda/) and the
-// emulated ops of the tests (csrc/tests/emu/torch_ops.cpp), so the emulator runs the same host
-// code. Needs ATen, not ATen-CUDA; the pointers are into the call's tensors on their device.
+// the op's Step by ops/kernel_step.h (the runner of the tests fills it from a case the same way):
+// shared by the CUDA op files (ops/cuda/) and the emulated ops of the tests
+// (csrc/tests/emu/torch_ops.cpp), so the emulator runs the same host code. Needs ATen, not
+// ATen-CUDA; the pointers are into the call's tensors on their device.
 #pragma once
 #include <ATen/ATen.h>
 
 #include "../kernels/api.h"
+#include "kernel_step.h"
 #include "step.h"
 
 namespace mgg {
@@ -25,45 +27,56 @@ inline kernels::Storage storage_of(const char* op, at::ScalarType st) {
   }
 }
 
+// An op's Step as ops/kernel_step.h reads it, with its weights as fp32 (`weights`, converted once).
+struct StepView {
+  const Step& s;
+  const at::Tensor* weights;  // [local, remote] fp32, undefined where absent
+
+  template <typename T>
+  const T* index(StepField f) const {
+    return s.has(f) ? s[f].data_ptr<T>() : nullptr;
+  }
+  const float* weight(StepField f) const {
+    const at::Tensor& w = weights[f == kLocalWeight ? 0 : 1];
+    return w.defined() ? w.data_ptr<float>() : nullptr;
+  }
+  int64_t length(StepField f) const { return s[f].size(0); }
+  int64_t rows() const { return s.rows(); }
+  int64_t param(StepParam p) const {
+    switch (p) {
+      case kPs:
+        return s.ps;
+      case kDist:
+        return s.dist;
+      case kWpb:
+        return s.wpb;
+      case kInterleave:
+        return s.interleave;
+      case kNumSlots:
+        return s.num_slots;
+      default:
+        return s.max_remote_part;
+    }
+  }
+};
+
 // A step's tensors as the kernels read them: edge weights as fp32 (kept alive here).
 struct DeviceStep {
   kernels::Step step{};
-  at::Tensor local_weight, remote_weight;
+  at::Tensor weights[2];  // local, remote
 };
 
 inline at::Tensor f32_field(const Step& s, StepField w) {
   return s.has(w) ? s[w].to(at::kFloat).contiguous() : at::Tensor();
 }
 
-inline kernels::DevicePart device_part(const Step& s, StepField rowptr, StepField col, const at::Tensor& weight,
-                                       const at::Tensor& pe) {
-  if (!s.has(rowptr)) return {nullptr, nullptr, nullptr, nullptr};
-  return {s[rowptr].data_ptr<int64_t>(), s[col].data_ptr<int32_t>(),
-          weight.defined() ? weight.data_ptr<float>() : nullptr, pe.defined() ? pe.data_ptr<int32_t>() : nullptr};
-}
-
 // The kernels::Step of a checked aggregate (peers false) or aggregate_peers (peers true) call on x.
 inline DeviceStep device_step(const Call& c, const at::Tensor& x, bool peers) {
-  const Step& s = c.step;
   DeviceStep d;
-  d.local_weight = f32_field(s, kLocalWeight);
-  d.remote_weight = f32_field(s, kRemoteWeight);
-  kernels::Step& ks = d.step;
-  ks.storage = storage_of(c.op, x.scalar_type());
-  ks.local = device_part(s, kLocalRowptr, kLocalCol, d.local_weight, at::Tensor());
-  ks.remote = device_part(s, kRemoteRowptr, kRemoteCol, d.remote_weight, peers ? s[kRemotePe] : at::Tensor());
-  ks.blocks = s[kBlocks].data_ptr<int64_t>();
-  ks.num_blocks = s[kBlocks].size(0);
-  ks.fixups = s[kFixups].data_ptr<int64_t>();
-  ks.num_fixups = s[kFixups].size(0);
-  ks.num_rows = s.rows();
-  ks.dim = x.size(1);
-  ks.ps = s.ps;
-  ks.dist = s.dist;
-  ks.wpb = s.wpb;
-  ks.max_remote_part = s.max_remote_part;
-  ks.interleave = s.interleave;
-  ks.deterministic = c.deterministic;
+  d.weights[0] = f32_field(c.step, kLocalWeight);
+  d.weights[1] = f32_field(c.step, kRemoteWeight);
+  d.step =
+      kernel_step(StepView{c.step, d.weights}, storage_of(c.op, x.scalar_type()), x.size(1), peers, c.deterministic);
   return d;
 }
 
@@ -87,11 +100,6 @@ inline kernels::Sources direct_sources(at::TensorList tables, int64_t my_pe) {
   s.local_table = tables[my_pe].data_ptr();
   for (size_t i = 0; i < tables.size(); ++i) s.peers[i] = tables[i].data_ptr();
   return s;
-}
-
-// The fp32 scratch rows of a step's non-deterministic fixups (none when deterministic).
-inline at::Tensor device_scratch(const Call& c, const at::Tensor& x) {
-  return at::empty({c.deterministic ? 0 : c.step.num_slots, x.size(1)}, x.options().dtype(at::kFloat));
 }
 
 }  // namespace mgg

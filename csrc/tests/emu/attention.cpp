@@ -1,5 +1,6 @@
-// An emulated attention pass: kernels::Attention filled as ops/cuda/attend_cuda.cu fills it, the
-// launch planned and run by the real launchers (kernels/attention.cu); outputs NaN-filled first.
+// An emulated attention pass: kernels::Attention filled as ops/device_attention.h fills it (its
+// parts by ops/kernel_step.h), the launch planned and run by the real launchers
+// (kernels/attention.cu); outputs NaN-filled first.
 //   pass fwd: sources `table`/`remote_table` (or the PEs' tables), a_dst -> out, stats
 //   pass dst: the same sources, terms -> d_dst
 //   pass src: sources are terms tables (`terms`/`terms` or the PEs'), own -> grad
@@ -7,18 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "../../ops/kernel_step.h"
+#include "case_step.h"
 #include "runner.h"
 #include "sources.h"
 
 namespace mgg::emu {
 namespace {
-
-kernels::DevicePart part(Case& c, const char* name, bool peers) {
-  const std::string p(name);
-  if (!c.array<int64_t>(p + "_rowptr")) return {nullptr, nullptr, nullptr, nullptr};
-  return {c.array<int64_t>(p + "_rowptr"), c.array<int32_t>(p + "_col"), nullptr,
-          peers ? c.array<int32_t>(p + "_pe") : nullptr};
-}
 
 NodeIds ids_of(Case& c) {
   NodeIds ids{};
@@ -44,8 +40,9 @@ std::string run_attention(Case& c) {
   const bool peers = s.source != kernels::Source::kTable;
   kernels::Attention a{};
   a.storage = storage_of(c);
-  a.local = part(c, "local", false);
-  a.remote = part(c, "remote", peers);
+  const CaseStep v{c};
+  a.local = kernel_part(v, kLocalRowptr, kLocalCol, kStepFields, kStepFields);
+  a.remote = kernel_part(v, kRemoteRowptr, kRemoteCol, kStepFields, peers ? kRemotePe : kStepFields);
   a.rows = c.integer("rows");
   a.heads = c.integer("heads");
   a.channels = c.integer("channels");

@@ -17,7 +17,7 @@ alignas(16) thread_local unsigned char smem[kSharedCapacity];
 }  // namespace mgg::kernels
 
 int main(int argc, char** argv) {
-  simt::register_dynamic_shared(mgg::kernels::smem, mgg::kernels::kSharedCapacity);
+  simt::register_dynamic_shared([] { return mgg::kernels::smem; }, mgg::kernels::kSharedCapacity);
   int failed = 0;
   for (int i = 1; i < argc; ++i) {
     std::string status;

@@ -1,88 +1,36 @@
 // The mgg ops' CUDA path on CPU tensors, under the SIMT emulator: a test-only torch extension
 // (tests/emulator.py builds it with torch.utils.cpp_extension.load into the emulator's cache,
-// never installed) defining mgg_emu::aggregate and mgg_emu::aggregate_peers with mgg's schemas.
-// Each call runs the op files' host code (ops/checks.cpp, ops/device_step.h, the launch planners
-// and launchers of kernels/) and the real kernels, each thread a fiber; tests/emulator.py puts
-// them in place of the mgg ops' CPU kernels for a test. Not built with sanitizers (the runner,
-// csrc/tests/emu/runner.cpp, keeps ASan/UBSan coverage of the same kernels).
-#include <simt.h>
+// never installed) defining mgg_emu::aggregate and mgg_emu::aggregate_peers (the attention ops:
+// torch_attention.cpp), their schemas inferred from the op bodies. Each call runs the op files'
+// host code (ops/device_aggregate.h: ops/checks.cpp, ops/device_step.h, the launch planners and
+// launchers of kernels/) on the emulated device (torch_device.h) and the real kernels, each
+// thread a fiber; tests/emulator.py puts them in place of the mgg ops' CPU kernels for a test.
+// Not built with sanitizers (the runner, csrc/tests/emu/runner.cpp, keeps ASan/UBSan coverage of
+// the same kernels).
 #include <torch/library.h>
 
-#include <limits>
-#include <mutex>
-#include <string>
-
-#include "../../kernels/api.h"
-#include "../../ops/device_step.h"
+#include "../../ops/device_aggregate.h"
+#include "torch_device.h"
 
 namespace mgg::kernels {
 // The kernels' `extern __shared__ unsigned char smem[]`, as in runner.cpp.
 constexpr size_t kSharedCapacity = 227 * 1024;
 alignas(16) thread_local unsigned char smem[kSharedCapacity];
+namespace {
+const bool registered = (simt::register_dynamic_shared([] { return smem; }, kSharedCapacity), true);
+}  // namespace
 }  // namespace mgg::kernels
 
 namespace mgg {
 namespace {
-
-// One launch at a time in the process: the emulator's scheduler is not reentrant, and tests run
-// PEs as threads (tests/test_nvshmem_runtime.py). A launch never waits on another thread.
-std::mutex launches;
-
-// Outputs start as NaN, so an element no thread writes shows (as uninitialised device memory).
-template <typename Plan, typename Launch>
-at::Tensor run(const at::Tensor& x, const Call& c, bool peers, Plan plan, Launch launch) {
-  const std::lock_guard<std::mutex> one_launch(launches);
-  simt::register_dynamic_shared(kernels::smem, kernels::kSharedCapacity);  // this thread's array
-  at::Tensor out = at::full({c.step.rows(), x.size(1)}, std::numeric_limits<float>::quiet_NaN(), x.options());
-  if (out.numel() == 0) return out;
-  const DeviceStep d = device_step(c, x, peers);
-  kernels::Launch l{};
-  const std::string why = plan(d.step, &l);
-  TORCH_CHECK(why.empty(), c.op, ": ", why);
-  at::Tensor scratch = device_scratch(c, x).fill_(std::numeric_limits<float>::quiet_NaN());
-  const cudaError_t e = launch(d.step, l, out.data_ptr(), scratch.data_ptr<float>());
-  TORCH_CHECK(e == cudaSuccess, c.op, " (emulated): ", cudaGetErrorString(e), "\n", simt::last_report());
-  return out;
-}
-
-at::Tensor aggregate_emu(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan, at::IntArrayRef params,
-                         bool deterministic) {
-  const Call c = check_aggregate(x, x_remote, plan, params, deterministic);
-  kernels::Sources src{};
-  src.local_table = x.data_ptr();
-  src.remote_table = x_remote.data_ptr();
-  return run(
-      x, c, false, [](const kernels::Step& s, kernels::Launch* l) { return kernels::plan_table_launch(s, l); },
-      [&](const kernels::Step& s, const kernels::Launch& l, void* out, float* scratch) {
-        return kernels::launch_table(s, src, l, out, scratch, nullptr);
-      });
-}
-
-at::Tensor aggregate_peers_emu(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
-                               at::IntArrayRef params, int64_t fetch, bool deterministic) {
-  const Call c = check_aggregate_peers(x, peers, my_pe, plan, params, fetch, deterministic);
-  const Fetch how = static_cast<Fetch>(fetch);  // direct: check_fetch refuses the others on CPU tensors
-  const kernels::Source source = source_of(how);
-  kernels::Sources src = direct_sources(peers, my_pe);
-  src.local_table = x.data_ptr();
-  return run(
-      x, c, true, [&](const kernels::Step& s, kernels::Launch* l) { return kernels::plan_peers_launch(s, source, l); },
-      [&](const kernels::Step& s, const kernels::Launch& l, void* out, float* scratch) {
-        return kernels::launch_peers(s, source, src, l, out, scratch, nullptr);
-      });
-}
 
 void set_seed(int64_t seed) { simt::set_seed(static_cast<uint64_t>(seed)); }
 
 }  // namespace
 
 TORCH_LIBRARY(mgg_emu, m) {
-  m.def("aggregate(Tensor x, Tensor x_remote, Tensor?[] plan, int[] params, bool deterministic) -> Tensor",
-        &aggregate_emu);
-  m.def(
-      "aggregate_peers(Tensor x, Tensor[] peers, int my_pe, Tensor?[] plan, int[] params, int fetch, "
-      "bool deterministic) -> Tensor",
-      &aggregate_peers_emu);
+  m.def("aggregate", &aggregate_device<Emulated>);
+  m.def("aggregate_peers", &aggregate_peers_device<Emulated>);
   m.def("set_seed(int seed) -> ()", &set_seed);
 }
 

@@ -1,6 +1,6 @@
 // User-space fibers for the SIMT emulator: one stack per emulated CUDA thread and a context
 // switch of the callee-saved registers (x86-64 System V), annotated for AddressSanitizer so
-// that it follows each stack. Every fiber runs on the one OS thread of the emulator.
+// that it follows each stack. The fibers of a launch run on the OS thread that launched it.
 #pragma once
 #include <cstddef>
 

@@ -48,7 +48,12 @@ struct Thread {
   const GroupCall* call = nullptr;
 };
 
-struct Shared {
+struct Shared {  // a registered dynamic shared array
+  unsigned char* (*array)();
+  size_t capacity;
+};
+
+struct Region {  // its copy on the launching thread
   unsigned char* base;
   size_t capacity;
 };
@@ -69,6 +74,7 @@ Run* run = nullptr;
 uint64_t seed = 0, launches = 0;
 std::string last;
 std::vector<Shared> shared_arrays;
+std::vector<Region> launch_shared;  // shared_arrays resolved on the thread of the launch that runs
 std::vector<std::string (*)()> block_checks;
 std::FILE* trace = nullptr;
 
@@ -293,7 +299,7 @@ void thread_main() {
 
 // Runs one block to its end; false if it failed (run->report says why).
 bool run_block(const Position& proto, size_t smem) {
-  for (const Shared& s : shared_arrays) {
+  for (const Region& s : launch_shared) {
     SIMT_UNPOISON(s.base, s.capacity);
     std::memset(s.base, 0xff, smem);  // NaN in fp32, fp16 and bf16
     SIMT_POISON(s.base + smem, s.capacity - smem);
@@ -386,7 +392,12 @@ void set_seed(uint64_t s) {
 
 const std::string& last_report() { return last; }
 
-void register_dynamic_shared(unsigned char* base, size_t capacity) { shared_arrays.push_back({base, capacity}); }
+void register_dynamic_shared(unsigned char* (*array)(), size_t capacity) {
+  for (const Shared& s : shared_arrays) {
+    if (s.array == array) return;
+  }
+  shared_arrays.push_back({array, capacity});
+}
 
 void on_block_end(std::string (*check)()) { block_checks.push_back(check); }
 
@@ -396,7 +407,9 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t smem, Body 
                    const Site& site) {
   std::string why;
   cudaError_t e = launch_limits(kernel, grid, block, smem, &why);
+  launch_shared.clear();
   for (const Shared& s : shared_arrays) {
+    launch_shared.push_back({s.array(), s.capacity});
     if (e == cudaSuccess && smem > s.capacity) {
       e = cudaErrorInvalidValue;
       why = "dynamic shared memory over the emulator's array";
@@ -429,7 +442,8 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t smem, Body 
     proto.block = b;
     if (!(ok = run_block(proto, smem))) break;
   }
-  for (const Shared& s : shared_arrays) SIMT_UNPOISON(s.base, s.capacity);
+  for (const Region& s : launch_shared) SIMT_UNPOISON(s.base, s.capacity);
+  launch_shared.clear();
   run = nullptr;
   if (!ok) {
     last = r.report + "\n  (kernel launched at " + where(site) + ")";

@@ -262,7 +262,7 @@ bool shared_opt_in_case() {
 
 int main(int argc, char** argv) {
   using namespace selftest;
-  simt::register_dynamic_shared(smem, kSmemCapacity);
+  simt::register_dynamic_shared([] { return smem; }, kSmemCapacity);
   const std::map<std::string, std::function<bool()>> cases = {
       {"half-warp-shuffle", half_warp_shuffle_case}, {"barrier-after-return", barrier_after_return_case},
       {"divergent-calls", divergent_calls_case},     {"missing-syncwarp", missing_syncwarp_case},

@@ -88,8 +88,10 @@ void set_seed(uint64_t seed);
 const std::string& last_report();
 // Dynamic shared memory declared as `extern __shared__ T name[]` resolves to a thread_local
 // array of `capacity` bytes; each block sees its launched size NaN-filled (bytes 0xff) and the
-// rest poisoned for AddressSanitizer.
-void register_dynamic_shared(unsigned char* base, size_t capacity);
+// rest poisoned for AddressSanitizer. `array` returns the calling OS thread's copy: a launch asks
+// for it on the thread that launches (whose copy the kernel's fibers use), never keeping the
+// address of another thread's, which is freed when that thread ends. Registering again is a no-op.
+void register_dynamic_shared(unsigned char* (*array)(), size_t capacity);
 // Writes a line "block warp call file:line" for every completed warp call and, once per warp,
 // every completed block call, to `trace` (nullptr: none).
 void trace_to(std::FILE* trace);
