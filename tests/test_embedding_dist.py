@@ -12,7 +12,7 @@ from test_distributed import TIMEOUT, worker_env
 WORKER = os.path.join(os.path.dirname(__file__), "embedding_worker.py")
 
 
-@pytest.mark.parametrize("nproc", [2, 3])
+@pytest.mark.parametrize("nproc", [2, 3, 4])
 def test_ranks_match_embedding_bag(tmp_path, nproc):
     out = tmp_path / "r.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--standalone", WORKER, str(out)]
