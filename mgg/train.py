@@ -107,14 +107,14 @@ class Nodes:
     def sum(self, t: torch.Tensor) -> torch.Tensor:
         """t summed over the processes (in place)."""
         if self.dg is not None:
-            from .distributed.trainer import all_reduce
+            from .distributed.comm import all_reduce
             all_reduce(t, self.dg.group)
         return t
 
     def sync_grads(self, model: torch.nn.Module) -> None:
         """Weight gradients summed over the processes."""
         if self.dg is not None:
-            from .distributed.trainer import allreduce_grads
+            from .distributed.comm import allreduce_grads
             allreduce_grads(model, self.dg.group)
 
 

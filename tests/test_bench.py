@@ -162,7 +162,7 @@ def test_projection_fit_never_answers_a_negative_cost():
     t0, c_local, c_remote = fit(rows)
     assert min(t0, c_local, c_remote) >= 0 and c_local > 0
     pred = [t0 * r + c_local * loc + c_remote * rem for r, loc, rem in a]
-    assert max(abs(p - m * 1e-3) for p, m in zip(pred, [1.05, 0.85, 0.63, 0.42])) < 0.5e-3  # still a fit
+    assert max(abs(p - m * 1e-3) for p, m in zip(pred, [1.05, 0.85, 0.63, 0.42], strict=True)) < 0.5e-3  # still a fit
 
 
 def _bench(tmp_path, *args, env=None):

@@ -30,6 +30,7 @@ from ..partition import partition as partition_nodes
 from ..plan import Config, Plan
 from . import nvshmem
 from .allgather import AllGather
+from .comm import all_gather_rows
 from .halo import HaloExchange
 
 BACKENDS = ("halo", "nvshmem", "allgather")
@@ -180,15 +181,7 @@ class DistGraph:
         if rows.size(0) != self.num_rows:
             raise MggError(f"rank {self.rank}: {rows.size(0)} rows given but it owns {self.num_rows}")
         sizes = [int(b) for b in np.diff(self.bounds)]
-        device = rows.device
-        send = rows.detach()
-        if send.is_cuda and dist.get_backend(self.group) == "gloo":
-            send = send.cpu()  # gloo moves host memory
-        padded = send.new_zeros((max(sizes), *send.shape[1:]))
-        padded[:send.size(0)] = send
-        parts = [torch.empty_like(padded) for _ in sizes]
-        dist.all_gather(parts, padded, group=self.group)
-        return self.partition.to_user(torch.cat([p[:k] for p, k in zip(parts, sizes, strict=True)])).to(device)
+        return self.partition.to_user(all_gather_rows(rows.detach(), sizes, self.group))
 
     def plan_for(self, tag: str, make: Callable[[Graph], Graph]) -> DistPlan:
         """The DistPlan of make(graph) (a layer's normalisation, in the user's order, then

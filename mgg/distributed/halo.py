@@ -8,6 +8,7 @@ import torch
 import torch.distributed as dist
 
 from ..plan import RankPartition
+from .comm import all_to_all_rows
 
 
 class HaloExchange:
@@ -38,27 +39,16 @@ class HaloExchange:
             self._devices[key] = self.send_index.to(device)
         return self._devices[key]
 
-    def _all_to_all(self, send: torch.Tensor, rows: int, out_counts: list, in_counts: list) -> torch.Tensor:
-        """Rows to each peer (grouped in rank order) -> rows from each peer. Over gloo (several
-        ranks sharing a GPU, or the CPU), CUDA rows travel through host memory."""
-        staged = send.is_cuda and dist.get_backend(self.group) == "gloo"
-        device = send.device
-        if staged:
-            send = send.cpu()
-        recv = send.new_empty((rows, send.size(1)))
-        dist.all_to_all_single(recv, send.contiguous(), in_counts, out_counts, group=self.group)
-        return recv.to(device, non_blocking=True) if staged else recv
-
     def forward(self, x_own: torch.Tensor) -> torch.Tensor:
         """x_own [own rows, D] -> the halo rows [num_halo, D] from their owners."""
         send = x_own.index_select(0, self._index(x_own.device))
-        return self._all_to_all(send, self.num_halo, self.send_counts, self.recv_counts)
+        return all_to_all_rows(send, self.num_halo, self.send_counts, self.recv_counts, self.group)
 
     def backward(self, grad_halo: torch.Tensor, rows: int) -> torch.Tensor:
         """The adjoint: each halo row's gradient goes back to its owner, which adds the gradients
         of the rows it sent, peer by peer in rank order (each peer's rows are distinct, so the
         result does not depend on scheduling)."""
-        back = self._all_to_all(grad_halo, int(self.send_index.numel()), self.recv_counts, self.send_counts)
+        back = all_to_all_rows(grad_halo, int(self.send_index.numel()), self.recv_counts, self.send_counts, self.group)
         grad = grad_halo.new_zeros((rows, grad_halo.size(1)))
         index, start = self._index(grad.device), 0
         for n in self.send_counts:
