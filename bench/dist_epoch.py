@@ -22,7 +22,8 @@ import torch.distributed as dist
 from bench import cache
 from bench.report import format_rank_edges
 from mgg.distributed import DistGraph
-from mgg.distributed.trainer import allreduce_grads, init_from_env
+from mgg.distributed.comm import allreduce_grads
+from mgg.distributed.trainer import init_from_env
 from mgg.nn.models import build
 
 

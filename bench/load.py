@@ -5,7 +5,7 @@ For each edge count in `opt.load_edges` (default 100M; `--smoke`: 100k), one ran
 mgg reads: a SNAP-style text edge list (comment header, tab-separated), the same gzipped
 (level 1), a Matrix Market pattern file, an .npz with edge_index (np.savez) in random order and
 one sorted by target (as mgg's Graph.edge_index() gives it: no sort needed), and a scipy CSR
-.npz (save_npz, uncompressed). Each file is loaded by mgg.io.load_graph in a fresh child
+.npz (save_npz, uncompressed). Each file is loaded by mgg.data.load_graph in a fresh child
 process, after a load of a tiny file of the same format (imports, first-call setup) and one
 read of the file to warm the page cache: the first load gives the peak
 memory (the child's high-water RSS, reset just before through /proc/self/clear_refs, minus its
@@ -37,7 +37,7 @@ FORMATS = ["text", "text.gz", "mtx", "npz-edge_index", "npz-edge_index-by-dst", 
 _CHILD = r"""
 import json, sys, tempfile, time
 from pathlib import Path
-from mgg.io import load_graph
+from mgg.data import load_graph
 from bench.load import write_files
 from bench.memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 

@@ -197,7 +197,7 @@ def _curve(curve: list) -> str:
 
 
 def tta(opt) -> Iterator[dict]:
-    from mgg.io import load_dataset
+    from mgg.data import load_dataset
 
     from .accuracy import layers_available
     from .suites import _cases, _row

@@ -24,8 +24,8 @@ def _table(rows: list[dict]) -> str:
 
 
 def _dataset(args):
+    from .data import load_dataset
     from .errors import GraphError
-    from .io import load_dataset
 
     ds = load_dataset(args.dataset, args.data_dir)
     if ds.y.dim() != 1:
@@ -63,9 +63,9 @@ COMPARE = ("method", "local_edges", "remote_edges", "remote_fraction", "halo_row
 
 
 def cmd_partition(args):
+    from .data import load_graph
     from .errors import MissingPackageError
-    from .io import load_graph
-    from .partition import METHODS, partition
+    from .partitioning import METHODS, partition
 
     g = load_graph(args.graph, args.data_dir, relabel=args.relabel)
     methods = METHODS if args.method == "all" else (args.method,)
@@ -168,7 +168,7 @@ GRAPH_HELP = ("a file (edge list, .mtx, .npz), a dataset directory or name under
 
 
 def _add_source(p):
-    """The options of every command that reads a graph by spec (see mgg.datasets.resolve)."""
+    """The options of every command that reads a graph by spec (see mgg.data.resolve)."""
     p.add_argument("--data-dir", default=None, help="directory holding the datasets (default: bundled Cora)")
     p.add_argument("--relabel", action="store_true",
                    help="edge lists: number the distinct node ids 0..N-1 in sorted order (for sparse ids)")
@@ -191,7 +191,7 @@ def _backends() -> tuple:
 
 
 def _partition_methods() -> list:
-    from .partition import METHODS
+    from .partitioning import METHODS
 
     return list(METHODS)
 
@@ -296,7 +296,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if getattr(args, "data_dir", "unset") is None:
-        from .datasets import bundled_planetoid_dir
+        from .data import bundled_planetoid_dir
         args.data_dir = bundled_planetoid_dir()
     try:
         args.fn(args)

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from .data import NodeDataset
 from .errors import MggError
-from .io import NodeDataset
 from .nn import models
 from .plan import Config
 

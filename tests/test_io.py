@@ -13,9 +13,10 @@ import scipy.sparse as sp
 import torch
 
 from mgg import GraphError
-from mgg.datasets import load_ogb, load_reddit, resolve
+from mgg.data import NodeDataset, load_edge_list, load_graph, load_mtx, load_npz, load_planetoid, read_edge_list
+from mgg.data.datasets import load_ogb, load_reddit
+from mgg.data.resolve import resolve
 from mgg.graph import Graph
-from mgg.io import NodeDataset, load_edge_list, load_graph, load_mtx, load_npz, load_planetoid, read_edge_list
 
 
 def edges_of(g: Graph) -> np.ndarray:
@@ -98,7 +99,7 @@ def test_planetoid_matches_pyg_on_every_quirk(tmp_path, name, test_index, isolat
 
 def test_planetoid_bundled_cora_matches_pyg(cora, tmp_path):
     pyg = pytest.importorskip("torch_geometric.io.planetoid")
-    from mgg.datasets import bundled_planetoid_dir
+    from mgg.data import bundled_planetoid_dir
 
     assert_same_as_pyg(cora, pyg.read_planetoid_data(bundled_planetoid_dir(), "cora"))
 

@@ -25,8 +25,8 @@ import torch.distributed as dist
 from ..errors import MggError
 from ..graph import Graph
 from ..ops import check_fetch, run_attend, run_step
-from ..partition import CACHED, METHODS, Partition
-from ..partition import partition as partition_nodes
+from ..partitioning import CACHED, METHODS, Partition
+from ..partitioning import partition as partition_nodes
 from ..plan import Config, Plan
 from . import nvshmem
 from .allgather import AllGather

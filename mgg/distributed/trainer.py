@@ -9,8 +9,8 @@ import os
 import torch
 import torch.distributed as dist
 
+from ..data import NodeDataset
 from ..errors import MggError
-from ..io import NodeDataset
 from ..train import TrainConfig, summarize, train_once
 from .comm import all_reduce, allreduce_grads  # noqa: F401  (their home before comm.py)
 from .graph import DistGraph

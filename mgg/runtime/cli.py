@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from ..io import load_graph
+from ..data import load_graph
 from ..plan import Plan
 from .cache import ConfigCache
 from .model import DIST_STEPS, PS_STEPS, DeviceLimits, grid
