@@ -84,7 +84,7 @@ def plot(rows: list[dict], suite: str, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     if suite == "tta":
-        from .tta import plot as plot_tta
+        from .suites.tta import plot as plot_tta
 
         return plot_tta(rows, path)
     sel = [r for r in rows if r["suite"] == suite]
@@ -260,6 +260,6 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = (), wrong: tupl
                   f"{float(r['peak_mem_bytes_per_edge']):.1f} |"
                   for r in ld]
         lines.append("")
-    from .tta import summary_lines
+    from .suites.tta import summary_lines
 
     return "\n".join(lines + summary_lines(rows) + prep + tail)

@@ -152,13 +152,21 @@ def cmd_tune(args):
 
 
 def cmd_bench(args):
-    try:
-        from bench.cli import main as bench_main
-    except ImportError:
-        raise MggError("the benchmark harness is the bench/ folder of mgg's repository: run `mgg bench` (or "
-                       "`python -m bench`) from a checkout") from None
+    """`python -m bench` of mgg's repository, in a child process: the harness is no part of the
+    installed package, and mgg never imports it."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    rc = bench_main(args.rest)
+    spec = importlib.util.find_spec("bench")
+    here = Path(spec.origin).parent if spec is not None and spec.origin else None
+    if here is None or not (here / "suites").is_dir() or not (here / "__main__.py").is_file():
+        raise MggError("the benchmark harness is the bench/ folder of mgg's repository: run `mgg bench` (or "
+                       "`python -m bench`) from a checkout")
+    path = os.pathsep.join(p for p in (str(here.parent), os.environ.get("PYTHONPATH")) if p)
+    rc = subprocess.run([sys.executable, "-m", "bench", *args.rest], env=dict(os.environ, PYTHONPATH=path)).returncode
     if rc:
         raise SystemExit(rc)
 
@@ -282,7 +290,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=int, default=15)
     p.add_argument("--repeat", type=int, default=5, help="timed runs per measured config")
     p.add_argument("--exhaustive", action="store_true", help="also measure the whole grid, write CSV and heat map")
-    p.add_argument("--out", default="bench/results", help="directory for --exhaustive outputs")
+    p.add_argument("--out", default=".", help="directory for --exhaustive outputs (default: the current one)")
     p.add_argument("--cache", default=None, help="config cache file (default: ~/.cache/mgg/tuned.json)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=cmd_tune)

@@ -1,7 +1,7 @@
 """torchrun worker of the `fetch` suite's NVSHMEM modes: P PEs (processes) on this GPU time the
 fused kernel of one layer's aggregation for each get scope, every rank its own, after a barrier.
 
-    torchrun --standalone --nproc-per-node P bench/fetch_worker.py SPEC DIM MODES WARMUP REPS OUT [DATA_DIR]
+    torchrun --standalone --nproc-per-node P bench/workers/fetch_worker.py SPEC DIM MODES WARMUP REPS OUT [DATA_DIR]
 
 MODES is comma-separated (get-thread,get-warp,get-block). Rank 0 writes, per mode, every rank's
 (median, p10, p90, samples) in ms and the bytes each rank reads from its peers, as JSON.

@@ -1,8 +1,8 @@
 """torchrun worker of the `dist` suite: times full-graph training epochs of a 2-layer GCN
 (hidden 16) on one graph over the ranks, with one backend.
 
-    torchrun --standalone --nproc-per-node P bench/dist_epoch.py SPEC DIM BACKEND DEVICE WARMUP REPS OUT [DATA_DIR]
-             [PARTITION]
+    torchrun --standalone --nproc-per-node P bench/workers/dist_epoch.py SPEC DIM BACKEND DEVICE WARMUP REPS OUT \
+        [DATA_DIR] [PARTITION]
 
 PARTITION (default range) is a method of mgg.partition: which nodes each rank owns.
 
