@@ -19,6 +19,8 @@ MOVED = {
     "mgg.partition_cache": ("mgg.partitioning.cache",),
     "mgg.partition_stats": ("mgg.partitioning.stats",),
     "mgg.partitioners": ("mgg.partitioning.methods",),
+    "mgg.distributed.halo": ("mgg.distributed.backends.halo",),
+    "mgg.distributed.allgather": ("mgg.distributed.backends.allgather",),
 }
 # names that also changed: old module, old name -> new name
 RENAMED = {("mgg.io", "_lines"): "text_lines", ("mgg.datasets", "_lines"): "text_lines",

@@ -24,17 +24,18 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Optional
+from typing import Optional, Protocol
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
 from . import _C
-from .errors import PlanError
+from .errors import MggError, PlanError
 from .graph import Graph
 from .partitioning.ranges import split_ranges
 from .partitioning.stats import partition_stats
+from .steps import attention_table, run_attend, run_step
 
 PS_RANGE = tuple(_C.limits["ps"])
 DIST_RANGE = tuple(_C.limits["dist"])
@@ -437,3 +438,50 @@ class Plan:
         gets the most), allgather rows (what the allgather backend moves: every other rank's
         rows), edge and node imbalance (mgg.partitioning.stats; its second result has the totals)."""
         return partition_stats(self.graph, self.bounds)[0]
+
+    # ---- the aggregation protocol (Aggregation): what a layer calls, on one rank
+    distributed = False
+
+    def aggregate(self, x: torch.Tensor, config: Optional[Config] = None, deterministic: bool = False) -> torch.Tensor:
+        """out[v] = sum over edges u->v of w(u,v) * x[u] on this one-rank plan, differentiable in x
+        (mgg.aggregate)."""
+        if self.num_ranks != 1:
+            raise MggError(f"mgg.aggregate runs one rank; this plan has {self.num_ranks} (use mgg.distributed)")
+        if not isinstance(x, torch.Tensor) or x.dim() != 2:
+            raise MggError(f"x must be a 2-D tensor [nodes, dim], got {getattr(x, 'shape', type(x).__name__)}")
+        if x.size(0) != self.graph.num_nodes:
+            raise MggError(f"x has {x.size(0)} rows but the graph has {self.graph.num_nodes} nodes")
+        x = x.contiguous()
+        return run_step(x, x.new_empty((0, x.size(1))), self.rank_plan(0, config or Config()), deterministic)
+
+    def attend(self, h: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, negative_slope: float = 0.2,
+               dropout: float = 0.0, seed: int = 0, config: Optional[Config] = None) -> torch.Tensor:
+        """GAT's attention on this one-rank plan of an unweighted graph (mgg.ops.attend): [nodes, H, C]."""
+        if self.num_ranks != 1:
+            raise MggError(f"mgg.attend runs one rank; this plan has {self.num_ranks} (use mgg.distributed)")
+        for name, t, dims in (("h", h, 3), ("a_src", a_src, 2), ("a_dst", a_dst, 2)):
+            if not isinstance(t, torch.Tensor) or t.dim() != dims:
+                raise MggError(f"{name} must be a {dims}-D tensor, got {getattr(t, 'shape', type(t).__name__)}")
+        n, heads = self.graph.num_nodes, h.size(1)
+        if h.size(0) != n or a_src.shape != (n, heads) or a_dst.shape != (n, heads):
+            raise MggError(f"h must be [{n}, H, C] and a_src, a_dst [{n}, H] for a graph of {n} nodes; got "
+                           f"{tuple(h.shape)}, {tuple(a_src.shape)}, {tuple(a_dst.shape)}")
+        table = attention_table(h, a_src)
+        out = run_attend(table, table.new_empty((0, table.size(1))), a_dst.contiguous(),
+                         self.rank_plan(0, config or Config()), heads, negative_slope, dropout, seed)
+        return out.view(n, heads, -1)
+
+
+class Aggregation(Protocol):
+    """What a layer aggregates over, whatever runs it: a one-rank Plan, or this rank's DistPlan
+    (mgg.distributed, whose backend moves the peers' rows). Layers and the tuner call these and
+    never ask which it is."""
+    distributed: bool  # whether the rows are spread over the ranks of a process group
+
+    def aggregate(self, x: torch.Tensor, config: Optional[Config] = None, deterministic: bool = False) -> torch.Tensor:
+        """The output rows this process owns; x: the input rows it owns [rows, D]."""
+
+    def attend(self, h: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, negative_slope: float = 0.2,
+               dropout: float = 0.0, seed: int = 0, config: Optional[Config] = None) -> torch.Tensor:
+        """GAT's attention for the rows this process owns: h [rows, H, C], a_src and a_dst [rows, H]
+        -> [rows, H, C]."""

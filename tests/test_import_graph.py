@@ -24,12 +24,22 @@ def _modules(root: Path) -> dict[str, Optional[Path]]:
     return found | {name: None for name in GENERATED}
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The modules (of any package) that one module imports, anywhere in its body. `from P import x`
     names the module P.x where x is a module, else P itself."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
+                   for stmt in block.body for n in ast.walk(stmt)}  # `if TYPE_CHECKING:` imports never run
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

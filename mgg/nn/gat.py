@@ -20,7 +20,7 @@ from torch import nn
 
 from ..errors import MggError
 from ..graph import Graph
-from ..ops import attend, attention_graph, attention_table
+from ..ops import attention_graph
 from ..plan import Config
 from .conv import is_lazy, linear, refuse_script, split_input
 from .graph_cache import bipartite_plan, cached_plan, pad_rows
@@ -200,13 +200,8 @@ class GATConv(nn.Module):
         return out
 
     def _attend(self, h, a_src, a_dst, plan, p: float, seed: int) -> torch.Tensor:
-        from ..distributed.graph import DistPlan
-
-        if isinstance(plan, DistPlan):
-            out = plan.attend(attention_table(h, a_src), a_dst.contiguous(), self.heads, self.negative_slope, p, seed,
-                              self.config)
-            return out.view(-1, self.heads, self.out_channels)
-        return attend(h, a_src, a_dst, plan, self.negative_slope, p, seed, self.config)
+        """[rows, heads, C] over a one-rank Plan or a DistPlan (mgg.plan.Aggregation)."""
+        return plan.attend(h, a_src, a_dst, self.negative_slope, p, seed, self.config)
 
     def _attention_weights(self, edge_index, n: int, a_src, a_dst, p: float, seed: int):
         """PyG's attention weights on one process: for a [2, E] input (edge_index used, alpha

@@ -114,7 +114,7 @@ class DistTarget(_Target):
     def __init__(self, dist_plan):
         self.dist_plan, self.plan = dist_plan, dist_plan.plan
         self.ranks, self.backend = dist_plan.world, dist_plan.backend
-        self.fetch = dist_plan.fetch if dist_plan.backend == "nvshmem" else "none"
+        self.fetch = dist_plan.fetch_policy
         self.get = self.fetch.startswith("get")
 
     def combine_on(self, device: torch.device) -> str:
@@ -128,11 +128,7 @@ class DistTarget(_Target):
         return lambda: self.dist_plan.aggregate(x, config, deterministic)
 
     def drop(self, config: Config) -> None:
-        rank = self.dist_plan.rank
-        self.plan.drop(rank, config)
-        plan_t = getattr(self.dist_plan, "plan_t", None)  # the nvshmem backend's transposed graph
-        if plan_t is not None and plan_t is not self.plan:
-            plan_t.drop(rank, config)
+        self.dist_plan.drop(config)
 
 
 class InprocTarget(_Target):
@@ -192,7 +188,6 @@ class InprocTarget(_Target):
 
 
 def target_of(plan) -> _Target:
-    """The target of what a layer aggregates over: a DistPlan or a one-rank Plan."""
-    from ..distributed.graph import DistPlan
-
-    return DistTarget(plan) if isinstance(plan, DistPlan) else LocalTarget(plan)
+    """The target of what a layer aggregates over (mgg.plan.Aggregation): this rank's step of a
+    DistPlan, or a one-rank Plan."""
+    return DistTarget(plan) if plan.distributed else LocalTarget(plan)

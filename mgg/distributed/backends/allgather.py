@@ -8,7 +8,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from .comm import all_gather_rows, staged
+from ...ops import run_attend, run_step
+from ..comm import all_gather_rows, staged
 
 
 class AllGather:
@@ -55,3 +56,28 @@ class _Gather(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return ctx.gather.backward(grad), None
+
+
+class AllGatherBackend:
+    """The `allgather` backend: the rank's plan reads every source from the gathered table."""
+    gathered = True  # Plan(gathered=True): sources are rows of the whole table
+    uses_fetch = False
+
+    @staticmethod
+    def start(group, fetch: str) -> None:
+        """Nothing to start: torch.distributed moves the rows."""
+
+    def __init__(self, dist_plan, graph):
+        self.exchange = AllGather(dist_plan.range_rows, dist_plan.group)
+
+    def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:
+        x_all = self.exchange(x_own)
+        return run_step(x_all, x_all.new_empty((0, x_all.size(1))), rp, deterministic)
+
+    def attend(self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple,
+               row_offset: int) -> torch.Tensor:
+        t_all = self.exchange(table_own)
+        return run_attend(t_all, t_all.new_empty((0, t_all.size(1))), a_dst_own, rp, *args, row_offset=row_offset)
+
+    def drop(self, config) -> None:
+        """Nothing beyond the plan's own schedule."""

@@ -7,8 +7,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..plan import RankPartition
-from .comm import all_to_all_rows
+from ...ops import run_attend, run_step
+from ...plan import RankPartition
+from ..comm import all_to_all_rows
 
 
 class HaloExchange:
@@ -69,3 +70,39 @@ class _Exchange(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return ctx.exchange.backward(grad.contiguous(), ctx.rows), None
+
+
+class Halo:
+    """The `halo` backend: the rank's plan reads [own rows | halo rows]; the exchange brings the
+    halo rows before the op runs."""
+    gathered = False  # the plan's remote rows are a halo list
+    uses_fetch = False  # no fetch policy: the rows arrive before the op
+
+    @staticmethod
+    def start(group, fetch: str) -> None:
+        """Nothing to start: torch.distributed moves the rows."""
+
+    def __init__(self, dist_plan, graph):
+        self.dist_plan = dist_plan
+        self.exchange = HaloExchange(dist_plan.plan.partition(dist_plan.rank), dist_plan.group)
+        self._ids: dict = {}
+
+    def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:
+        return run_step(x_own, self.exchange(x_own), rp, deterministic)
+
+    def attend(self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple,
+               row_offset: int) -> torch.Tensor:
+        return run_attend(table_own, self.exchange(table_own), a_dst_own, rp, *args,
+                          ids=self._attention_ids(table_own.device), row_offset=row_offset)
+
+    def _attention_ids(self, device) -> torch.Tensor:
+        """Global ids of [own rows | halo rows] (the source table of the attention)."""
+        key = str(device)
+        if key not in self._ids:
+            p = self.dist_plan.plan.partition(self.dist_plan.rank)
+            ids = np.concatenate([np.arange(p.row_begin, p.row_end, dtype=np.int64), p.halo_nodes])
+            self._ids[key] = torch.from_numpy(ids).to(device)
+        return self._ids[key]
+
+    def drop(self, config) -> None:
+        """Nothing beyond the plan's own schedule."""
