@@ -21,6 +21,7 @@ MOVED = {
     "mgg.partitioners": ("mgg.partitioning.methods",),
     "mgg.distributed.halo": ("mgg.distributed.backends.halo",),
     "mgg.distributed.allgather": ("mgg.distributed.backends.allgather",),
+    "mgg.runtime.model": ("mgg.runtime.limits",),
 }
 # names that also changed: old module, old name -> new name
 RENAMED = {("mgg.io", "_lines"): "text_lines", ("mgg.datasets", "_lines"): "text_lines",

@@ -2,25 +2,28 @@
 
 - the ranks' ranges: MGG Algorithm 1 (`split_ranges`, mgg.partitioning.ranges) by default, or
   the bounds of a Partition (mgg.partitioning).
-- `RankPartition`: one rank's rows split into a local CSR (neighbors the rank owns, ids rebased
-  to its range) and a remote CSR (neighbors on peers, with MGG's address translation: the owner
-  rank and the offset inside the owner's range, and the slot in the rank's halo list), plus the
+- `RankShard`: one rank's share of the plan ("partition" means the node -> rank map,
+  mgg.Partition, and MGG's neighbor partitions only): its rows split into a local CSR
+  (neighbors the rank owns, ids rebased to its range) and a remote CSR (neighbors on peers,
+  with MGG's address translation: the owner rank and the offset inside the owner's range, and
+  the slot in the rank's halo list), plus the
   CSR of the transposed step that the backward pass runs (rows: the rank's rows, then its halo
   rows; sources: the rank's rows). Built once per rank; its device copies are made once per
   device and shared by every config.
 - `Schedule`: the block schedule of one step under one `Config` (csrc/core/schedule.h): the only
   per-config state, O(blocks). Neighbor partitions are implied by the row pointers and ps.
-- `RankPlan`: a partition under a config; `op_args` gives the `plan` and `params` lists of
+- `RankPlan`: a shard under a config; `op_args` gives the `plan` and `params` lists of
   `torch.ops.mgg.aggregate` / `aggregate_peers` (fields: `mgg._C.STEP_FIELDS`, `STEP_PARAMS`).
-- `Plan`: every rank of one graph; partitions built once, rank plans on demand in a bounded
-  cache (the tuner tries many configs; old schedules are evicted, partitions stay). With
-  `gathered=True` each rank reads every source from one gathered table (`GatheredPartition`:
+- `Plan`: every rank of one graph; shards built once (`shard(rank)`), rank plans on demand in
+  a bounded cache (the tuner tries many configs; old schedules are evicted, shards stay). With
+  `gathered=True` each rank reads every source from one gathered table (`GatheredShard`:
   the allgather backend, CAGNET's 1D algorithm).
 
 Limits and layouts (config ranges, fields) come from the extension, which defines them once.
 """
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
@@ -121,7 +124,7 @@ def _stack(a: Csr, b: Csr) -> Csr:
     return Csr(rowptr, np.concatenate([a.col, b.col]), w)
 
 
-class RankPartition:
+class RankShard:
     """One rank's share of the graph: rows [row_begin, row_end) split into local and remote
     parts, with MGG's address translation, and the transposed step the backward runs."""
 
@@ -229,7 +232,7 @@ class RankPartition:
         return torch.from_numpy(self.halo_pe.astype(np.int64))
 
 
-class GatheredPartition(RankPartition):
+class GatheredShard(RankShard):
     """A rank's rows reading every source from one gathered table of all N nodes (CAGNET's 1D
     algorithm: the allgather backend gathers every rank's rows each layer). The local part holds
     all of the rows' edges with global source ids; there is no remote part; the transposed step
@@ -304,20 +307,26 @@ _NO_PARAMS = [0, 1, 1, 1, 0, 0]
 
 
 class RankPlan:
-    """A rank's partition under one config: what the mgg ops walk."""
+    """A rank's shard under one config: what the mgg ops walk."""
 
-    def __init__(self, partition: RankPartition, config: Config):
-        self.partition, self.config = partition, config
-        self.schedule = Schedule(partition.local, partition.remote if partition.remote.num_edges else None, config)
+    @property
+    def partition(self) -> "RankShard":
+        """Deprecated: RankPlan.shard ('partition' names the node -> rank map, mgg.Partition)."""
+        warnings.warn("RankPlan.partition is now RankPlan.shard", DeprecationWarning, stacklevel=2)
+        return self.shard
+
+    def __init__(self, shard: RankShard, config: Config):
+        self.shard, self.config = shard, config
+        self.schedule = Schedule(shard.local, shard.remote if shard.remote.num_edges else None, config)
         self._args: dict = {}
 
     @cached_property
     def schedule_t(self) -> Schedule:
-        return Schedule(self.partition.transposed, None, self.config)
+        return Schedule(self.shard.transposed, None, self.config)
 
     @property
     def num_rows(self) -> int:
-        return self.partition.num_rows
+        return self.shard.num_rows
 
     @property
     def num_blocks(self) -> int:
@@ -353,7 +362,7 @@ class RankPlan:
         hit = self._args.get(key)
         if hit is not None:
             return hit
-        p = self.partition
+        p = self.shard
         if transposed:
             p.transposed  # noqa: B018  (built before the device copy is taken)
         a = p.device_arrays(device)
@@ -384,7 +393,7 @@ class RankPlan:
 
 
 class Plan:
-    """The plans of all ranks of one graph, for any Config: partitions are built once, rank
+    """The plans of all ranks of one graph, for any Config: shards are built once, rank
     plans on demand and kept in a bounded cache."""
 
     max_cached_plans = 8
@@ -395,7 +404,7 @@ class Plan:
         self.bounds = split_ranges(graph.rowptr, num_ranks) if bounds is None else np.asarray(bounds, np.int64)
         if self.bounds[0] != 0 or self.bounds[-1] != graph.num_nodes or np.any(np.diff(self.bounds) < 0):
             raise PlanError(f"bounds must rise from 0 to {graph.num_nodes}, got {self.bounds.tolist()}")
-        self._partitions: dict[int, RankPartition] = {}
+        self._shards: dict[int, RankShard] = {}
         self._plans: OrderedDict = OrderedDict()
         self._owner_of: Optional[np.ndarray] = None
 
@@ -403,25 +412,30 @@ class Plan:
     def num_ranks(self) -> int:
         return self.bounds.size - 1
 
-    def partition(self, rank: int) -> RankPartition:
-        """Rank `rank`'s partition (built on first use)."""
+    def shard(self, rank: int) -> RankShard:
+        """Rank `rank`'s share of the plan (built on first use)."""
         if not 0 <= rank < self.num_ranks:
             raise PlanError(f"rank {rank} outside [0, {self.num_ranks})")
-        if rank not in self._partitions and self.gathered:
-            self._partitions[rank] = GatheredPartition(self.graph, self.bounds, rank)
-        if rank not in self._partitions:
+        if rank not in self._shards and self.gathered:
+            self._shards[rank] = GatheredShard(self.graph, self.bounds, rank)
+        if rank not in self._shards:
             if self._owner_of is None:
                 self._owner_of = np.repeat(np.arange(self.num_ranks, dtype=np.int32), np.diff(self.bounds))
-            self._partitions[rank] = RankPartition(self.graph, self.bounds, rank, self._owner_of)
-        return self._partitions[rank]
+            self._shards[rank] = RankShard(self.graph, self.bounds, rank, self._owner_of)
+        return self._shards[rank]
+
+    def partition(self, rank: int) -> RankShard:
+        """Deprecated: Plan.shard ('partition' names the node -> rank map, mgg.Partition)."""
+        warnings.warn("Plan.partition(rank) is now Plan.shard(rank)", DeprecationWarning, stacklevel=2)
+        return self.shard(rank)
 
     def rank_plan(self, rank: int = 0, config: Config = Config()) -> RankPlan:
         """Rank `rank`'s plan under `config`; the least recently used plans beyond
-        `max_cached_plans` are dropped (their partitions stay)."""
+        `max_cached_plans` are dropped (their shards stay)."""
         key = (rank, config)
         rp = self._plans.get(key)
         if rp is None:
-            rp = self._plans[key] = RankPlan(self.partition(rank), config)
+            rp = self._plans[key] = RankPlan(self.shard(rank), config)
             while len(self._plans) > self.max_cached_plans:
                 self._plans.popitem(last=False)
         else:
@@ -429,7 +443,7 @@ class Plan:
         return rp
 
     def drop(self, rank: int, config: Config) -> None:
-        """Forgets rank `rank`'s plan under `config` (its schedule; the partition stays)."""
+        """Forgets rank `rank`'s plan under `config` (its schedule; the shard stays)."""
         self._plans.pop((rank, config), None)
 
     def stats(self) -> list[dict]:
@@ -470,6 +484,15 @@ class Plan:
         out = run_attend(table, table.new_empty((0, table.size(1))), a_dst.contiguous(),
                          self.rank_plan(0, config or Config()), heads, negative_slope, dropout, seed)
         return out.view(n, heads, -1)
+
+
+def __getattr__(name: str):
+    """RankPartition and GatheredPartition: deprecated names of RankShard and GatheredShard."""
+    new = {"RankPartition": "RankShard", "GatheredPartition": "GatheredShard"}.get(name)
+    if new is None:
+        raise AttributeError(f"module 'mgg.plan' has no attribute {name!r}")
+    warnings.warn(f"mgg.plan.{name} is now mgg.plan.{new}", DeprecationWarning, stacklevel=2)
+    return globals()[new]
 
 
 class Aggregation(Protocol):

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+import mgg
 from mgg import data, partitioning
 from mgg.data import stats, synthetic
 from mgg.partitioning import methods
@@ -41,3 +42,21 @@ def test_importing_mgg_warns_nothing():
     r = subprocess.run([sys.executable, "-W", "error", "-c", "import mgg, mgg.nn, mgg.distributed, mgg.runtime"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
+
+
+def test_renamed_modules_and_names():
+    from mgg import plan as plan_module
+    from mgg.distributed.backends import halo
+    from mgg.runtime import limits
+
+    for old, name, new in (("mgg.runtime.model", "grid", limits.grid),
+                           ("mgg.distributed.halo", "HaloExchange", halo.HaloExchange)):
+        with pytest.warns(DeprecationWarning, match=f"{old}.{name} moved to"):
+            assert getattr(__import__(old, fromlist=[name]), name) is new
+    with pytest.warns(DeprecationWarning, match="RankShard"):
+        assert plan_module.RankPartition is plan_module.RankShard
+    p = mgg.Plan(mgg.Graph.from_edges([0, 1], [1, 0], 2), 2)
+    with pytest.warns(DeprecationWarning, match="Plan.shard"):
+        assert p.partition(1) is p.shard(1)
+    with pytest.warns(DeprecationWarning, match="RankPlan.shard"):
+        assert p.rank_plan(1).partition is p.shard(1)

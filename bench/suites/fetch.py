@@ -55,7 +55,7 @@ def _rank_fns(mode: str, g, pes: int, x: torch.Tensor, config) -> tuple[list, li
     fns, traffic = [], []
     for r in range(pes):
         rp = plan.rank_plan(r, config)
-        p = rp.partition
+        p = rp.shard
         if mode in ("direct", "uva", "uvm"):
             if mode == "uva":
                 peers = [t if q == r else memory.pinned_table(t) for q, t in enumerate(tables)]

@@ -33,7 +33,7 @@ def main():
         x = torch.randn(dg.row_end - dg.row_begin, dim, generator=torch.Generator().manual_seed(dg.rank)).to(dev)
         with torch.no_grad():
             t = measure(lambda dp=dp, x=x: dp.aggregate(x, Config()), dev, warmup, reps)
-        part = dp.plan.partition(dg.rank)
+        part = dp.plan.shard(dg.rank)
         mine = ((t.median_ms, t.p10_ms, t.p90_ms, t.samples), part.num_remote_edges * dim * x.element_size())
         ranks = [None] * dg.world
         dist.all_gather_object(ranks, mine)

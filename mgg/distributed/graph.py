@@ -54,7 +54,7 @@ class DistPlan:
     def aggregate(self, x_own: torch.Tensor, config: Optional[Config] = None,
                   deterministic: bool = False) -> torch.Tensor:
         """This rank's output rows, differentiable in x_own (this rank's rows)."""
-        p = self.plan.partition(self.rank)
+        p = self.plan.shard(self.rank)
         if x_own.dim() != 2 or x_own.size(0) != p.num_rows:
             raise MggError(f"rank {self.rank}: x has {tuple(x_own.shape)} rows but owns {p.num_rows} nodes "
                            f"[{p.row_begin}, {p.row_end})")
@@ -73,7 +73,7 @@ class DistPlan:
         Returns:
             [rows, heads, C].
         """
-        p = self.plan.partition(self.rank)
+        p = self.plan.shard(self.rank)
         heads = h.size(1)
         table_own, a_dst_own = attention_table(h, a_src), a_dst.contiguous()
         if table_own.dim() != 2 or table_own.size(0) != p.num_rows or a_dst_own.shape != (p.num_rows, heads):

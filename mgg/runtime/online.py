@@ -24,7 +24,7 @@ from ..plan import Config
 from .cache import ConfigCache
 from .coordination import Coordinator, Decision, GroupCoordinator
 from .cost import CostModel, RankShape
-from .model import DeviceLimits, feasible, grid
+from .limits import DeviceLimits, feasible, grid
 from .search import MggSearch
 from .targets import DistTarget, target_of
 from .timing import time_once

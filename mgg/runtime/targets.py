@@ -93,7 +93,7 @@ class LocalTarget(_Target):
         self.plan = plan
 
     def own_shapes(self) -> list[RankShape]:
-        return [RankShape.of(self.plan.partition(0))]
+        return [RankShape.of(self.plan.shard(0))]
 
     def prepare(self, x: torch.Tensor, config: Config, deterministic: bool = False) -> Callable[[], torch.Tensor]:
         self.plan.rank_plan(0, config).op_args(x.device, transposed=torch.is_grad_enabled() and x.requires_grad)
@@ -122,7 +122,7 @@ class DistTarget(_Target):
         return "sum" if shared else "max"  # processes sharing one GPU take turns on it
 
     def own_shapes(self) -> list[RankShape]:
-        return [RankShape.of(self.plan.partition(self.dist_plan.rank))]
+        return [RankShape.of(self.plan.shard(self.dist_plan.rank))]
 
     def prepare(self, x: torch.Tensor, config: Config, deterministic: bool = False) -> Callable[[], torch.Tensor]:
         return lambda: self.dist_plan.aggregate(x, config, deterministic)
@@ -149,7 +149,7 @@ class InprocTarget(_Target):
         self._halos: dict = {}
 
     def own_shapes(self) -> list[RankShape]:
-        return [RankShape.of(self.plan.partition(r)) for r in range(self.ranks)]
+        return [RankShape.of(self.plan.shard(r)) for r in range(self.ranks)]
 
     def prepare(self, x: torch.Tensor, config: Config, deterministic: bool = False) -> Callable[[], list]:
         """The step as a callable, its device copies made outside it.
@@ -179,7 +179,7 @@ class InprocTarget(_Target):
         """Rank `rank`'s halo node ids on `device` (made once)."""
         key = (rank, str(device))
         if key not in self._halos:
-            self._halos[key] = torch.from_numpy(self.plan.partition(rank).halo_nodes).to(device)
+            self._halos[key] = torch.from_numpy(self.plan.shard(rank).halo_nodes).to(device)
         return self._halos[key]
 
     def drop(self, config: Config) -> None:

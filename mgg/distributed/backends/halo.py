@@ -8,14 +8,14 @@ import torch
 import torch.distributed as dist
 
 from ...ops import run_attend, run_step
-from ...plan import RankPartition
+from ...plan import RankShard
 from ..comm import all_to_all_rows
 
 
 class HaloExchange:
     """Built once per rank partition (a collective: every rank builds its own at the same time)."""
 
-    def __init__(self, part: RankPartition, group=None):
+    def __init__(self, part: RankShard, group=None):
         self.group = group
         world = part.num_ranks
         self.recv_counts = np.bincount(part.halo_pe, minlength=world).tolist()
@@ -84,7 +84,7 @@ class Halo:
 
     def __init__(self, dist_plan, graph):
         self.dist_plan = dist_plan
-        self.exchange = HaloExchange(dist_plan.plan.partition(dist_plan.rank), dist_plan.group)
+        self.exchange = HaloExchange(dist_plan.plan.shard(dist_plan.rank), dist_plan.group)
         self._ids: dict = {}
 
     def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:
@@ -99,7 +99,7 @@ class Halo:
         """Global ids of [own rows | halo rows] (the source table of the attention)."""
         key = str(device)
         if key not in self._ids:
-            p = self.dist_plan.plan.partition(self.dist_plan.rank)
+            p = self.dist_plan.plan.shard(self.dist_plan.rank)
             ids = np.concatenate([np.arange(p.row_begin, p.row_end, dtype=np.int64), p.halo_nodes])
             self._ids[key] = torch.from_numpy(ids).to(device)
         return self._ids[key]
