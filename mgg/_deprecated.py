@@ -22,6 +22,8 @@ MOVED = {
     "mgg.distributed.halo": ("mgg.distributed.backends.halo",),
     "mgg.distributed.allgather": ("mgg.distributed.backends.allgather",),
     "mgg.runtime.model": ("mgg.runtime.limits",),
+    "mgg.runtime.cache": ("mgg.runtime.config_cache",),
+    "mgg.nn.graph_cache": ("mgg.nn.plans",),
 }
 # names that also changed: old module, old name -> new name
 RENAMED = {("mgg.io", "_lines"): "text_lines", ("mgg.datasets", "_lines"): "text_lines",

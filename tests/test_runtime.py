@@ -11,7 +11,7 @@ import torch
 
 from mgg import Config
 from mgg.runtime import ConfigCache, DeviceLimits, MggSearch, feasible, grid, resources
-from mgg.runtime.cache import cache_key
+from mgg.runtime.config_cache import cache_key
 from mgg.runtime.limits import DIST_STEPS, PS_STEPS, WPB_STEPS
 
 LATTICE = [Config(p, d, w) for p, d, w in itertools.product(PS_STEPS, DIST_STEPS, WPB_STEPS)]
@@ -281,7 +281,7 @@ def test_decisions_travel_as_integers():
 
 
 def test_cache_keeps_what_another_writer_put(tmp_path):
-    from mgg.runtime.cache import parse_key
+    from mgg.runtime.config_cache import parse_key
 
     a, b = ConfigCache(tmp_path / "c.json"), ConfigCache(tmp_path / "c.json")
     ka = cache_key("g/r", 4, "cpu", 16, "float32", "halo", "none")
@@ -299,7 +299,7 @@ def test_inproc_tuning_is_correct_at_every_iteration_and_bounded(tmp_path, via):
     """P ranks in one process (mgg tune --ranks P, the scaling suite): every iteration's outputs
     are the aggregation, only the fastest schedule so far is kept, the key names the plan."""
     from mgg import Plan
-    from mgg.runtime.cache import parse_key
+    from mgg.runtime.config_cache import parse_key
     from mgg.runtime.online import OnlineTuner
     from mgg.runtime.targets import InprocTarget, plan_fingerprint
     from mgg.testing import random_graph
@@ -328,7 +328,7 @@ def test_tune_cli_on_ranks(tmp_path):
     import subprocess
     import sys
 
-    from mgg.runtime.cache import parse_key
+    from mgg.runtime.config_cache import parse_key
 
     r = subprocess.run([sys.executable, "-m", "mgg", "tune", "--dataset", "rmat:500:4000", "--dim", "8", "--ranks", "2",
                         "--iterations", "6", "--repeat", "2", "--exhaustive", "--out", str(tmp_path), "--quiet",

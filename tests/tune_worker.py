@@ -18,7 +18,7 @@ from mgg import Config
 from mgg.data import bundled_planetoid_dir, load_planetoid
 from mgg.distributed import DistGraph
 from mgg.nn.models import build
-from mgg.runtime.cache import ConfigCache
+from mgg.runtime.config_cache import ConfigCache
 from mgg.runtime.online import OnlineTuner
 from mgg.runtime.targets import DistTarget
 

@@ -178,13 +178,13 @@ def train_to_target(ds, model: str, impl: str, seed: int, target: float, max_epo
         peak_mb, prep_s).
     """
     from mgg import train
-    from mgg.nn import graph_cache
+    from mgg.nn import plans
 
     conv_module = None
     if impl != "mgg":
         import torch_geometric.nn as conv_module
     cfg = train.TrainConfig(model=model, layers=layers, device=str(device), conv_module=conv_module)
-    graph_cache.clear()  # mgg plans the graph within the run, as a fresh process would
+    plans.clear()  # mgg plans the graph within the run, as a fresh process would
     t0 = time.perf_counter()
     s = train.start(ds, cfg, seed)
     prep_s = time.perf_counter() - t0

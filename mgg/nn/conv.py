@@ -13,7 +13,7 @@ from torch import nn
 from ..errors import MggError
 from ..graph import Graph
 from ..plan import Config
-from .graph_cache import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, run_plan
+from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, run_plan
 
 
 def _glorot(w: torch.Tensor):

@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 
 from ..data import load_graph
 from ..plan import Plan
-from .cache import ConfigCache
+from .config_cache import ConfigCache
 from .limits import DIST_STEPS, PS_STEPS, DeviceLimits, grid
 from .online import OnlineTuner
 from .report import chosen_line, trajectory_rows, trajectory_table

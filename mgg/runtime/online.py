@@ -21,7 +21,7 @@ from typing import Callable, Optional
 import torch
 
 from ..plan import Config
-from .cache import ConfigCache
+from .config_cache import ConfigCache
 from .coordination import Coordinator, Decision, GroupCoordinator
 from .cost import CostModel, RankShape
 from .limits import DeviceLimits, feasible, grid

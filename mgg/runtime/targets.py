@@ -23,7 +23,7 @@ import torch
 
 from ..ops import aggregate, run_peers, run_step
 from ..plan import Config, Plan
-from .cache import cache_key
+from .config_cache import cache_key
 from .cost import RankShape
 
 VIA = ("peers", "halo")
