@@ -45,6 +45,8 @@ class _Target:
     combine = "max"
     get = False  # remote rows land in shared memory (NVSHMEM gets)
     plan: Plan
+    distributed = False  # whether the ranks of a process group (`group`, None: the world) tune together
+    group = None
 
     def key(self, dim: int, dtype: torch.dtype, device_name: str) -> str:
         """The cache key of this step at width `dim` in `dtype` on `device_name`."""
@@ -110,9 +112,10 @@ class DistTarget(_Target):
     Args:
         dist_plan: a layer's DistPlan.
     """
+    distributed = True
 
     def __init__(self, dist_plan):
-        self.dist_plan, self.plan = dist_plan, dist_plan.plan
+        self.dist_plan, self.plan, self.group = dist_plan, dist_plan.plan, dist_plan.group
         self.ranks, self.backend = dist_plan.world, dist_plan.backend
         self.fetch = dist_plan.fetch_policy
         self.get = self.fetch.startswith("get")
