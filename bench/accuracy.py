@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from mgg import MggError
-    from mgg.io import load_dataset
+    from mgg.data import load_dataset
     from mgg.nn.models import PROTOCOLS
 
     from .env import environment

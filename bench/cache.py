@@ -16,7 +16,7 @@ import torch
 
 from mgg import Graph, Partition, Plan
 from mgg import partition as partition_nodes
-from mgg.io import load_graph
+from mgg.data import load_graph
 
 _GRAPHS: dict = {}
 _PLANS: dict = {}
@@ -62,7 +62,7 @@ def graph(spec: str, data_dir=None) -> tuple[Graph, float]:
     if key in _GRAPHS:
         return _GRAPHS[key], 0.0
     t0 = time.perf_counter()
-    from mgg import synthetic
+    from mgg.data import synthetic
 
     path = _path(spec) if synthetic.is_spec(spec) else None
     g = _read(path) if path is not None and path.exists() else None

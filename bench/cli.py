@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from mgg import Config, MggError
-from mgg.partition import METHODS
+from mgg.partitioning import METHODS
 
 from . import report
 from .budget import Budget
@@ -118,7 +118,7 @@ def main(argv=None) -> int:
         print(f"python -m bench: error: {e}", file=sys.stderr)
         return 2
     if args.data_dir is None:
-        from mgg.datasets import bundled_planetoid_dir
+        from mgg.data import bundled_planetoid_dir
         opt.data_dir = bundled_planetoid_dir()
     env = environment(device)
     out = Path(args.out)

@@ -23,7 +23,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mgg.partition import METHODS
+from mgg.partitioning import METHODS
 
 from . import cache
 
@@ -34,7 +34,7 @@ COLUMNS = ["graph", "nodes", "edges", "ranks", "method", "status", "local_edges"
 
 def _source(spec: str, data_dir) -> str:
     """What the children load: the graph cache's file for a synthetic spec, else the spec."""
-    from mgg import synthetic
+    from mgg.data import synthetic
 
     if not synthetic.is_spec(spec):
         return spec

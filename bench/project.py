@@ -30,7 +30,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from mgg import Plan
-from mgg.io import load_graph
+from mgg.data import load_graph
 
 from .report import parse_rank_edges
 

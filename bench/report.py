@@ -84,11 +84,11 @@ def plot(rows: list[dict], suite: str, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     if suite == "tta":
-        from .tta import plot as plot_tta
+        from .suites.tta import plot as plot_tta
 
         return plot_tta(rows, path)
     if suite == "dlrm":
-        from .dlrm import plot as plot_dlrm
+        from .suites.dlrm import plot as plot_dlrm
 
         return plot_dlrm(rows, path)
     sel = [r for r in rows if r["suite"] == suite]
@@ -264,7 +264,7 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = (), wrong: tupl
                   f"{float(r['peak_mem_bytes_per_edge']):.1f} |"
                   for r in ld]
         lines.append("")
-    from .dlrm import summary_lines as dlrm_lines
-    from .tta import summary_lines
+    from .suites.dlrm import summary_lines as dlrm_lines
+    from .suites.tta import summary_lines
 
     return "\n".join(lines + summary_lines(rows) + dlrm_lines(rows) + prep + tail)

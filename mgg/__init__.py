@@ -1,17 +1,27 @@
 """mgg: full-graph GNN training on the GPUs of one node, MGG-style (OSDI'23).
 
-The aggregation op is torch.ops.mgg.aggregate; `mgg.aggregate` is its differentiable front."""
+The aggregation op is torch.ops.mgg.aggregate; `mgg.aggregate` is its differentiable front.
+The packages, and what flows through them, are described in ARCHITECTURE.md."""
 from ._extension import load as _load_extension
 
 _load_extension()  # before anything touches mgg._C: a build for another torch is one clear ImportError
 
-from . import io, synthetic  # noqa: E402
+from . import _deprecated  # noqa: E402
+
+_deprecated.install()  # the old module paths (mgg.io, mgg.partition, ...), before `partition` names the function
+
+from . import data  # noqa: E402
 from .errors import GraphError, MggError, PlanError  # noqa: E402
 from .graph import Graph  # noqa: E402
 from .ops import aggregate, make_plan  # noqa: E402
-from .partition import Partition, partition  # noqa: E402  (the function shadows the module's name)
-from .plan import Config, Plan, split_ranges  # noqa: E402
+from .partitioning import Partition, partition, split_ranges  # noqa: E402
+from .plan import Config, Plan  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "Plan", "Config", "aggregate", "make_plan", "split_ranges", "partition", "Partition", "io",
-           "synthetic", "MggError", "GraphError", "PlanError"]
+__all__ = ["Graph", "Plan", "Config", "aggregate", "make_plan", "split_ranges", "partition", "Partition", "data",
+           "MggError", "GraphError", "PlanError"]
+
+
+def __getattr__(name: str):
+    """mgg.io, mgg.synthetic and the other moved modules: deprecated aliases for one release."""
+    return _deprecated.module_attribute(name)

@@ -24,8 +24,8 @@ def _table(rows: list[dict]) -> str:
 
 
 def _dataset(args):
+    from .data import load_dataset
     from .errors import GraphError
-    from .io import load_dataset
 
     ds = load_dataset(args.dataset, args.data_dir)
     if ds.y.dim() != 1:
@@ -63,9 +63,9 @@ COMPARE = ("method", "local_edges", "remote_edges", "remote_fraction", "halo_row
 
 
 def cmd_partition(args):
+    from .data import load_graph
     from .errors import MissingPackageError
-    from .io import load_graph
-    from .partition import METHODS, partition
+    from .partitioning import METHODS, partition
 
     g = load_graph(args.graph, args.data_dir, relabel=args.relabel)
     methods = METHODS if args.method == "all" else (args.method,)
@@ -152,13 +152,21 @@ def cmd_tune(args):
 
 
 def cmd_bench(args):
-    try:
-        from bench.cli import main as bench_main
-    except ImportError:
-        raise MggError("the benchmark harness is the bench/ folder of mgg's repository: run `mgg bench` (or "
-                       "`python -m bench`) from a checkout") from None
+    """`python -m bench` of mgg's repository, in a child process: the harness is no part of the
+    installed package, and mgg never imports it."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    rc = bench_main(args.rest)
+    spec = importlib.util.find_spec("bench")
+    here = Path(spec.origin).parent if spec is not None and spec.origin else None
+    if here is None or not (here / "suites").is_dir() or not (here / "__main__.py").is_file():
+        raise MggError("the benchmark harness is the bench/ folder of mgg's repository: run `mgg bench` (or "
+                       "`python -m bench`) from a checkout")
+    path = os.pathsep.join(p for p in (str(here.parent), os.environ.get("PYTHONPATH")) if p)
+    rc = subprocess.run([sys.executable, "-m", "bench", *args.rest], env=dict(os.environ, PYTHONPATH=path)).returncode
     if rc:
         raise SystemExit(rc)
 
@@ -168,7 +176,7 @@ GRAPH_HELP = ("a file (edge list, .mtx, .npz), a dataset directory or name under
 
 
 def _add_source(p):
-    """The options of every command that reads a graph by spec (see mgg.datasets.resolve)."""
+    """The options of every command that reads a graph by spec (see mgg.data.resolve)."""
     p.add_argument("--data-dir", default=None, help="directory holding the datasets (default: bundled Cora)")
     p.add_argument("--relabel", action="store_true",
                    help="edge lists: number the distinct node ids 0..N-1 in sorted order (for sparse ids)")
@@ -191,7 +199,7 @@ def _backends() -> tuple:
 
 
 def _partition_methods() -> list:
-    from .partition import METHODS
+    from .partitioning import METHODS
 
     return list(METHODS)
 
@@ -282,7 +290,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=int, default=15)
     p.add_argument("--repeat", type=int, default=5, help="timed runs per measured config")
     p.add_argument("--exhaustive", action="store_true", help="also measure the whole grid, write CSV and heat map")
-    p.add_argument("--out", default="bench/results", help="directory for --exhaustive outputs")
+    p.add_argument("--out", default=".", help="directory for --exhaustive outputs (default: the current one)")
     p.add_argument("--cache", default=None, help="config cache file (default: ~/.cache/mgg/tuned.json)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=cmd_tune)
@@ -296,7 +304,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if getattr(args, "data_dir", "unset") is None:
-        from .datasets import bundled_planetoid_dir
+        from .data import bundled_planetoid_dir
         args.data_dir = bundled_planetoid_dir()
     try:
         args.fn(args)

@@ -37,10 +37,11 @@ def collect() -> dict:
 
 
 def graph_facts(spec: str, data_dir=None, relabel: bool = False) -> dict:
-    """Degree statistics of a graph (mgg.synthetic.degree_stats), with the published statistics
+    """Degree statistics of a graph (mgg.data.stats.degree_stats), with the published statistics
     of the dataset when the graph is a synthetic stand-in for one."""
-    from .datasets import resolve
-    from .synthetic import degree_stats, real_stats
+    from .data import resolve
+    from .data.stats import degree_stats
+    from .data.synthetic import real_stats
 
     src = resolve(spec, data_dir, relabel=relabel)
     facts = dict(graph=src.name, kind=src.kind, **degree_stats(src.graph))

@@ -12,10 +12,10 @@ import torch
 from . import _C  # noqa: F401  (loading the extension registers the ops)
 from .errors import MggError
 from .graph import Graph
-from .plan import Config, Plan, RankPlan
+from .plan import Config, Plan
+from .steps import FETCH, _acc_dtype, _needs_grad, attention_table, check_fetch, run_attend, run_peers, run_step  # noqa: F401
 
 REDUCTIONS = ("sum", "mean")
-FETCH = {name: i for i, name in enumerate(_C.FETCH)}
 
 
 @torch.library.register_fake("mgg::aggregate")
@@ -28,53 +28,6 @@ def _aggregate_fake(x, x_remote, plan, params, deterministic):
 def _aggregate_peers_fake(x, peers, my_pe, plan, params, fetch, deterministic):
     torch._check(x.dim() == 2, lambda: "mgg.aggregate_peers: x must be 2-D")
     return x.new_empty((plan[0].size(0) - 1, x.size(1)))
-
-
-def check_fetch(fetch: str) -> None:
-    """Raises MggError unless `fetch` names a fetch policy of aggregate_peers."""
-    if fetch not in FETCH:
-        raise MggError(f"fetch must be one of {tuple(FETCH)}, got {fetch!r}")
-
-
-def _needs_grad(*tensors: torch.Tensor) -> bool:
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-
-
-def run_step(x: torch.Tensor, x_remote: torch.Tensor, plan: RankPlan, deterministic: bool = False) -> torch.Tensor:
-    """One rank's aggregation with remote rows from one table (a halo buffer), differentiable in x
-    and x_remote.
-
-    Args:
-        x: the rank's own rows [rows, D].
-        x_remote: the rank's halo rows [halo, D] in halo order (empty for one rank).
-        plan: the rank's plan under a config.
-        deterministic: bit-identical results from run to run.
-
-    Returns:
-        [rows, D], the rank's output rows.
-    """
-    args = plan.op_args(x.device, transposed=_needs_grad(x, x_remote))
-    return torch.ops.mgg.aggregate(x, x_remote, *args, deterministic)
-
-
-def run_peers(x: torch.Tensor, peers: list, my_pe: int, plan: RankPlan, fetch: str = "direct",
-              deterministic: bool = False) -> torch.Tensor:
-    """One rank's aggregation reading remote rows from each PE's own table, peers[pe].
-
-    Args:
-        x: the rank's own rows [rows, D] (usually peers[my_pe]).
-        peers: every PE's table, as this device addresses it.
-        my_pe: this rank.
-        plan: the rank's plan under a config.
-        fetch: how remote rows are read (mgg._C.FETCH).
-        deterministic: bit-identical results from run to run.
-
-    Returns:
-        [rows, D], the rank's output rows.
-    """
-    check_fetch(fetch)
-    args = plan.op_args(x.device, peers=True, transposed=_needs_grad(x, *peers))
-    return torch.ops.mgg.aggregate_peers(x, peers, my_pe, *args, FETCH[fetch], deterministic)
 
 
 def make_plan(graph: Graph, reduce: str = "sum", num_ranks: int = 1) -> Plan:
@@ -113,14 +66,7 @@ def aggregate(x: torch.Tensor, plan: Union[Plan, Graph], config: Optional[Config
         plan = make_plan(plan, reduce)
     elif reduce != "sum":
         raise MggError("reduce applies when a Graph is passed; a Plan already fixes the weights")
-    if plan.num_ranks != 1:
-        raise MggError(f"mgg.aggregate runs one rank; this plan has {plan.num_ranks} (use mgg.distributed)")
-    if not isinstance(x, torch.Tensor) or x.dim() != 2:
-        raise MggError(f"x must be a 2-D tensor [nodes, dim], got {getattr(x, 'shape', type(x).__name__)}")
-    if x.size(0) != plan.graph.num_nodes:
-        raise MggError(f"x has {x.size(0)} rows but the graph has {plan.graph.num_nodes} nodes")
-    x = x.contiguous()
-    return run_step(x, x.new_empty((0, x.size(1))), plan.rank_plan(0, config or Config()), deterministic)
+    return plan.aggregate(x, config, deterministic)
 
 
 class _EdgeWeighted(torch.autograd.Function):
@@ -212,48 +158,6 @@ def _attend_peers_src_fake(x, terms, my_pe, plan, params, heads, negative_slope,
     return torch.empty_like(x)
 
 
-def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
-def attention_table(h: torch.Tensor, a_src: torch.Tensor) -> torch.Tensor:
-    """The source table of the attention ops: per node and head, the head's C features then its
-    source term, so one fetch brings both.
-
-    Args:
-        h: [nodes, H, C] features per head.
-        a_src: [nodes, H] source terms.
-
-    Returns:
-        [nodes, H * (C + 1)], differentiable in h and a_src.
-    """
-    return torch.cat([h, a_src.unsqueeze(-1)], -1).reshape(h.size(0), -1)
-
-
-def run_attend(table: torch.Tensor, table_remote: torch.Tensor, a_dst: torch.Tensor, plan: RankPlan, heads: int,
-               negative_slope: float, dropout: float, seed: int, ids: Optional[torch.Tensor] = None,
-               row_offset: int = 0) -> torch.Tensor:
-    """One rank's attention with remote rows from one table (a halo buffer), differentiable in
-    table, table_remote and a_dst.
-
-    Args:
-        table: the rank's source rows [rows, H * (C + 1)] (attention_table).
-        table_remote: its halo rows, likewise (empty for one rank).
-        a_dst: the rank's destination terms [rows, H].
-        plan: the rank's plan of an unweighted graph.
-        heads, negative_slope, dropout, seed: as GATConv's (seed draws the dropout mask).
-        ids: global node ids of [table | table_remote]'s rows (default: their positions).
-        row_offset: the global id of the rank's first row.
-
-    Returns:
-        [rows, H * C].
-    """
-    args = plan.op_args(table.device, transposed=_needs_grad(table, table_remote, a_dst))
-    out, _ = torch.ops.mgg.attend(table, table_remote, a_dst, *args, heads, negative_slope, dropout, seed, ids,
-                                  row_offset)
-    return out
-
-
 def attention_graph(graph: Graph, add_self_loops: bool = True) -> Graph:
     """The graph GAT attends over: unweighted (attention makes the weights) and, with
     add_self_loops, with its self-loops replaced by one per node (as PyG's GATConv)."""
@@ -282,16 +186,4 @@ def attend(h: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, plan: Unio
     """
     if isinstance(plan, Graph):
         plan = Plan(attention_graph(plan, add_self_loops=False))
-    if plan.num_ranks != 1:
-        raise MggError(f"mgg.attend runs one rank; this plan has {plan.num_ranks} (use mgg.distributed)")
-    for name, t, dims in (("h", h, 3), ("a_src", a_src, 2), ("a_dst", a_dst, 2)):
-        if not isinstance(t, torch.Tensor) or t.dim() != dims:
-            raise MggError(f"{name} must be a {dims}-D tensor, got {getattr(t, 'shape', type(t).__name__)}")
-    n, heads = plan.graph.num_nodes, h.size(1)
-    if h.size(0) != n or a_src.shape != (n, heads) or a_dst.shape != (n, heads):
-        raise MggError(f"h must be [{n}, H, C] and a_src, a_dst [{n}, H] for a graph of {n} nodes; got "
-                       f"{tuple(h.shape)}, {tuple(a_src.shape)}, {tuple(a_dst.shape)}")
-    table = attention_table(h, a_src)
-    out = run_attend(table, table.new_empty((0, table.size(1))), a_dst.contiguous(),
-                     plan.rank_plan(0, config or Config()), heads, negative_slope, dropout, seed)
-    return out.view(n, heads, -1)
+    return plan.attend(h, a_src, a_dst, negative_slope, dropout, seed, config)

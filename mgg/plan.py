@@ -1,39 +1,44 @@
 """The MGG plan, built on the host (MGG §4, §5.1), and the arguments the mgg ops receive.
 
-- `split_ranges`: MGG Algorithm 1, the range-constrained binary search that cuts the row pointer
-  into P contiguous node ranges of about nnz/P edges each.
-- `RankPartition`: one rank's rows split into a local CSR (neighbors the rank owns, ids rebased
-  to its range) and a remote CSR (neighbors on peers, with MGG's address translation: the owner
-  rank and the offset inside the owner's range, and the slot in the rank's halo list), plus the
+- the ranks' ranges: MGG Algorithm 1 (`split_ranges`, mgg.partitioning.ranges) by default, or
+  the bounds of a Partition (mgg.partitioning).
+- `RankShard`: one rank's share of the plan ("partition" means the node -> rank map,
+  mgg.Partition, and MGG's neighbor partitions only): its rows split into a local CSR
+  (neighbors the rank owns, ids rebased to its range) and a remote CSR (neighbors on peers,
+  with MGG's address translation: the owner rank and the offset inside the owner's range, and
+  the slot in the rank's halo list), plus the
   CSR of the transposed step that the backward pass runs (rows: the rank's rows, then its halo
   rows; sources: the rank's rows). Built once per rank; its device copies are made once per
   device and shared by every config.
 - `Schedule`: the block schedule of one step under one `Config` (csrc/core/schedule.h): the only
   per-config state, O(blocks). Neighbor partitions are implied by the row pointers and ps.
-- `RankPlan`: a partition under a config; `op_args` gives the `plan` and `params` lists of
+- `RankPlan`: a shard under a config; `op_args` gives the `plan` and `params` lists of
   `torch.ops.mgg.aggregate` / `aggregate_peers` (fields: `mgg._C.STEP_FIELDS`, `STEP_PARAMS`).
-- `Plan`: every rank of one graph; partitions built once, rank plans on demand in a bounded
-  cache (the tuner tries many configs; old schedules are evicted, partitions stay). With
-  `gathered=True` each rank reads every source from one gathered table (`GatheredPartition`:
+- `Plan`: every rank of one graph; shards built once (`shard(rank)`), rank plans on demand in
+  a bounded cache (the tuner tries many configs; old schedules are evicted, shards stay). With
+  `gathered=True` each rank reads every source from one gathered table (`GatheredShard`:
   the allgather backend, CAGNET's 1D algorithm).
 
 Limits and layouts (config ranges, fields) come from the extension, which defines them once.
 """
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Optional
+from typing import Optional, Protocol
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
 from . import _C
-from .errors import PlanError
+from .errors import MggError, PlanError
 from .graph import Graph
-from .partition_stats import partition_stats
+from .partitioning.ranges import split_ranges
+from .partitioning.stats import partition_stats
+from .steps import attention_table, run_attend, run_step
 
 PS_RANGE = tuple(_C.limits["ps"])
 DIST_RANGE = tuple(_C.limits["dist"])
@@ -70,44 +75,6 @@ class Config:
     def as_tuple(self) -> tuple:
         """(ps, dist, wpb)."""
         return (self.ps, self.dist, self.wpb)
-
-
-def split_ranges(rowptr, num_ranks: int) -> np.ndarray:
-    """MGG Algorithm 1: node boundaries of P contiguous, edge-balanced ranges.
-
-    Each boundary is found by binary search on rowptr, constrained to lie at or after the
-    previous one; it is the row boundary nearest to the edge target r * ceil(nnz / P), so each
-    rank is within one row's degree of the target.
-
-    Args:
-        rowptr: the CSR row pointer ([N + 1]).
-        num_ranks: P.
-
-    Returns:
-        int64 [P + 1]: b[0] = 0 <= b[1] <= ... <= b[P] = N; rank r owns rows [b[r], b[r+1]).
-    """
-    rowptr = np.asarray(rowptr, dtype=np.int64)
-    n = rowptr.size - 1
-    if not isinstance(num_ranks, (int, np.integer)) or num_ranks < 1:
-        raise PlanError(f"ranks must be a positive integer, got {num_ranks!r}")
-    if num_ranks > n:
-        raise PlanError(f"ranks ({num_ranks}) exceed the number of nodes ({n})")
-    nnz = int(rowptr[-1])
-    per = -(-nnz // num_ranks)  # ePerGPU = ceil(nnz / P)
-    bounds = np.zeros(num_ranks + 1, dtype=np.int64)
-    bounds[-1] = n
-    last = 0
-    for r in range(1, num_ranks):
-        target = min(r * per, nnz)
-        # binary search on rowptr[last:]: the first boundary with at least `target` edges before it
-        i = last + int(np.searchsorted(rowptr[last:], target, side="left"))
-        if i > last and target - rowptr[i - 1] < rowptr[i] - target:
-            i -= 1  # the boundary just before is nearer the target
-        # every rank keeps at least one node, so ranges stay non-empty
-        i = min(max(i, last + 1), n - (num_ranks - r))
-        bounds[r] = i
-        last = i
-    return bounds
 
 
 @dataclass(frozen=True)
@@ -157,7 +124,7 @@ def _stack(a: Csr, b: Csr) -> Csr:
     return Csr(rowptr, np.concatenate([a.col, b.col]), w)
 
 
-class RankPartition:
+class RankShard:
     """One rank's share of the graph: rows [row_begin, row_end) split into local and remote
     parts, with MGG's address translation, and the transposed step the backward runs."""
 
@@ -265,7 +232,7 @@ class RankPartition:
         return torch.from_numpy(self.halo_pe.astype(np.int64))
 
 
-class GatheredPartition(RankPartition):
+class GatheredShard(RankShard):
     """A rank's rows reading every source from one gathered table of all N nodes (CAGNET's 1D
     algorithm: the allgather backend gathers every rank's rows each layer). The local part holds
     all of the rows' edges with global source ids; there is no remote part; the transposed step
@@ -340,20 +307,26 @@ _NO_PARAMS = [0, 1, 1, 1, 0, 0]
 
 
 class RankPlan:
-    """A rank's partition under one config: what the mgg ops walk."""
+    """A rank's shard under one config: what the mgg ops walk."""
 
-    def __init__(self, partition: RankPartition, config: Config):
-        self.partition, self.config = partition, config
-        self.schedule = Schedule(partition.local, partition.remote if partition.remote.num_edges else None, config)
+    @property
+    def partition(self) -> "RankShard":
+        """Deprecated: RankPlan.shard ('partition' names the node -> rank map, mgg.Partition)."""
+        warnings.warn("RankPlan.partition is now RankPlan.shard", DeprecationWarning, stacklevel=2)
+        return self.shard
+
+    def __init__(self, shard: RankShard, config: Config):
+        self.shard, self.config = shard, config
+        self.schedule = Schedule(shard.local, shard.remote if shard.remote.num_edges else None, config)
         self._args: dict = {}
 
     @cached_property
     def schedule_t(self) -> Schedule:
-        return Schedule(self.partition.transposed, None, self.config)
+        return Schedule(self.shard.transposed, None, self.config)
 
     @property
     def num_rows(self) -> int:
-        return self.partition.num_rows
+        return self.shard.num_rows
 
     @property
     def num_blocks(self) -> int:
@@ -389,7 +362,7 @@ class RankPlan:
         hit = self._args.get(key)
         if hit is not None:
             return hit
-        p = self.partition
+        p = self.shard
         if transposed:
             p.transposed  # noqa: B018  (built before the device copy is taken)
         a = p.device_arrays(device)
@@ -420,7 +393,7 @@ class RankPlan:
 
 
 class Plan:
-    """The plans of all ranks of one graph, for any Config: partitions are built once, rank
+    """The plans of all ranks of one graph, for any Config: shards are built once, rank
     plans on demand and kept in a bounded cache."""
 
     max_cached_plans = 8
@@ -431,7 +404,7 @@ class Plan:
         self.bounds = split_ranges(graph.rowptr, num_ranks) if bounds is None else np.asarray(bounds, np.int64)
         if self.bounds[0] != 0 or self.bounds[-1] != graph.num_nodes or np.any(np.diff(self.bounds) < 0):
             raise PlanError(f"bounds must rise from 0 to {graph.num_nodes}, got {self.bounds.tolist()}")
-        self._partitions: dict[int, RankPartition] = {}
+        self._shards: dict[int, RankShard] = {}
         self._plans: OrderedDict = OrderedDict()
         self._owner_of: Optional[np.ndarray] = None
 
@@ -439,25 +412,30 @@ class Plan:
     def num_ranks(self) -> int:
         return self.bounds.size - 1
 
-    def partition(self, rank: int) -> RankPartition:
-        """Rank `rank`'s partition (built on first use)."""
+    def shard(self, rank: int) -> RankShard:
+        """Rank `rank`'s share of the plan (built on first use)."""
         if not 0 <= rank < self.num_ranks:
             raise PlanError(f"rank {rank} outside [0, {self.num_ranks})")
-        if rank not in self._partitions and self.gathered:
-            self._partitions[rank] = GatheredPartition(self.graph, self.bounds, rank)
-        if rank not in self._partitions:
+        if rank not in self._shards and self.gathered:
+            self._shards[rank] = GatheredShard(self.graph, self.bounds, rank)
+        if rank not in self._shards:
             if self._owner_of is None:
                 self._owner_of = np.repeat(np.arange(self.num_ranks, dtype=np.int32), np.diff(self.bounds))
-            self._partitions[rank] = RankPartition(self.graph, self.bounds, rank, self._owner_of)
-        return self._partitions[rank]
+            self._shards[rank] = RankShard(self.graph, self.bounds, rank, self._owner_of)
+        return self._shards[rank]
+
+    def partition(self, rank: int) -> RankShard:
+        """Deprecated: Plan.shard ('partition' names the node -> rank map, mgg.Partition)."""
+        warnings.warn("Plan.partition(rank) is now Plan.shard(rank)", DeprecationWarning, stacklevel=2)
+        return self.shard(rank)
 
     def rank_plan(self, rank: int = 0, config: Config = Config()) -> RankPlan:
         """Rank `rank`'s plan under `config`; the least recently used plans beyond
-        `max_cached_plans` are dropped (their partitions stay)."""
+        `max_cached_plans` are dropped (their shards stay)."""
         key = (rank, config)
         rp = self._plans.get(key)
         if rp is None:
-            rp = self._plans[key] = RankPlan(self.partition(rank), config)
+            rp = self._plans[key] = RankPlan(self.shard(rank), config)
             while len(self._plans) > self.max_cached_plans:
                 self._plans.popitem(last=False)
         else:
@@ -465,12 +443,68 @@ class Plan:
         return rp
 
     def drop(self, rank: int, config: Config) -> None:
-        """Forgets rank `rank`'s plan under `config` (its schedule; the partition stays)."""
+        """Forgets rank `rank`'s plan under `config` (its schedule; the shard stays)."""
         self._plans.pop((rank, config), None)
 
     def stats(self) -> list[dict]:
         """Per rank: nodes, edges, local and remote edges, remote fraction, halo rows received
         (what the halo and nvshmem backends move), rows sent (in total and to the one peer that
         gets the most), allgather rows (what the allgather backend moves: every other rank's
-        rows), edge and node imbalance (mgg.partition_stats; its second result has the totals)."""
+        rows), edge and node imbalance (mgg.partitioning.stats; its second result has the totals)."""
         return partition_stats(self.graph, self.bounds)[0]
+
+    # ---- the aggregation protocol (Aggregation): what a layer calls, on one rank
+    distributed = False
+
+    def aggregate(self, x: torch.Tensor, config: Optional[Config] = None, deterministic: bool = False) -> torch.Tensor:
+        """out[v] = sum over edges u->v of w(u,v) * x[u] on this one-rank plan, differentiable in x
+        (mgg.aggregate)."""
+        if self.num_ranks != 1:
+            raise MggError(f"mgg.aggregate runs one rank; this plan has {self.num_ranks} (use mgg.distributed)")
+        if not isinstance(x, torch.Tensor) or x.dim() != 2:
+            raise MggError(f"x must be a 2-D tensor [nodes, dim], got {getattr(x, 'shape', type(x).__name__)}")
+        if x.size(0) != self.graph.num_nodes:
+            raise MggError(f"x has {x.size(0)} rows but the graph has {self.graph.num_nodes} nodes")
+        x = x.contiguous()
+        return run_step(x, x.new_empty((0, x.size(1))), self.rank_plan(0, config or Config()), deterministic)
+
+    def attend(self, h: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, negative_slope: float = 0.2,
+               dropout: float = 0.0, seed: int = 0, config: Optional[Config] = None) -> torch.Tensor:
+        """GAT's attention on this one-rank plan of an unweighted graph (mgg.ops.attend): [nodes, H, C]."""
+        if self.num_ranks != 1:
+            raise MggError(f"mgg.attend runs one rank; this plan has {self.num_ranks} (use mgg.distributed)")
+        for name, t, dims in (("h", h, 3), ("a_src", a_src, 2), ("a_dst", a_dst, 2)):
+            if not isinstance(t, torch.Tensor) or t.dim() != dims:
+                raise MggError(f"{name} must be a {dims}-D tensor, got {getattr(t, 'shape', type(t).__name__)}")
+        n, heads = self.graph.num_nodes, h.size(1)
+        if h.size(0) != n or a_src.shape != (n, heads) or a_dst.shape != (n, heads):
+            raise MggError(f"h must be [{n}, H, C] and a_src, a_dst [{n}, H] for a graph of {n} nodes; got "
+                           f"{tuple(h.shape)}, {tuple(a_src.shape)}, {tuple(a_dst.shape)}")
+        table = attention_table(h, a_src)
+        out = run_attend(table, table.new_empty((0, table.size(1))), a_dst.contiguous(),
+                         self.rank_plan(0, config or Config()), heads, negative_slope, dropout, seed)
+        return out.view(n, heads, -1)
+
+
+def __getattr__(name: str):
+    """RankPartition and GatheredPartition: deprecated names of RankShard and GatheredShard."""
+    new = {"RankPartition": "RankShard", "GatheredPartition": "GatheredShard"}.get(name)
+    if new is None:
+        raise AttributeError(f"module 'mgg.plan' has no attribute {name!r}")
+    warnings.warn(f"mgg.plan.{name} is now mgg.plan.{new}", DeprecationWarning, stacklevel=2)
+    return globals()[new]
+
+
+class Aggregation(Protocol):
+    """What a layer aggregates over, whatever runs it: a one-rank Plan, or this rank's DistPlan
+    (mgg.distributed, whose backend moves the peers' rows). Layers and the tuner call these and
+    never ask which it is."""
+    distributed: bool  # whether the rows are spread over the ranks of a process group
+
+    def aggregate(self, x: torch.Tensor, config: Optional[Config] = None, deterministic: bool = False) -> torch.Tensor:
+        """The output rows this process owns; x: the input rows it owns [rows, D]."""
+
+    def attend(self, h: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, negative_slope: float = 0.2,
+               dropout: float = 0.0, seed: int = 0, config: Optional[Config] = None) -> torch.Tensor:
+        """GAT's attention for the rows this process owns: h [rows, H, C], a_src and a_dst [rows, H]
+        -> [rows, H, C]."""

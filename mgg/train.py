@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from .data import NodeDataset
 from .errors import MggError
-from .io import NodeDataset
 from .nn import models
 from .plan import Config
 
@@ -107,14 +107,14 @@ class Nodes:
     def sum(self, t: torch.Tensor) -> torch.Tensor:
         """t summed over the processes (in place)."""
         if self.dg is not None:
-            from .distributed.trainer import all_reduce
+            from .distributed.comm import all_reduce
             all_reduce(t, self.dg.group)
         return t
 
     def sync_grads(self, model: torch.nn.Module) -> None:
         """Weight gradients summed over the processes."""
         if self.dg is not None:
-            from .distributed.trainer import allreduce_grads
+            from .distributed.comm import allreduce_grads
             allreduce_grads(model, self.dg.group)
 
 

@@ -15,10 +15,9 @@ import torch
 import torch.distributed as dist
 
 import mgg
-from mgg.datasets import bundled_planetoid_dir
+from mgg.data import bundled_planetoid_dir, load_planetoid
 from mgg.distributed import DistGraph
-from mgg.distributed.trainer import all_reduce
-from mgg.io import load_planetoid
+from mgg.distributed.comm import all_reduce
 from mgg.nn.models import build
 from mgg.testing import random_graph
 

@@ -157,7 +157,8 @@ def test_info_graph_prints_real_statistics():
 
 def test_info_full_preset_shows_published_column(monkeypatch):
     """The published statistics come with a full-size preset; no graph of that size is made here."""
-    from mgg import info, synthetic
+    from mgg import info
+    from mgg.data import synthetic
 
     monkeypatch.setattr(synthetic, "rmat_undirected", lambda n, e, *a, **k: synthetic.rmat(50, 200))
     facts = info.graph_facts("rmat-products")

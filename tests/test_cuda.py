@@ -33,7 +33,7 @@ def test_halo_and_peers_agree_and_large_blocks_tile_columns(dtype, device):
     outs, fast = [], []
     for r in range(2):
         rp = plan.rank_plan(r, cfg)
-        halo = x[torch.from_numpy(rp.partition.halo_nodes).to(device)].contiguous()
+        halo = x[torch.from_numpy(rp.shard.halo_nodes).to(device)].contiguous()
         a = run_step(tables[r].contiguous(), halo, rp, deterministic=True)
         b = run_peers(tables[r], tables, r, rp, "direct", deterministic=True)
         torch.testing.assert_close(a, b, rtol=0, atol=0)  # the same kernel schedule, bit for bit
@@ -85,7 +85,7 @@ def test_every_config_of_the_search_space_launches(device):
     """The kernels are compiled for the widest block a config asks for (__launch_bounds__), so
     every (ps, dist, wpb) of the tuner's lattice launches at D 16 and 2100 (emulated: the ps
     extremes on a smaller graph, unless MGG_EMU_FULL=1)."""
-    from mgg.runtime.model import DIST_STEPS, PS_STEPS, WPB_STEPS
+    from mgg.runtime.limits import DIST_STEPS, PS_STEPS, WPB_STEPS
 
     full = device == "cuda" or emulator.FULL
     n, e = (500, 8000) if full else (120, 1200)

@@ -18,8 +18,8 @@ from test_distributed import TIMEOUT, worker_env
 from tune_worker import disagreeing_cost, rank_cost, slow_rank
 
 from mgg import Config
-from mgg.runtime.cache import parse_key
-from mgg.runtime.model import DeviceLimits, grid
+from mgg.runtime.config_cache import parse_key
+from mgg.runtime.limits import DeviceLimits, grid
 
 WORKER = os.path.join(os.path.dirname(__file__), "tune_worker.py")
 

@@ -9,9 +9,10 @@ import scipy.sparse as sp
 import torch
 
 from mgg import GraphError
+from mgg.data import NodeDataset, load_edge_list, load_graph, load_npz, load_planetoid
+from mgg.data.stats import degree_stats
+from mgg.data.synthetic import PRESETS, from_spec, preset_of, rmat, rmat_undirected, sbm_communities
 from mgg.graph import Graph
-from mgg.io import NodeDataset, load_edge_list, load_graph, load_npz, load_planetoid
-from mgg.synthetic import PRESETS, degree_stats, from_spec, preset_of, rmat, rmat_undirected, sbm_communities
 from mgg.testing import random_graph
 
 
@@ -203,7 +204,7 @@ def test_rmat_is_seeded_and_exact():
 
 
 def test_rmat_matches_edge_generator():
-    from mgg.synthetic import rmat_edges
+    from mgg.data.synthetic import rmat_edges
 
     src, dst = map(np.concatenate, zip(*rmat_edges(300, 5000, seed=4), strict=True))
     g = rmat(300, 5000, seed=4)
@@ -289,7 +290,7 @@ def test_degree_stats_on_a_known_graph():
 
 
 def test_load_graph_dispatch(tmp_path, cora):
-    from mgg.datasets import bundled_planetoid_dir
+    from mgg.data import bundled_planetoid_dir
 
     assert load_graph("cora", bundled_planetoid_dir()).num_edges == cora.graph.num_edges
     assert load_graph("rmat:100:500").num_edges == 500

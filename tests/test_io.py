@@ -13,9 +13,10 @@ import scipy.sparse as sp
 import torch
 
 from mgg import GraphError
-from mgg.datasets import load_ogb, load_reddit, resolve
+from mgg.data import NodeDataset, load_edge_list, load_graph, load_mtx, load_npz, load_planetoid, read_edge_list
+from mgg.data.datasets import load_ogb, load_reddit
+from mgg.data.resolve import resolve
 from mgg.graph import Graph
-from mgg.io import NodeDataset, load_edge_list, load_graph, load_mtx, load_npz, load_planetoid, read_edge_list
 
 
 def edges_of(g: Graph) -> np.ndarray:
@@ -98,7 +99,7 @@ def test_planetoid_matches_pyg_on_every_quirk(tmp_path, name, test_index, isolat
 
 def test_planetoid_bundled_cora_matches_pyg(cora, tmp_path):
     pyg = pytest.importorskip("torch_geometric.io.planetoid")
-    from mgg.datasets import bundled_planetoid_dir
+    from mgg.data import bundled_planetoid_dir
 
     assert_same_as_pyg(cora, pyg.read_planetoid_data(bundled_planetoid_dir(), "cora"))
 
@@ -444,7 +445,7 @@ def test_node_dataset_from_pyg():
 
 def test_layers_accept_edge_index_subclass_and_sparse_tensor():
     from mgg.nn import GCNConv
-    from mgg.nn.graph_cache import to_graph
+    from mgg.nn.plans import to_graph
 
     pyg = pytest.importorskip("torch_geometric")
     torch.manual_seed(0)
@@ -488,7 +489,7 @@ def test_layers_accept_torch_sparse_sparse_tensor():
 
 def test_layers_refuse_other_inputs_in_one_line():
     from mgg import MggError
-    from mgg.nn.graph_cache import to_graph
+    from mgg.nn.plans import to_graph
 
     with pytest.raises(MggError, match="edge_index must be a tensor .* SparseTensor .* got list"):
         to_graph([[0, 1], [1, 0]], 2)

@@ -136,7 +136,7 @@ def test_gradcheck(directed):
     (grad,) = torch.autograd.grad(mgg.aggregate(x, plan), x, g_out)
     torch.testing.assert_close(grad, g.to_torch_sparse(torch.float64).t() @ g_out)
     # a symmetric graph's transposed step is its own local part: no second copy of the edges
-    p = plan.partition(0)
+    p = plan.shard(0)
     assert (p.transposed is p.local) == (not directed)
 
 
@@ -247,7 +247,7 @@ def test_multi_rank_plan_reassembles_and_differentiates(device, ranks):
     parts, grad = [], torch.zeros_like(x)
     go = torch.randn(150, 20, device=device)
     for r in range(ranks):
-        p = plan.partition(r)
+        p = plan.shard(r)
         own = x[p.row_begin:p.row_end].clone().requires_grad_()
         halo = x[torch.from_numpy(p.halo_nodes).to(device)].clone().requires_grad_()
         out = run_step(own, halo, plan.rank_plan(r, Config(3, 2, 2)))
@@ -372,7 +372,7 @@ def test_bad_schedule_is_an_error(field, fn, msg):
     plan = Plan(g, 2)
     rp = plan.rank_plan(0, Config(16, 8, 2))
     assert rp.fixups.size(0) == 0 and rp.num_blocks > 2
-    p = rp.partition
+    p = rp.shard
     x = torch.randn(g.num_nodes, 8)
     args, params = rp.op_args("cpu")
     own, halo = x[p.row_begin:p.row_end].contiguous(), x[torch.from_numpy(p.halo_nodes)].contiguous()
@@ -401,7 +401,7 @@ def test_peers_op_bad_input():
     with pytest.raises(RuntimeError, match=r"my_pe 2 is outside \[0, 2\)"):
         run_peers(tables[0], tables, 2, rp, "direct")
     short = [tables[0], tables[1][:1]]  # PE 1's table lacks rows the plan reads
-    if rp.partition.remote_offset.max() > 0:
+    if rp.shard.remote_offset.max() > 0:
         with pytest.raises(RuntimeError, match=r"remote_col\[\d+\] = \d+ is outside \[0, 1\) of PE 1"):
             run_peers(tables[0], short, 0, rp, "direct")
     with pytest.raises(RuntimeError, match=r"peers\[1\] must be 2-D with the same dim"):
@@ -469,7 +469,7 @@ def test_allgather_volume_in_the_plan_statistics():
     stats = Plan(g, 3).stats()
     assert [s["allgather_rows"] for s in stats] == [300 - s["nodes"] for s in stats]
     gathered = Plan(g, 3, gathered=True)
-    p = gathered.partition(1)
+    p = gathered.shard(1)
     assert p.num_remote_edges == 0 and p.transposed.num_rows == 300  # every node's gradient
     x = torch.randn(300, 7, dtype=torch.float64)
     out = torch.cat([run_step(x, x.new_empty((0, 7)), gathered.rank_plan(r, Config(4, 2, 2))) for r in range(3)])

@@ -41,7 +41,7 @@ def test_documented_gpu_commands_name_real_stages():
 def _import_with_build_record(tmp_path, torch_version: str):
     """`import mgg` from a copy of the package whose build record names torch_version."""
     pkg = tmp_path / "mgg"
-    shutil.copytree(ROOT / "mgg", pkg, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    shutil.copytree(ROOT / "mgg", pkg, ignore=shutil.ignore_patterns("__pycache__", "planetoid"))
     (pkg / "_build.py").write_text(f"torch = {torch_version!r}\ncuda = None\nnvcc = None\narchs = []\n"
                                    "nvshmem = None\n")
     env = dict(os.environ, PYTHONPATH=str(tmp_path))

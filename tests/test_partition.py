@@ -11,9 +11,9 @@ import torch
 import mgg
 from mgg import Config, Graph, MggError, Partition, PlanError
 from mgg.ops import run_peers
-from mgg.partition import METHODS
-from mgg.partition_cache import PartitionCache
-from mgg.partition_stats import partition_stats
+from mgg.partitioning import METHODS
+from mgg.partitioning.cache import PartitionCache
+from mgg.partitioning.stats import partition_stats
 from mgg.testing import random_graph
 
 
@@ -141,7 +141,7 @@ def test_halo_rows_are_km1(method):
     assert total["halo_rows"] == _volume_by_hand(g, res.owner) == sum(r["halo_rows"] for r in ranks)
     assert total["halo_rows"] == sum(r["send_rows"] for r in ranks)
     assert total["method"] == method and total["remote_edges"] == sum(r["remote_edges"] for r in ranks)
-    from mgg import partitioners
+    from mgg.partitioning import methods as partitioners
 
     if _have("mtkahypar"):
         import mtkahypar as mk
@@ -173,7 +173,7 @@ def test_methods_are_seeded(method):
 def test_partitioners_cut_communication(method):
     """On a graph with communities, the partitioners cut remote edges and rows far below the
     range split, with the edges balanced."""
-    g = mgg.synthetic.from_spec("sbm:4000:8:10:0.9")
+    g = mgg.data.synthetic.from_spec("sbm:4000:8:10:0.9")
     _, rng = mgg.partition(g, 4, "range").stats(g)
     _, tot = mgg.partition(g, 4, method).stats(g)
     assert tot["remote_fraction"] < 0.15 < rng["remote_fraction"]

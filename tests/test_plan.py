@@ -62,7 +62,7 @@ def test_plan_covers_every_edge_once(g, p, ps, dist, wpb):
     seen = []
     for r in range(p):
         rp = plan.rank_plan(r, Config(ps, dist, wpb))
-        part = rp.partition
+        part = rp.shard
         lo, hi = part.row_begin, part.row_end
         # local: rebased ids inside the range
         lrows = np.repeat(np.arange(lo, hi), np.diff(part.local.rowptr))
@@ -115,7 +115,7 @@ def check_block_schedule(rp):
     cap, row_cap = c.wpb * c.dist, 2 * c.wpb  # eq. 1's 2 * wpb partial rows
     assert b.shape[1] == len(BLOCK_FIELDS) == 9 and f.shape[1] == 3
     counts = {}
-    for part, csr in (("local", rp.partition.local), ("remote", rp.partition.remote)):
+    for part, csr in (("local", rp.shard.local), ("remote", rp.shard.remote)):
         rows, _ = partitions_of(csr.rowptr, c.ps)
         counts[part] = np.bincount(rows, minlength=rp.num_rows)
         lo, hi, first = B[f"{part}_begin"], B[f"{part}_end"], B[f"{part}_first"]
@@ -156,7 +156,7 @@ def test_ablation_switches():
     g = Graph.from_edges(np.arange(40) % 7, np.arange(40) // 10, 7)  # rows 0..3 with 10 neighbors
     plan = Plan(g, 2)
     off = plan.rank_plan(0, Config(ps=0, dist=2, wpb=1))
-    rows, _ = partitions_of(off.partition.local.rowptr, 0)
+    rows, _ = partitions_of(off.shard.local.rowptr, 0)
     assert np.all(np.diff(rows) > 0)  # one partition per row
     check_block_schedule(off)
     contiguous = plan.rank_plan(0, Config(ps=2, dist=2, wpb=1, interleave=False))
@@ -187,7 +187,7 @@ def test_limits_come_from_the_extension():
 
 def test_transposed_step_of_a_symmetric_graph_is_shared():
     g = Graph.from_edges([0, 0, 1], [1, 2, 2], 3)
-    p = Plan(g).partition(0)
+    p = Plan(g).shard(0)
     assert p.transposed is not p.local
-    sym = Plan(Graph.from_edges([0, 1], [1, 0], 2)).partition(0)
+    sym = Plan(Graph.from_edges([0, 1], [1, 0], 2)).shard(0)
     assert sym.transposed is sym.local

@@ -11,8 +11,8 @@ import torch
 
 from mgg import Config
 from mgg.runtime import ConfigCache, DeviceLimits, MggSearch, feasible, grid, resources
-from mgg.runtime.cache import cache_key
-from mgg.runtime.model import DIST_STEPS, PS_STEPS, WPB_STEPS
+from mgg.runtime.config_cache import cache_key
+from mgg.runtime.limits import DIST_STEPS, PS_STEPS, WPB_STEPS
 
 LATTICE = [Config(p, d, w) for p, d, w in itertools.product(PS_STEPS, DIST_STEPS, WPB_STEPS)]
 
@@ -163,12 +163,12 @@ def test_rank_shape_counts_the_schedules_partitions():
 
     plan = Plan(random_graph(500, 6000, seed=3, skew=0.6), 3)
     for r in range(3):
-        shape = RankShape.of(plan.partition(r))
+        shape = RankShape.of(plan.shard(r))
         assert RankShape.from_list(shape.as_list()) == shape
         for i, ps in enumerate(PS_STEPS):
             blocks = plan.rank_plan(r, Config(ps, 1, 1)).blocks
             assert shape.local_parts[i] == int(blocks[:, 3].max()) and shape.remote_parts[i] == int(blocks[:, 5].max())
-        assert shape.edges == plan.partition(r).num_local_edges + plan.partition(r).num_remote_edges
+        assert shape.edges == plan.shard(r).num_local_edges + plan.shard(r).num_remote_edges
 
 
 def test_cost_model_is_eq2_eq3_against_sms_and_occupancy():
@@ -210,7 +210,7 @@ def test_cost_model_prunes_what_cannot_win():
     from mgg.testing import random_graph
 
     g = random_graph(2000, 5000, seed=1)  # max degree below 16: ps 16 and 32 give whole rows, like ps 8 or 16
-    shapes = [RankShape.of(Plan(g, 2).partition(r)) for r in range(2)]
+    shapes = [RankShape.of(Plan(g, 2).shard(r)) for r in range(2)]
     top = max(s.max_degree for s in shapes)
     gpu = DeviceLimits(name="gpu", sm_count=132)
     m = CostModel(shapes, 32, grid(32, gpu), gpu)
@@ -281,7 +281,7 @@ def test_decisions_travel_as_integers():
 
 
 def test_cache_keeps_what_another_writer_put(tmp_path):
-    from mgg.runtime.cache import parse_key
+    from mgg.runtime.config_cache import parse_key
 
     a, b = ConfigCache(tmp_path / "c.json"), ConfigCache(tmp_path / "c.json")
     ka = cache_key("g/r", 4, "cpu", 16, "float32", "halo", "none")
@@ -299,7 +299,7 @@ def test_inproc_tuning_is_correct_at_every_iteration_and_bounded(tmp_path, via):
     """P ranks in one process (mgg tune --ranks P, the scaling suite): every iteration's outputs
     are the aggregation, only the fastest schedule so far is kept, the key names the plan."""
     from mgg import Plan
-    from mgg.runtime.cache import parse_key
+    from mgg.runtime.config_cache import parse_key
     from mgg.runtime.online import OnlineTuner
     from mgg.runtime.targets import InprocTarget, plan_fingerprint
     from mgg.testing import random_graph
@@ -328,7 +328,7 @@ def test_tune_cli_on_ranks(tmp_path):
     import subprocess
     import sys
 
-    from mgg.runtime.cache import parse_key
+    from mgg.runtime.config_cache import parse_key
 
     r = subprocess.run([sys.executable, "-m", "mgg", "tune", "--dataset", "rmat:500:4000", "--dim", "8", "--ranks", "2",
                         "--iterations", "6", "--repeat", "2", "--exhaustive", "--out", str(tmp_path), "--quiet",

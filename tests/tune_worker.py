@@ -15,11 +15,10 @@ import torch
 import torch.distributed as dist
 
 from mgg import Config
-from mgg.datasets import bundled_planetoid_dir
+from mgg.data import bundled_planetoid_dir, load_planetoid
 from mgg.distributed import DistGraph
-from mgg.io import load_planetoid
 from mgg.nn.models import build
-from mgg.runtime.cache import ConfigCache
+from mgg.runtime.config_cache import ConfigCache
 from mgg.runtime.online import OnlineTuner
 from mgg.runtime.targets import DistTarget
 

@@ -1,7 +1,7 @@
 // Schemas of the mgg ops. A plan reaches the ops as two lists: `plan` holds the tensors of the
 // forward step and then of its transposed step (fields: core/step_layout.h, mgg._C.STEP_FIELDS;
 // absent tensors are None), `params` their integers (mgg._C.STEP_PARAMS, twice). The forward
-// runs the first step; the backward (registered in mgg/ops.py) runs the second.
+// runs the first step; the backward (registered in csrc/ops/autograd.cpp) runs the second.
 //
 // aggregate:        remote rows come from one table (x_remote: a halo buffer, or empty).
 // aggregate_peers:  remote rows come from each PE's own table (peers[pe], row remote_col), read

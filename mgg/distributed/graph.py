@@ -3,20 +3,20 @@ the same input graph and keeps its range (MGG Algorithm 1) and its plan; aggrega
 peers' rows through the backend:
 
 - `nvshmem` (MGG's path): embeddings in NVSHMEM symmetric memory, the fused kernel reads peers'
-  rows by NVSHMEM get or peer loads (nvshmem.py);
+  rows by NVSHMEM get or peer loads (backends/nvshmem.py over the runtime in nvshmem.py);
 - `halo`: a sparsity-aware all-to-all over torch.distributed (NCCL or gloo) brings each rank
   exactly the peer rows its plan reads, then the same op runs on the halo buffer. The op's own
   autograd gives the gradients of the rank's rows and of the halo rows; the exchange's adjoint
   returns the halo rows' gradients to their owners.
 - `allgather` (CAGNET 1D): every rank gathers all rows each layer and aggregates its own rows
-  from the whole table (allgather.py); its adjoint reduce-scatters the table's gradient.
+  from the whole table (backends/allgather.py); its adjoint reduce-scatters the table's gradient.
 
 The same model code runs on both. Which nodes a rank owns is a partition (mgg.partition): by
 default MGG's ranges of the graph's own order, or a relabelling that cuts communication
 (METIS, hypergraph); users see their own node order either way."""
 from __future__ import annotations
 
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
 import numpy as np
 import torch
@@ -24,86 +24,77 @@ import torch.distributed as dist
 
 from ..errors import MggError
 from ..graph import Graph
-from ..ops import check_fetch, run_attend, run_step
-from ..partition import CACHED, METHODS, Partition
-from ..partition import partition as partition_nodes
+from ..ops import attention_table
+from ..partitioning import CACHED, METHODS, Partition
+from ..partitioning import partition as partition_nodes
 from ..plan import Config, Plan
-from . import nvshmem
-from .allgather import AllGather
-from .halo import HaloExchange
+from .backends import BACKENDS as _KINDS
+from .comm import all_gather_rows
 
-BACKENDS = ("halo", "nvshmem", "allgather")
+BACKENDS = tuple(_KINDS)  # the backends' names (mgg.distributed.backends)
 
 
 class DistPlan:
-    """One normalised graph over the group: this rank's plan and what its backend needs."""
+    """One normalised graph over the group: this rank's plan and what its backend needs. It
+    speaks the protocol of a one-rank Plan (mgg.plan.Aggregation: aggregate, attend), so layers
+    and the tuner run either without asking which."""
+    distributed = True
 
     def __init__(self, graph: Graph, rank: int, bounds, group=None, backend: str = "halo", fetch: str = "get-warp"):
         self.rank, self.world, self.group = rank, len(bounds) - 1, group
         self.backend, self.fetch = backend, fetch
+        kind = _KINDS[backend]
         # the ranges of the DistGraph, whatever the normalisation
-        self.plan = Plan(graph, bounds=bounds, gathered=backend == "allgather")
+        self.plan = Plan(graph, bounds=bounds, gathered=kind.gathered)
         self.range_rows = [int(b) for b in np.diff(bounds)]
-        self._cache: dict = {}
-        if backend == "halo":
-            self.exchange = HaloExchange(self.plan.partition(rank), group)
-        elif backend == "allgather":
-            self.exchange = AllGather(self.range_rows, group)
-        else:  # the fused kernel's adjoint reads peers' gradients through the transposed graph's plan
-            self.plan_t = self.plan if graph.symmetric else Plan(graph.transpose(), bounds=bounds)
+        self.transport = kind(self, graph)
+        # the fetch policy that decides how peers' rows are read ("none" where the backend has none)
+        self.fetch_policy = fetch if kind.uses_fetch else "none"
 
-    def aggregate(self, x_own: torch.Tensor, config: Config, deterministic: bool = False) -> torch.Tensor:
+    def aggregate(self, x_own: torch.Tensor, config: Optional[Config] = None,
+                  deterministic: bool = False) -> torch.Tensor:
         """This rank's output rows, differentiable in x_own (this rank's rows)."""
-        p = self.plan.partition(self.rank)
+        p = self.plan.shard(self.rank)
         if x_own.dim() != 2 or x_own.size(0) != p.num_rows:
             raise MggError(f"rank {self.rank}: x has {tuple(x_own.shape)} rows but owns {p.num_rows} nodes "
                            f"[{p.row_begin}, {p.row_end})")
-        x_own = x_own.contiguous()
-        rp = self.plan.rank_plan(self.rank, config)
-        if self.backend == "nvshmem":
-            return nvshmem.aggregate(x_own, rp, self.plan_t.rank_plan(self.rank, config), self.range_rows, self.fetch,
-                                     deterministic)
-        if self.backend == "allgather":
-            x_all = self.exchange(x_own)
-            return run_step(x_all, x_all.new_empty((0, x_all.size(1))), rp, deterministic)
-        return run_step(x_own, self.exchange(x_own), rp, deterministic)
+        config = config or Config()
+        return self.transport.aggregate(x_own.contiguous(), self.plan.rank_plan(self.rank, config), config,
+                                        deterministic)
 
-    def attend(self, table_own: torch.Tensor, a_dst_own: torch.Tensor, heads: int, negative_slope: float,
-               dropout: float, seed: int, config: Config) -> torch.Tensor:
-        """GAT's attention for this rank's output rows (mgg.ops.run_attend), differentiable in
-        table_own (this rank's source rows, attention_table) and a_dst_own [rows, heads].
+    def attend(self, h: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, negative_slope: float = 0.2,
+               dropout: float = 0.0, seed: int = 0, config: Optional[Config] = None) -> torch.Tensor:
+        """GAT's attention for this rank's output rows (mgg.ops.run_attend), differentiable in h,
+        a_src (this rank's source rows) and a_dst [rows, heads].
 
         The dropout mask is drawn from global node ids of the (relabelled) graph, so every
         backend and every rank count draw the same mask on the same partition.
 
         Returns:
-            [rows, heads * C].
+            [rows, heads, C].
         """
-        p = self.plan.partition(self.rank)
+        p = self.plan.shard(self.rank)
+        heads = h.size(1)
+        table_own, a_dst_own = attention_table(h, a_src), a_dst.contiguous()
         if table_own.dim() != 2 or table_own.size(0) != p.num_rows or a_dst_own.shape != (p.num_rows, heads):
             raise MggError(f"rank {self.rank}: the attention inputs {tuple(table_own.shape)}, "
                            f"{tuple(a_dst_own.shape)} do not match its {p.num_rows} rows and {heads} heads")
-        table_own, a_dst_own = table_own.contiguous(), a_dst_own.contiguous()
-        rp = self.plan.rank_plan(self.rank, config)
-        args = (heads, negative_slope, dropout, seed)
-        if self.backend == "nvshmem":
-            return nvshmem.attend(table_own, a_dst_own, rp, self.plan_t.rank_plan(self.rank, config),
-                                  self.range_rows, self.fetch, *args)
-        if self.backend == "allgather":
-            t_all = self.exchange(table_own)
-            return run_attend(t_all, t_all.new_empty((0, t_all.size(1))), a_dst_own, rp, *args,
-                              row_offset=p.row_begin)
-        return run_attend(table_own, self.exchange(table_own), a_dst_own, rp, *args,
-                          ids=self._attention_ids(table_own.device), row_offset=p.row_begin)
+        config = config or Config()
+        out = self.transport.attend(table_own, a_dst_own, self.plan.rank_plan(self.rank, config), config,
+                                    (heads, negative_slope, dropout, seed), p.row_begin)
+        return out.view(-1, heads, h.size(2))
 
-    def _attention_ids(self, device) -> torch.Tensor:
-        """Global ids of [own rows | halo rows] (the halo backend's source table)."""
-        key = ("ids", str(device))
-        if key not in self._cache:
-            p = self.plan.partition(self.rank)
-            ids = np.concatenate([np.arange(p.row_begin, p.row_end, dtype=np.int64), p.halo_nodes])
-            self._cache[key] = torch.from_numpy(ids).to(device)
-        return self._cache[key]
+    def __getattr__(self, name: str):
+        """What the backend built for this plan (the halo exchange, the nvshmem backend's
+        transposed plan `plan_t`, ...), read through the DistPlan."""
+        if name == "transport":
+            raise AttributeError(name)
+        return getattr(self.transport, name)
+
+    def drop(self, config: Config) -> None:
+        """Forgets this rank's schedules under `config` (the tuner, once a config lost)."""
+        self.plan.drop(self.rank, config)
+        self.transport.drop(config)
 
 
 class DistGraph:
@@ -130,12 +121,7 @@ class DistGraph:
             raise MggError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if not dist.is_initialized():
             raise MggError("mgg.distributed: torch.distributed is not initialised (launch with torchrun)")
-        if backend == "nvshmem":
-            check_fetch(fetch)
-            if fetch == "uva":
-                raise MggError("fetch 'uva' reads pinned host tables within one process (python -m bench fetch); "
-                               "the nvshmem backend's tables are symmetric device memory")
-            nvshmem.init(group)
+        _KINDS[backend].start(group, fetch)
         self.graph, self.group, self.backend, self.fetch = graph, group, backend, fetch
         self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
         if self.world > graph.num_nodes:
@@ -180,15 +166,7 @@ class DistGraph:
         if rows.size(0) != self.num_rows:
             raise MggError(f"rank {self.rank}: {rows.size(0)} rows given but it owns {self.num_rows}")
         sizes = [int(b) for b in np.diff(self.bounds)]
-        device = rows.device
-        send = rows.detach()
-        if send.is_cuda and dist.get_backend(self.group) == "gloo":
-            send = send.cpu()  # gloo moves host memory
-        padded = send.new_zeros((max(sizes), *send.shape[1:]))
-        padded[:send.size(0)] = send
-        parts = [torch.empty_like(padded) for _ in sizes]
-        dist.all_gather(parts, padded, group=self.group)
-        return self.partition.to_user(torch.cat([p[:k] for p, k in zip(parts, sizes, strict=True)])).to(device)
+        return self.partition.to_user(all_gather_rows(rows.detach(), sizes, self.group))
 
     def plan_for(self, tag: str, make: Callable[[Graph], Graph]) -> DistPlan:
         """The DistPlan of make(graph) (a layer's normalisation, in the user's order, then

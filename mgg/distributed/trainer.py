@@ -9,9 +9,10 @@ import os
 import torch
 import torch.distributed as dist
 
+from ..data import NodeDataset
 from ..errors import MggError
-from ..io import NodeDataset
 from ..train import TrainConfig, summarize, train_once
+from .comm import all_reduce, allreduce_grads  # noqa: F401  (their home before comm.py)
 from .graph import DistGraph
 
 
@@ -28,23 +29,6 @@ def init_from_env(device: str = "cpu", backend: str = "halo") -> None:
         torch.cuda.set_device(local % torch.cuda.device_count())
     own_gpu = cuda and int(os.environ.get("LOCAL_WORLD_SIZE", 1)) <= torch.cuda.device_count()
     dist.init_process_group("nccl" if own_gpu and backend == "halo" else "gloo")
-
-
-def all_reduce(t: torch.Tensor, group=None) -> None:
-    """In-place sum over the group; CUDA tensors travel through host memory under gloo."""
-    if t.is_cuda and dist.get_backend(group) == "gloo":
-        host = t.cpu()
-        dist.all_reduce(host, group=group)
-        t.copy_(host)
-    else:
-        dist.all_reduce(t, group=group)
-
-
-def allreduce_grads(model: torch.nn.Module, group=None) -> None:
-    """Sums every parameter's gradient over the group."""
-    for p in model.parameters():
-        if p.grad is not None:
-            all_reduce(p.grad, group)
 
 
 def train(ds: NodeDataset, cfg: TrainConfig, backend: str = "halo", progress: bool = True,

@@ -13,8 +13,8 @@ from torch import nn
 from ..errors import MggError
 from ..graph import Graph
 from ..plan import Config
-from .graph_cache import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, run_plan
 from .message_passing import LayerBase, explained_edges
+from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, run_plan
 
 
 def _glorot(w: torch.Tensor):

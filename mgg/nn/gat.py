@@ -4,7 +4,7 @@ head one pass computes the scores, the softmax and the weighted sum, reading eac
 its source term in one fetch, local and remote sources interleaved as in the aggregation kernels.
 
 Bipartite inputs ((x_src, x_dst), in_channels=(a, b), size) attend over the square plan of
-max(N_src, N_dst) nodes with zero-padded sources (mgg.nn.graph_cache.bipartite_plan);
+max(N_src, N_dst) nodes with zero-padded sources (mgg.nn.plans.bipartite_plan);
 in_channels=-1 sizes the layer on its first call. What PyG's layer does and mgg does not (edge
 features, other aggregations) is refused with one line. Attention dropout is drawn from (seed, destination,
 source, head) rather than from torch's generator, so the forward and backward passes, every
@@ -20,11 +20,11 @@ from torch import nn
 
 from ..errors import MggError
 from ..graph import Graph
-from ..ops import attend, attention_graph, attention_table
+from ..ops import attention_graph
 from ..plan import Config
 from .conv import is_lazy, linear, refuse_script, split_input
-from .graph_cache import bipartite_plan, cached_plan, pad_rows
 from .message_passing import LayerBase
+from .plans import bipartite_plan, cached_plan, pad_rows
 
 _MIX = 0x9E3779B97F4A7C15
 _SEED_BITS = (1 << 62) - 1
@@ -211,13 +211,8 @@ class GATConv(LayerBase):
         return out
 
     def _attend(self, h, a_src, a_dst, plan, p: float, seed: int) -> torch.Tensor:
-        from ..distributed.graph import DistPlan
-
-        if isinstance(plan, DistPlan):
-            out = plan.attend(attention_table(h, a_src), a_dst.contiguous(), self.heads, self.negative_slope, p, seed,
-                              self.config)
-            return out.view(-1, self.heads, self.out_channels)
-        return attend(h, a_src, a_dst, plan, self.negative_slope, p, seed, self.config)
+        """[rows, heads, C] over a one-rank Plan or a DistPlan (mgg.plan.Aggregation)."""
+        return plan.attend(h, a_src, a_dst, self.negative_slope, p, seed, self.config)
 
     def _attention_weights(self, edge_index, n: int, a_src, a_dst, p: float, seed: int):
         """PyG's attention weights on one process: for a [2, E] input (edge_index used, alpha

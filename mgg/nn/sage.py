@@ -14,8 +14,8 @@ from ..errors import MggError
 from ..graph import Graph
 from ..plan import Config
 from .conv import _Aggregating, is_lazy, linear, split_input
-from .graph_cache import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows
 from .message_passing import explained_edges
+from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows
 
 AGGREGATIONS = ("mean", "add", "sum")
 

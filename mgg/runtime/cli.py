@@ -10,10 +10,10 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from ..io import load_graph
+from ..data import load_graph
 from ..plan import Plan
-from .cache import ConfigCache
-from .model import DIST_STEPS, PS_STEPS, DeviceLimits, grid
+from .config_cache import ConfigCache
+from .limits import DIST_STEPS, PS_STEPS, DeviceLimits, grid
 from .online import OnlineTuner
 from .report import chosen_line, trajectory_rows, trajectory_table
 from .targets import InprocTarget, LocalTarget

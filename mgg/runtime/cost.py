@@ -30,8 +30,8 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from ..plan import Config, RankPartition
-from .model import PS_STEPS, DeviceLimits, resources
+from ..plan import Config, RankShard
+from .limits import PS_STEPS, DeviceLimits, resources
 from .search import MggSearch
 
 SLACK = 4.0  # the model's trusted error: configs estimated slower than SLACK x the best are dropped
@@ -48,23 +48,23 @@ class RankShape:
     max_degree: int
 
     @staticmethod
-    def of(partition: RankPartition) -> "RankShape":
+    def of(shard: RankShard) -> "RankShape":
         """The shape of one rank's forward step.
 
         Args:
-            partition: the rank's partition of a plan.
+            shard: the rank's shard of a plan (Plan.shard).
 
         Returns:
             Its RankShape.
         """
-        local, remote = np.diff(partition.local.rowptr), np.diff(partition.remote.rowptr)
+        local, remote = np.diff(shard.local.rowptr), np.diff(shard.remote.rowptr)
 
         def parts(deg: np.ndarray, ps: int) -> int:
             return int(((deg + ps - 1) // ps).sum())
 
         return RankShape(tuple(parts(local, p) for p in PS_STEPS), tuple(parts(remote, p) for p in PS_STEPS),
-                         partition.num_local_edges + partition.num_remote_edges,
-                         max(partition.local.max_degree, partition.remote.max_degree))
+                         shard.num_local_edges + shard.num_remote_edges,
+                         max(shard.local.max_degree, shard.remote.max_degree))
 
     def as_list(self) -> list[int]:
         """The shape as integers (to gather it over a process group)."""
@@ -131,7 +131,7 @@ class CostModel(LatencyModel):
     Args:
         shapes: one RankShape per rank of the plan.
         dim: feature width D.
-        candidates: the feasible configs (mgg.runtime.model.grid).
+        candidates: the feasible configs (mgg.runtime.limits.grid).
         limits: the device.
         combine: 'max' (one device per rank: the slowest rank) or 'sum' (ranks time-sliced on one
             device).

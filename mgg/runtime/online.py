@@ -21,12 +21,12 @@ from typing import Callable, Optional
 import torch
 
 from ..plan import Config
-from .cache import ConfigCache
+from .config_cache import ConfigCache
 from .coordination import Coordinator, Decision, GroupCoordinator
 from .cost import CostModel, RankShape
-from .model import DeviceLimits, feasible, grid
+from .limits import DeviceLimits, feasible, grid
 from .search import MggSearch
-from .targets import DistTarget, target_of
+from .targets import target_of
 from .timing import time_once
 
 Timer = Callable[[Callable[[], object], Config], tuple]  # (step, config) -> (its result, ms)
@@ -121,8 +121,7 @@ class OnlineTuner:
         and builds the search."""
         self._started = True
         if self.coordinator is None:
-            self.coordinator = GroupCoordinator(target.dist_plan.group) if isinstance(target, DistTarget) \
-                else Coordinator()
+            self.coordinator = GroupCoordinator(target.group) if target.distributed else Coordinator()
         coord = self.coordinator
         limits = self.limits or DeviceLimits.of(x.device)
         dim = x.size(1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from .cache import parse_key
+from .config_cache import parse_key
 
 
 def trajectory_rows(trajectory: list) -> list[dict]:

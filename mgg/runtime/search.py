@@ -15,7 +15,7 @@ import math
 from typing import Callable, Iterator, Optional
 
 from ..plan import Config
-from .model import DIST_STEPS, PS_STEPS, WPB_STEPS
+from .limits import DIST_STEPS, PS_STEPS, WPB_STEPS
 
 AXES = (("ps", PS_STEPS), ("dist", DIST_STEPS), ("wpb", WPB_STEPS))
 

@@ -23,7 +23,7 @@ import torch
 
 from ..ops import aggregate, run_peers, run_step
 from ..plan import Config, Plan
-from .cache import cache_key
+from .config_cache import cache_key
 from .cost import RankShape
 
 VIA = ("peers", "halo")
@@ -45,6 +45,8 @@ class _Target:
     combine = "max"
     get = False  # remote rows land in shared memory (NVSHMEM gets)
     plan: Plan
+    distributed = False  # whether the ranks of a process group (`group`, None: the world) tune together
+    group = None
 
     def key(self, dim: int, dtype: torch.dtype, device_name: str) -> str:
         """The cache key of this step at width `dim` in `dtype` on `device_name`."""
@@ -93,7 +95,7 @@ class LocalTarget(_Target):
         self.plan = plan
 
     def own_shapes(self) -> list[RankShape]:
-        return [RankShape.of(self.plan.partition(0))]
+        return [RankShape.of(self.plan.shard(0))]
 
     def prepare(self, x: torch.Tensor, config: Config, deterministic: bool = False) -> Callable[[], torch.Tensor]:
         self.plan.rank_plan(0, config).op_args(x.device, transposed=torch.is_grad_enabled() and x.requires_grad)
@@ -110,11 +112,12 @@ class DistTarget(_Target):
     Args:
         dist_plan: a layer's DistPlan.
     """
+    distributed = True
 
     def __init__(self, dist_plan):
-        self.dist_plan, self.plan = dist_plan, dist_plan.plan
+        self.dist_plan, self.plan, self.group = dist_plan, dist_plan.plan, dist_plan.group
         self.ranks, self.backend = dist_plan.world, dist_plan.backend
-        self.fetch = dist_plan.fetch if dist_plan.backend == "nvshmem" else "none"
+        self.fetch = dist_plan.fetch_policy
         self.get = self.fetch.startswith("get")
 
     def combine_on(self, device: torch.device) -> str:
@@ -122,17 +125,13 @@ class DistTarget(_Target):
         return "sum" if shared else "max"  # processes sharing one GPU take turns on it
 
     def own_shapes(self) -> list[RankShape]:
-        return [RankShape.of(self.plan.partition(self.dist_plan.rank))]
+        return [RankShape.of(self.plan.shard(self.dist_plan.rank))]
 
     def prepare(self, x: torch.Tensor, config: Config, deterministic: bool = False) -> Callable[[], torch.Tensor]:
         return lambda: self.dist_plan.aggregate(x, config, deterministic)
 
     def drop(self, config: Config) -> None:
-        rank = self.dist_plan.rank
-        self.plan.drop(rank, config)
-        plan_t = getattr(self.dist_plan, "plan_t", None)  # the nvshmem backend's transposed graph
-        if plan_t is not None and plan_t is not self.plan:
-            plan_t.drop(rank, config)
+        self.dist_plan.drop(config)
 
 
 class InprocTarget(_Target):
@@ -153,7 +152,7 @@ class InprocTarget(_Target):
         self._halos: dict = {}
 
     def own_shapes(self) -> list[RankShape]:
-        return [RankShape.of(self.plan.partition(r)) for r in range(self.ranks)]
+        return [RankShape.of(self.plan.shard(r)) for r in range(self.ranks)]
 
     def prepare(self, x: torch.Tensor, config: Config, deterministic: bool = False) -> Callable[[], list]:
         """The step as a callable, its device copies made outside it.
@@ -183,7 +182,7 @@ class InprocTarget(_Target):
         """Rank `rank`'s halo node ids on `device` (made once)."""
         key = (rank, str(device))
         if key not in self._halos:
-            self._halos[key] = torch.from_numpy(self.plan.partition(rank).halo_nodes).to(device)
+            self._halos[key] = torch.from_numpy(self.plan.shard(rank).halo_nodes).to(device)
         return self._halos[key]
 
     def drop(self, config: Config) -> None:
@@ -192,7 +191,6 @@ class InprocTarget(_Target):
 
 
 def target_of(plan) -> _Target:
-    """The target of what a layer aggregates over: a DistPlan or a one-rank Plan."""
-    from ..distributed.graph import DistPlan
-
-    return DistTarget(plan) if isinstance(plan, DistPlan) else LocalTarget(plan)
+    """The target of what a layer aggregates over (mgg.plan.Aggregation): this rank's step of a
+    DistPlan, or a one-rank Plan."""
+    return DistTarget(plan) if plan.distributed else LocalTarget(plan)

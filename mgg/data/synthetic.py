@@ -25,8 +25,10 @@ from typing import Optional
 
 import numpy as np
 
-from .errors import GraphError
-from .graph import Graph
+from ..errors import GraphError
+from ..graph import Graph
+from .arrays import sorted_unique
+from .stats import degree_stats, gini  # noqa: F401  (their home before mgg.data.stats)
 
 
 @dataclass(frozen=True)
@@ -247,18 +249,6 @@ def sbm(num_nodes: int, blocks: int, avg_degree: float, p_in: float, seed: int =
     return Graph.from_edges(np.concatenate([u, v]), np.concatenate([v, u]), num_nodes, what=what)
 
 
-def sorted_unique(a: np.ndarray) -> np.ndarray:
-    """np.unique by one in-place sort (numpy 2's hash-based unique is many times slower on
-    large int64 arrays). Sorts `a`."""
-    a.sort()
-    if a.size < 2:
-        return a
-    keep = np.empty(a.size, bool)
-    keep[0] = True
-    np.not_equal(a[1:], a[:-1], out=keep[1:])
-    return a[keep]
-
-
 def canonical(spec: str) -> str:
     """The name a synthetic spec stands for in outputs: old preset names become rmat-*."""
     m = _PRESET_RE.fullmatch(spec)
@@ -304,42 +294,6 @@ def from_spec(spec: str) -> Graph:
             raise GraphError(f"{spec}: AVG_DEG and P_IN must be numbers ({SPEC_HELP})") from None
         return sbm(int(m.group(1)), int(m.group(2)), deg, p_in, int(m.group(5) or 0))
     raise GraphError(f"{spec}: not a synthetic spec ({SPEC_HELP})")
-
-
-# ---- statistics ----------------------------------------------------------------------------------
-def gini(x: np.ndarray) -> float:
-    """Gini coefficient of a degree sequence: 0 when all are equal, towards 1 when few hold all."""
-    x = np.sort(np.asarray(x, np.float64))
-    n = x.size
-    return float((2 * np.arange(1, n + 1) - n - 1) @ x / (n * x.sum())) if n and x.sum() else 0.0
-
-
-def degree_stats(g: Graph, exact: bool = True) -> dict:
-    """The statistics a stand-in is compared on: average and maximum in-degree, isolated nodes
-    (no edge in or out), degree skew (max/mean, share of edges at the top 1% of nodes, Gini of
-    in-degrees); with exact=True also self-loops, duplicate edges and symmetry (one sort of the
-    edges)."""
-    n, e = g.num_nodes, g.num_edges
-    indeg = g.degree().numpy()
-    outdeg = np.bincount(g.col.numpy(), minlength=n)
-    top = np.sort(indeg)[::-1][:max(1, n // 100)]
-    out = dict(nodes=n, edges=e, avg_degree=e / n, max_degree=int(indeg.max()) if n else 0,
-               max_over_avg=(indeg.max() / (e / n)) if e else 0.0,
-               isolated=int(((indeg == 0) & (outdeg == 0)).sum()),
-               top1pct_share=float(top.sum() / e) if e else 0.0, gini=gini(indeg))
-    out["isolated_fraction"] = out["isolated"] / n
-    if exact:
-        rows = g.rows().numpy()
-        col = g.col.numpy()
-        key = rows * n + col
-        key.sort()
-        rkey = col * n + rows
-        out["self_loops"] = int((rows == col).sum())
-        del rows, col
-        out["duplicates"] = int(key.size - 1 - np.count_nonzero(np.diff(key))) if key.size else 0
-        rkey.sort()
-        out["symmetric"] = bool(np.array_equal(key, rkey))
-    return out
 
 
 def real_stats(spec: str) -> Optional[dict]:

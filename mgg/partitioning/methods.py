@@ -1,6 +1,14 @@
-"""The partitioners of the seed papers behind mgg.partition's `metis` and `hypergraph` methods:
-each takes an mgg graph and gives every node a part in [0, P). Both packages are optional (the
-`partition` extra: pip install mgg[partition]).
+"""The partitioning methods (METHODS), `compute` runs one:
+- `range` (the default and the reference): MGG Algorithm 1 (ranges.split_ranges) on the graph's
+  own order; the permutation is the identity.
+- `random`: a seeded permutation, then Algorithm 1 on the relabelled graph (the seed papers'
+  baseline: what a graph without useful order gives).
+- `metis` and `hypergraph`, the partitioners of the seed papers: each takes an mgg graph and
+  gives every node a part in [0, P), made a Partition by assignment.from_parts. Both packages are
+  optional (the `partition` extra: pip install mgg[partition]).
+
+A part's nodes keep their relative order; rank r owns part r. Parts the partitioner leaves empty
+(it can on tiny graphs) get a node from the largest part.
 
 - `metis_parts`: METIS k-way (pymetis) on the symmetrised simple graph A + A^T (METIS needs a
   symmetric graph without self-loops or duplicate entries, and checks none of it), an edge's
@@ -9,7 +17,7 @@ each takes an mgg graph and gives every node a part in [0, P). Both packages are
   edges (the work), not nodes.
 - `hypergraph_parts`: Mt-KaHyPar (mtkahypar) on the column-net hypergraph: a net per node v
   whose pins are v and the nodes that read v; its connectivity-minus-one objective (km1) is
-  exactly the number of rows the ranks exchange (mgg.partition_stats' halo_rows). The
+  exactly the number of rows the ranks exchange (mgg.partitioning.stats' halo_rows). The
   DETERMINISTIC preset (bit-identical across runs, processes and thread counts), seeded, with
   three speed settings (mgg/data/mtkahypar-deterministic.ini).
 
@@ -21,19 +29,26 @@ from __future__ import annotations
 import importlib
 import os
 import tempfile
+import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import MissingPackageError, PlanError
-from .graph import Graph
+from ..data.bundled import MTKAHYPAR_INI
+from ..errors import MissingPackageError, PlanError
+from ..graph import Graph
+from .assignment import Partition, from_parts, range_partition
+from .ranges import split_ranges
+
+METHODS = ("range", "random", "metis", "hypergraph")
+CACHED = ("metis", "hypergraph")  # the methods worth keeping on disk
+_RANDOM_STREAM = 0x72616E646F6D  # 'random': the random method's seed sequence is (seed, this)
 
 EXTRA = "pip install mgg[partition]"
 PACKAGES = {"metis": "pymetis", "hypergraph": "mtkahypar"}
 IMBALANCE = 0.03  # allowed imbalance of the balanced weight (METIS ufactor 30, Mt-KaHyPar epsilon)
-_INI = Path(__file__).with_name("data") / "mtkahypar-deterministic.ini"
+_INI = MTKAHYPAR_INI
 _mtk = None  # mtkahypar's Initializer: one per process (its thread pool is fixed at the first call)
 
 
@@ -182,3 +197,19 @@ def hypergraph_parts(graph: Graph, num_parts: int, seed: int = 0) -> np.ndarray:
 def _check_parts(graph: Graph, num_parts: int) -> None:
     if not 2 <= num_parts <= graph.num_nodes:
         raise PlanError(f"partition: {num_parts} parts for {graph.num_nodes} nodes (need 2 <= parts <= nodes)")
+
+
+def compute(graph: Graph, num_ranks: int, method: str, seed: int) -> Partition:
+    t0 = time.perf_counter()
+    if method == "range":
+        return range_partition(graph, num_ranks, seconds=time.perf_counter() - t0, seed=seed)
+    if method == "random":
+        # a stream of its own: default_rng(seed)'s first permutation is the one mgg.data.synthetic's
+        # generators scramble ids with, and applying it would restore their generation order
+        perm = np.random.default_rng((seed, _RANDOM_STREAM)).permutation(graph.num_nodes).astype(np.int64)
+        rowptr = np.zeros(graph.num_nodes + 1, np.int64)
+        np.cumsum(graph.degree().numpy()[perm], out=rowptr[1:])
+        return Partition(method, perm, split_ranges(rowptr, num_ranks), time.perf_counter() - t0, seed)
+    parts = metis_parts if method == "metis" else hypergraph_parts
+    part = parts(graph, num_ranks, seed)
+    return from_parts(method, part, num_ranks, node_weights(graph), time.perf_counter() - t0, seed)

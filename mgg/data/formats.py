@@ -1,7 +1,7 @@
 """Graph files: SNAP-style edge lists (plain or .gz), Matrix Market (.mtx, .mtx.gz), .npz (any
 scipy.sparse format, rowptr/col, or edge_index); the Planetoid raw format; PyG Data. Every error
 names the file and, where there is one, the line. Directories and dataset names (PyG Reddit, OGB)
-are resolved in mgg.datasets; `load_graph` and `load_dataset` are the entry points.
+are resolved in mgg.data.resolve; `mgg.data.load_graph` and `mgg.data.load_dataset` are the entry points.
 
 Text is parsed by numpy's C reader (`np.loadtxt` on a path, numpy >= 1.23); only when it fails
 does a line-by-line pass run, to name the offending line (or to read files that mix comment
@@ -21,8 +21,9 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from .errors import GraphError
-from .graph import Graph, node_count_problem
+from ..errors import GraphError
+from ..graph import Graph, node_count_problem
+from .arrays import sorted_unique
 
 _COMMENT = ("#", "%", "//")
 
@@ -37,7 +38,7 @@ def _open_text(path: Path):
     return open(path, "rt", encoding="utf-8", newline=None)
 
 
-def _lines(path: Path):
+def text_lines(path: Path):
     """(line number, stripped line) of every line, with a one-line error for unreadable files."""
     try:
         with _open_text(path) as f:
@@ -49,7 +50,7 @@ def _lines(path: Path):
 
 def _data_lines(path: Path, start: int = 0):
     """(line number, fields) of the lines that are neither blank nor comments, after line `start`."""
-    for ln, s in _lines(path):
+    for ln, s in text_lines(path):
         if ln > start and s and not s.startswith(_COMMENT):
             yield ln, s
 
@@ -79,7 +80,7 @@ def _loadtxt(path: Path, dtype, skip: int, comment: str):
 def _first_data_line(path: Path, start: int = 0):
     """(lines before the first data line, its line number, its fields, comment chars seen)."""
     seen = set()
-    for ln, s in _lines(path):
+    for ln, s in text_lines(path):
         if ln <= start:
             continue
         if not s:
@@ -181,7 +182,6 @@ def _check_ids(path: Path, a, b, start: int, num_nodes: Optional[int], relabel: 
 
 def _relabel(a, b):
     """Distinct ids numbered 0..N-1 in sorted order: (new a, new b, the original id of each node)."""
-    from .synthetic import sorted_unique
 
     ids = sorted_unique(np.concatenate([a, b]))
     return np.searchsorted(ids, a), np.searchsorted(ids, b), ids
@@ -243,7 +243,7 @@ def load_mtx(path) -> Graph:
     path = Path(path)
     if not path.is_file():
         raise GraphError(f"{path}: no such file")
-    lines = _lines(path)
+    lines = text_lines(path)
     ln, banner = next(lines, (1, ""))
     t = banner.split()
     if len(t) != 5 or t[0] != "%%MatrixMarket" or t[1].lower() != "matrix":
@@ -483,7 +483,7 @@ def load_planetoid(root, name: str) -> NodeDataset:
     if not isinstance(graph, dict):
         raise GraphError(f"{p['graph']}: expected a dict of adjacency lists, got {type(graph).__name__}")
     test_index = []
-    for ln, line in _lines(p["test.index"]):
+    for ln, line in text_lines(p["test.index"]):
         if line:
             if not re.fullmatch(r"\d+", line):
                 raise GraphError(f"{p['test.index']}:{ln}: expected a node index, got {line!r}")
@@ -528,19 +528,3 @@ def load_planetoid(root, name: str) -> NodeDataset:
         val_mask=mask_of(np.arange(ntrain, min(ntrain + 500, n)), n, name),
         test_mask=mask_of(test_index, n, name),
     )
-
-
-# ---- by name -----------------------------------------------------------------------------------
-def load_graph(spec: str, data_dir=None, relabel: bool = False) -> Graph:
-    """A graph from a command-line spec: a file (edge list, .mtx, .npz), a dataset directory or
-    name (Planetoid, PyG Reddit, OGB) under data_dir, or a synthetic spec. See mgg.datasets.resolve."""
-    from .datasets import resolve
-
-    return resolve(spec, data_dir, relabel=relabel).graph
-
-
-def load_dataset(spec: str, data_dir=None) -> NodeDataset:
-    """A dataset with features, labels and split (for training). See mgg.datasets.resolve."""
-    from .datasets import resolve
-
-    return resolve(spec, data_dir).dataset()

@@ -8,6 +8,9 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ...ops import run_attend, run_step
+from ..comm import all_gather_rows, staged
+
 
 class AllGather:
     """The gathered table of a group whose rank r owns range_rows[r] rows."""
@@ -17,19 +20,9 @@ class AllGather:
         self.rank = dist.get_rank(group)
         self.most = max(range_rows)
 
-    def _staged(self, t: torch.Tensor) -> bool:
-        return t.is_cuda and dist.get_backend(self.group) == "gloo"  # gloo moves CUDA rows via the host
-
     def forward(self, x_own: torch.Tensor) -> torch.Tensor:
         """x_own [own rows, D] -> every rank's rows [N, D], in rank order."""
-        device, send = x_own.device, x_own
-        if self._staged(send):
-            send = send.cpu()
-        padded = send.new_zeros((self.most, send.size(1)))  # all_gather wants equal sizes
-        padded[:send.size(0)] = send
-        parts = [torch.empty_like(padded) for _ in self.range_rows]
-        dist.all_gather(parts, padded, group=self.group)
-        return torch.cat([p[:n] for p, n in zip(parts, self.range_rows, strict=True)]).to(device)
+        return all_gather_rows(x_own, self.range_rows, self.group)
 
     def backward(self, grad_all: torch.Tensor) -> torch.Tensor:
         """The adjoint: the sum over ranks of the gradients of this rank's rows (reduce-scatter;
@@ -37,8 +30,8 @@ class AllGather:
         device, g = grad_all.device, grad_all.contiguous()
         begin = sum(self.range_rows[:self.rank])
         rows = self.range_rows[self.rank]
-        if self._staged(g) or dist.get_backend(self.group) == "gloo":
-            g = g.cpu().clone() if self._staged(g) else g.clone()
+        if staged(g, self.group) or dist.get_backend(self.group) == "gloo":
+            g = g.cpu().clone() if staged(g, self.group) else g.clone()
             dist.all_reduce(g, group=self.group)
             return g[begin:begin + rows].to(device)
         chunks = torch.zeros((len(self.range_rows), self.most, g.size(1)), dtype=g.dtype, device=device)
@@ -63,3 +56,28 @@ class _Gather(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return ctx.gather.backward(grad), None
+
+
+class AllGatherBackend:
+    """The `allgather` backend: the rank's plan reads every source from the gathered table."""
+    gathered = True  # Plan(gathered=True): sources are rows of the whole table
+    uses_fetch = False
+
+    @staticmethod
+    def start(group, fetch: str) -> None:
+        """Nothing to start: torch.distributed moves the rows."""
+
+    def __init__(self, dist_plan, graph):
+        self.exchange = AllGather(dist_plan.range_rows, dist_plan.group)
+
+    def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:
+        x_all = self.exchange(x_own)
+        return run_step(x_all, x_all.new_empty((0, x_all.size(1))), rp, deterministic)
+
+    def attend(self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple,
+               row_offset: int) -> torch.Tensor:
+        t_all = self.exchange(table_own)
+        return run_attend(t_all, t_all.new_empty((0, t_all.size(1))), a_dst_own, rp, *args, row_offset=row_offset)
+
+    def drop(self, config) -> None:
+        """Nothing beyond the plan's own schedule."""

@@ -1,7 +1,7 @@
 """torchrun worker of the `fetch` suite's NVSHMEM modes: P PEs (processes) on this GPU time the
 fused kernel of one layer's aggregation for each get scope, every rank its own, after a barrier.
 
-    torchrun --standalone --nproc-per-node P bench/fetch_worker.py SPEC DIM MODES WARMUP REPS OUT [DATA_DIR]
+    torchrun --standalone --nproc-per-node P bench/workers/fetch_worker.py SPEC DIM MODES WARMUP REPS OUT [DATA_DIR]
 
 MODES is comma-separated (get-thread,get-warp,get-block). Rank 0 writes, per mode, every rank's
 (median, p10, p90, samples) in ms and the bytes each rank reads from its peers, as JSON.
@@ -33,7 +33,7 @@ def main():
         x = torch.randn(dg.row_end - dg.row_begin, dim, generator=torch.Generator().manual_seed(dg.rank)).to(dev)
         with torch.no_grad():
             t = measure(lambda dp=dp, x=x: dp.aggregate(x, Config()), dev, warmup, reps)
-        part = dp.plan.partition(dg.rank)
+        part = dp.plan.shard(dg.rank)
         mine = ((t.median_ms, t.p10_ms, t.p90_ms, t.samples), part.num_remote_edges * dim * x.element_size())
         ranks = [None] * dg.world
         dist.all_gather_object(ranks, mine)

@@ -10,7 +10,6 @@ import torch
 
 from ..errors import MggError
 from ..graph import Graph
-from ..ops import aggregate
 from ..plan import Config, Plan
 
 _CACHE: dict = {}
@@ -87,8 +86,6 @@ def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callabl
     """
     if isinstance(edge_index, Plan):
         return edge_index
-    from ..distributed.graph import DistGraph
-
     wdt = torch.float64 if dtype == torch.float64 else torch.float32
     reverse = flow == "target_to_source"
     if reverse and (is_sparse_tensor(edge_index) or (isinstance(edge_index, torch.Tensor)
@@ -96,8 +93,9 @@ def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callabl
         raise MggError("flow='target_to_source' does not apply to a sparse adjacency (PyG refuses it too); pass "
                        "edge_index [2, E] or the transposed adjacency")
     prepare = (lambda g: make(g.transpose() if reverse else g, wdt))  # noqa: E731
-    if isinstance(edge_index, DistGraph):
-        return edge_index.plan_for(f"{tag}:{flow}:{wdt}", prepare)
+    plan_for = getattr(edge_index, "plan_for", None)  # a graph that plans itself: mgg.distributed.DistGraph
+    if plan_for is not None:
+        return plan_for(f"{tag}:{flow}:{wdt}", prepare)
     if edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled():
         raise MggError("an edge_weight that requires grad goes through mgg.ops.aggregate_edges (GCNConv does this), "
                        "not a cached plan")
@@ -119,14 +117,10 @@ def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callabl
 def run_plan(x: torch.Tensor, plan, config: Config, deterministic: bool, tuner=None) -> torch.Tensor:
     """Aggregates x over a layer's plan (a one-rank Plan, or a DistPlan: this rank's rows)
     through the layer's online tuner if it has one (over a DistPlan every rank of the group
-    tunes together), else with `config`."""
-    from ..distributed.graph import DistPlan
-
+    tunes together), else with `config`. Both speak mgg.plan.Aggregation."""
     if tuner is not None:
         return tuner.aggregate(x, plan, deterministic)
-    if isinstance(plan, DistPlan):
-        return plan.aggregate(x, config, deterministic)
-    return aggregate(x, plan, config, deterministic=deterministic)
+    return plan.aggregate(x, config, deterministic)
 
 
 def clear() -> None:

@@ -34,7 +34,8 @@ import torch.nn.functional as F
 
 from mgg.runtime.timing import Timing
 
-from .memory import peak_rss_bytes, reset_peak_rss, rss_bytes
+from ..memory import peak_rss_bytes, reset_peak_rss, rss_bytes
+from .common import result_row, within_budget
 
 DEFAULT_MODELS = ["gcn", "sage", "gat"]
 DEFAULT_TARGETS = {"gcn": 0.78, "sage": 0.78, "gat": 0.78, "gin": 0.75}
@@ -177,13 +178,13 @@ def train_to_target(ds, model: str, impl: str, seed: int, target: float, max_epo
         peak_mb, prep_s).
     """
     from mgg import train
-    from mgg.nn import graph_cache
+    from mgg.nn import plans
 
     conv_module = None
     if impl != "mgg":
         import torch_geometric.nn as conv_module
     cfg = train.TrainConfig(model=model, layers=layers, device=str(device), conv_module=conv_module)
-    graph_cache.clear()  # mgg plans the graph within the run, as a fresh process would
+    plans.clear()  # mgg plans the graph within the run, as a fresh process would
     t0 = time.perf_counter()
     s = train.start(ds, cfg, seed)
     prep_s = time.perf_counter() - t0
@@ -197,10 +198,9 @@ def _curve(curve: list) -> str:
 
 
 def tta(opt) -> Iterator[dict]:
-    from mgg.io import load_dataset
+    from mgg.data import load_dataset
 
-    from .accuracy import layers_available
-    from .suites import _cases, _row
+    from ..accuracy import layers_available
 
     datasets = opt.tta_datasets or ["cora"]
     models = opt.tta_models or DEFAULT_MODELS
@@ -208,7 +208,7 @@ def tta(opt) -> Iterator[dict]:
     impls = ["mgg", "pyg", minibatch_impl()]
     loaded = {}
     cases = list(itertools.product(datasets, models, impls, range(opt.tta_seeds)))
-    for name, model, impl, seed in _cases(opt, "tta", cases, lambda c: f"{c[0]} {c[1]} {c[2]} seed {c[3]}"):
+    for name, model, impl, seed in within_budget(opt, "tta", cases, lambda c: f"{c[0]} {c[1]} {c[2]} seed {c[3]}"):
         t0 = time.perf_counter()
         why = layers_available("mgg" if impl == "mgg" else "pyg", model)
         if why:
@@ -219,7 +219,7 @@ def tta(opt) -> Iterator[dict]:
         ds = loaded[name]
         res = train_to_target(ds, model, impl, seed, targets[model], opt.tta_max_epochs, opt.device)
         ms = [t * 1e3 for t in res["times"]]
-        row = _row("tta", f"{ds.name}/{model}/seed{seed}", ds.name, ds.graph, ds.x.size(1), opt, impl, 1,
+        row = result_row("tta", f"{ds.name}/{model}/seed{seed}", ds.name, ds.graph, ds.x.size(1), opt, impl, 1,
                    opt.config if impl == "mgg" else None, "train", Timing.of(ms), res["peak_mb"],
                    prep_s=res["prep_s"])
         tt = res["time_to_target"]

@@ -2,7 +2,7 @@
 batches (mgg.dlrm) over the ranks, mgg's `halo` path against the `alltoall` baseline (torchrec's
 row-wise scheme on torch.distributed), and on GPUs with nvshmem4py mgg's `nvshmem` path.
 
-    torchrun --standalone --nproc-per-node P bench/dlrm_worker.py DIM BATCH CAP POOLING DEVICE WARMUP REPS OUT
+    torchrun --standalone --nproc-per-node P bench/workers/dlrm_worker.py DIM BATCH CAP POOLING DEVICE WARMUP REPS OUT
 
 Each rank looks up its share of a global batch of BATCH samples x 26 tables (mixed sharding:
 tables of at least 65,536 rows row-wise, the others table-wise). Table rows are a function of

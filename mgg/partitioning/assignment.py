@@ -1,40 +1,24 @@
-"""Which nodes each rank owns: a node permutation plus rank bounds, so the plan machinery stays
-as it is (ranks own contiguous ranges of the relabelled graph, mgg.plan).
-
-Methods:
-- `range` (the default and the reference): MGG Algorithm 1 (split_ranges) on the graph's own
-  order; the permutation is the identity.
-- `random`: a seeded permutation, then Algorithm 1 on the relabelled graph (the seed papers'
-  baseline: what a graph without useful order gives).
-- `metis`: METIS k-way (pymetis), balanced by edges, minimising remote edges.
-- `hypergraph`: Mt-KaHyPar (mtkahypar) on the column-net hypergraph, minimising the
-  connectivity-minus-one volume, which is exactly the number of rows the ranks exchange.
-
-A part's nodes keep their relative order; rank r owns part r. Parts the partitioner leaves empty
-(it can on tiny graphs) get a node from the largest part. One rank has nothing to partition:
-every method gives the identity, no package needed. `metis` and `hypergraph` results are kept
-on disk (mgg.partition_cache), so a large graph is partitioned once.
+"""The node -> rank map, `Partition`: a node permutation plus rank bounds, so the plan machinery
+stays as it is (ranks own contiguous ranges of the relabelled graph, mgg.plan). The methods that
+compute one are in methods.py, `mgg.partition(...)` in compute.py.
 
 The relabelling is invisible to users of mgg.distributed.DistGraph: it takes and gives tensors
-in the user's node order.
-"""
+in the user's node order."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Optional, Union
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from .errors import PlanError
-from .graph import Graph
-from .plan import Plan, split_ranges
+from ..errors import PlanError
+from ..graph import Graph
+from .ranges import split_ranges
 
-METHODS = ("range", "random", "metis", "hypergraph")
-CACHED = ("metis", "hypergraph")  # the methods worth keeping on disk
-_RANDOM_STREAM = 0x72616E646F6D  # 'random': the random method's seed sequence is (seed, this)
+if TYPE_CHECKING:
+    from ..plan import Plan
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,7 +27,7 @@ class Partition:
     are rows bounds[r] .. bounds[r + 1] - 1 of the relabelled graph.
 
     Attributes:
-        method: one of METHODS.
+        method: one of mgg.partitioning.METHODS.
         perm: int64 [nodes]: perm[new id] = the user's id of that node.
         bounds: int64 [P + 1]: the ranks' ranges of new ids.
         seconds: the time the partitioning took (when it was computed, for a cached result).
@@ -123,18 +107,20 @@ class Partition:
     def plan(self, graph: Graph, gathered: bool = False) -> Plan:
         """The Plan of `graph` (user order) over these ranks: Plan(relabel(graph), bounds)
         (gathered: for the allgather backend)."""
+        from ..plan import Plan
+
         return Plan(self.relabel(graph), bounds=self.bounds, gathered=gathered)
 
     def stats(self, graph: Graph) -> tuple[list[dict], dict]:
         """partition_stats of `graph` (user order) under this partition, with the method and its
         time in the total."""
-        from .partition_stats import partition_stats
+        from .stats import partition_stats
 
         ranks, total = partition_stats(self.relabel(graph), self.bounds)
         return ranks, dict(method=self.method, **total, seconds=round(self.seconds, 3), cached=self.cached)
 
 
-def _from_parts(method: str, part: np.ndarray, num_ranks: int, weights: np.ndarray, seconds: float,
+def from_parts(method: str, part: np.ndarray, num_ranks: int, weights: np.ndarray, seconds: float,
                 seed: int) -> Partition:
     """A partition from each node's part: parts in rank order, nodes in their order within a
     part. An empty part takes the lightest node of the part with the most nodes."""
@@ -160,69 +146,3 @@ def range_partition(graph: Graph, num_ranks: int, method: str = "range", seconds
     """MGG Algorithm 1 on the graph's own order (the `range` method)."""
     return Partition(method, np.arange(graph.num_nodes, dtype=np.int64), split_ranges(graph.rowptr, num_ranks),
                      seconds, seed)
-
-
-def _compute(graph: Graph, num_ranks: int, method: str, seed: int) -> Partition:
-    t0 = time.perf_counter()
-    if method == "range":
-        return range_partition(graph, num_ranks, seconds=time.perf_counter() - t0, seed=seed)
-    if method == "random":
-        # a stream of its own: default_rng(seed)'s first permutation is the one mgg.synthetic's
-        # generators scramble ids with, and applying it would restore their generation order
-        perm = np.random.default_rng((seed, _RANDOM_STREAM)).permutation(graph.num_nodes).astype(np.int64)
-        rowptr = np.zeros(graph.num_nodes + 1, np.int64)
-        np.cumsum(graph.degree().numpy()[perm], out=rowptr[1:])
-        return Partition(method, perm, split_ranges(rowptr, num_ranks), time.perf_counter() - t0, seed)
-    from . import partitioners
-
-    parts = partitioners.metis_parts if method == "metis" else partitioners.hypergraph_parts
-    part = parts(graph, num_ranks, seed)
-    return _from_parts(method, part, num_ranks, partitioners.node_weights(graph), time.perf_counter() - t0, seed)
-
-
-def check(graph: Graph, num_ranks: int, method: str, seed: int) -> None:
-    """PlanError unless the arguments of partition() are valid."""
-    if method not in METHODS:
-        raise PlanError(f"partition method must be one of {METHODS}, got {method!r}")
-    if not isinstance(num_ranks, (int, np.integer)) or isinstance(num_ranks, bool) or num_ranks < 1:
-        raise PlanError(f"ranks must be a positive integer, got {num_ranks!r}")
-    if num_ranks > graph.num_nodes:
-        raise PlanError(f"ranks ({num_ranks}) exceed the number of nodes ({graph.num_nodes})")
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or not 0 <= seed < 2**31:
-        raise PlanError(f"seed must be an integer in [0, 2^31), got {seed!r}")
-
-
-def partition(graph: Graph, num_ranks: int, method: str = "range", seed: int = 0,
-              cache: Union[bool, str, None] = True) -> Partition:
-    """Which nodes each of P ranks owns.
-
-    Args:
-        graph: the graph, in the user's node order (its structure is what counts; weights are
-            ignored).
-        num_ranks: P, 1 <= P <= nodes. With P = 1 there is nothing to partition: the identity,
-            whatever the method (no package needed).
-        method: 'range' (MGG Algorithm 1, identity permutation), 'random', 'metis' (needs
-            pymetis) or 'hypergraph' (needs mtkahypar); see the module docstring.
-        seed: the seed of 'random', 'metis' and 'hypergraph' (each is deterministic given it).
-        cache: 'metis' and 'hypergraph' results are kept on disk, keyed by the graph's content
-            hash, P, method and seed: True for the default directory ($MGG_PARTITION_CACHE, else
-            ~/.cache/mgg/partitions), a directory, or False for none.
-
-    Returns:
-        The Partition: permutation, its inverse, rank bounds, relabel() for the relabelled graph,
-        the method and its time.
-    """
-    check(graph, num_ranks, method, seed)
-    if num_ranks == 1:
-        return range_partition(graph, 1, method, seed=seed)
-    if method not in CACHED or cache is False:
-        return _compute(graph, num_ranks, method, seed)
-    from .partition_cache import PartitionCache
-
-    store = PartitionCache(None if cache is True or cache is None else cache)
-    hit: Optional[Partition] = store.get(graph, num_ranks, method, seed)
-    if hit is not None:
-        return hit
-    result = _compute(graph, num_ranks, method, seed)
-    store.put(graph, result)
-    return result

@@ -10,7 +10,7 @@ rank reads from its peers, computed from the plan (traffic_mb, rank_traffic_mb: 
   `uvm`        peers' rows in CUDA managed memory (MGG over unified memory, Fig. 8) - GPU only;
   `halo`       each rank gathers its halo rows into a buffer first (the halo backend's data);
   `allgather`  each rank gathers every rank's rows first (CAGNET 1D);
-- over NVSHMEM, one process per PE under torchrun (bench/fetch_worker.py), GPU only:
+- over NVSHMEM, one process per PE under torchrun (bench/workers/fetch_worker.py), GPU only:
   `get-thread`, `get-warp`, `get-block`  NVSHMEM gets at thread, warp and block scope (Fig. 10c).
 
 With --ncu (where Nsight Compute runs) each in-process case is run once more under ncu and the
@@ -32,7 +32,8 @@ import torch
 
 from mgg.runtime.timing import Timing, measure
 
-from . import cache
+from .. import cache
+from .common import features, result_row, verified, within_budget
 
 IN_PROCESS = ("direct", "uva", "uvm", "halo", "allgather")
 NVSHMEM = ("get-thread", "get-warp", "get-block")
@@ -54,7 +55,7 @@ def _rank_fns(mode: str, g, pes: int, x: torch.Tensor, config) -> tuple[list, li
     fns, traffic = [], []
     for r in range(pes):
         rp = plan.rank_plan(r, config)
-        p = rp.partition
+        p = rp.shard
         if mode in ("direct", "uva", "uvm"):
             if mode == "uva":
                 peers = [t if q == r else memory.pinned_table(t) for q, t in enumerate(tables)]
@@ -101,8 +102,8 @@ def _ncu(opt, spec: str, dim: int, pes: int, mode: str) -> dict:
 
 def _nvshmem_times(opt, spec: str, dim: int, pes: int) -> dict:
     """Every rank's median time per NVSHMEM get scope, from one torchrun of PEs on this GPU."""
-    worker = Path(__file__).with_name("fetch_worker.py")
-    root = str(Path(__file__).resolve().parent.parent)
+    worker = Path(__file__).parent.parent / "workers" / "fetch_worker.py"
+    root = str(Path(__file__).resolve().parents[2])
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "r.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={pes}", "--standalone", str(worker),
@@ -119,18 +120,17 @@ def _nvshmem_times(opt, spec: str, dim: int, pes: int) -> dict:
 
 def fetch(opt) -> Iterator[dict]:
     """Rows of the fetch suite (see the module's docstring)."""
-    from .peers import check_run
-    from .suites import _cases, _features, _row, _verified
+    from ..peers import check_run
 
     modes = [m for m in (opt.fetch_modes or MODES) if m in MODES]
     gpu = opt.device.type == "cuda"
     cases = list(itertools.product(opt.graphs, opt.dims, opt.pes))
-    for spec, dim, pes in _cases(opt, "fetch", cases, lambda c: f"{c[0]} D={c[1]} P={c[2]}"):
+    for spec, dim, pes in within_budget(opt, "fetch", cases, lambda c: f"{c[0]} D={c[1]} P={c[2]}"):
         t0 = time.perf_counter()
         g, _ = cache.normalized(spec, opt.data_dir)
         if pes > g.num_nodes:
             continue
-        x = _features(g.num_nodes, dim, str(opt.device), opt.dtype)
+        x = features(g.num_nodes, dim, str(opt.device), opt.dtype)
         nv = {}
         if gpu and any(m in NVSHMEM for m in modes):
             try:
@@ -149,13 +149,13 @@ def fetch(opt) -> Iterator[dict]:
                 traffic = nv[mode]["traffic"]
             else:
                 fns, traffic = _rank_fns(mode, g, pes, x, opt.config)
-                if not _verified(opt, f"fetch {spec} D={dim} P={pes} {mode}", check_run, fns, g, x):
+                if not verified(opt, f"fetch {spec} D={dim} P={pes} {mode}", check_run, fns, g, x):
                     continue
                 per_rank = [measure(f, opt.device, opt.warmup, opt.reps) if not opt.prep_only
                             else Timing(float("nan"), float("nan"), float("nan"), 0) for f in fns]
             slow = max(per_rank, key=lambda t: t.median_ms)
-            row = _row("fetch", f"{spec}/d{dim}/P{pes}/{mode}", spec, g, dim, opt, f"fetch-{mode}", pes, opt.config,
-                       "fwd", slow, float("nan"), prep_s=time.perf_counter() - t0)
+            row = result_row("fetch", f"{spec}/d{dim}/P{pes}/{mode}", spec, g, dim, opt, f"fetch-{mode}", pes,
+                             opt.config, "fwd", slow, float("nan"), prep_s=time.perf_counter() - t0)
             row.update(rank_ms=";".join(f"r{r}:{t.median_ms:.4f}" for r, t in enumerate(per_rank)),
                        traffic_mb=round(sum(traffic) / 2**20, 3),
                        rank_traffic_mb=";".join(f"r{r}:{b / 2**20:.3f}" for r, b in enumerate(traffic)))

@@ -26,6 +26,8 @@ from typing import Iterator
 
 from mgg.runtime.timing import Timing
 
+from .common import torchrun, within_budget
+
 POOLINGS = (1, 8)
 IMPLS = {"halo": "mgg-halo", "alltoall": "alltoall-rw", "nvshmem": "mgg-nvshmem"}
 
@@ -39,14 +41,12 @@ def _row(opt, case, rows, lookups, dim, impl, pes, pass_, t: Timing, **extra):
 
 
 def dlrm(opt) -> Iterator[dict]:
-    from .suites import _cases, _torchrun
-
-    worker = Path(__file__).with_name("dlrm_worker.py")
-    root = str(Path(__file__).resolve().parent.parent)
+    worker = Path(__file__).parent.parent / "workers" / "dlrm_worker.py"
+    root = str(Path(__file__).resolve().parents[2])
     pes_list = [p for p in opt.pes if p > 1] or [2]
     cap = "none" if opt.dlrm_cap is None else str(opt.dlrm_cap)
     cases = [(d, p, k) for d in opt.dims for k in POOLINGS for p in pes_list]
-    for dim, pes, pooling in _cases(opt, "dlrm", cases, lambda c: f"D={c[0]} P={c[1]} pooling={c[2]}"):
+    for dim, pes, pooling in within_budget(opt, "dlrm", cases, lambda c: f"D={c[0]} P={c[1]} pooling={c[2]}"):
         t0 = time.perf_counter()
         case = f"b{opt.dlrm_batch}/cap{cap}/pool{pooling}/d{dim}"
         if opt.prep_only:
@@ -58,7 +58,7 @@ def dlrm(opt) -> Iterator[dict]:
                    str(opt.reps), str(out)]
             env = dict(os.environ, OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // pes)),
                        PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-            r = _torchrun(cmd, env, min(opt.worker_timeout_s, max(opt.budget.left(), 1.0)))
+            r = torchrun(cmd, env, min(opt.worker_timeout_s, max(opt.budget.left(), 1.0)))
             if r.returncode != 0:
                 err = r.stderr if len(r.stderr) <= 6000 else f"{r.stderr[:3500]}\n[...]\n{r.stderr[-2500:]}"
                 print(f"dlrm suite: {case} with {pes} ranks failed (exit {r.returncode}):\n{err}", file=sys.stderr)

@@ -13,8 +13,8 @@ from typing import Optional
 
 import numpy as np
 
-from .graph import Graph
-from .partition import Partition
+from ..graph import Graph
+from .assignment import Partition
 
 FORMAT = "mgg-partition/1"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import Graph
+from ..graph import Graph
 
 
 def _ratio(a: float, mean: float) -> float:

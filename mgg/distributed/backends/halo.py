@@ -7,13 +7,15 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..plan import RankPartition
+from ...ops import run_attend, run_step
+from ...plan import RankShard
+from ..comm import all_to_all_rows
 
 
 class HaloExchange:
     """Built once per rank partition (a collective: every rank builds its own at the same time)."""
 
-    def __init__(self, part: RankPartition, group=None):
+    def __init__(self, part: RankShard, group=None):
         self.group = group
         world = part.num_ranks
         self.recv_counts = np.bincount(part.halo_pe, minlength=world).tolist()
@@ -38,27 +40,16 @@ class HaloExchange:
             self._devices[key] = self.send_index.to(device)
         return self._devices[key]
 
-    def _all_to_all(self, send: torch.Tensor, rows: int, out_counts: list, in_counts: list) -> torch.Tensor:
-        """Rows to each peer (grouped in rank order) -> rows from each peer. Over gloo (several
-        ranks sharing a GPU, or the CPU), CUDA rows travel through host memory."""
-        staged = send.is_cuda and dist.get_backend(self.group) == "gloo"
-        device = send.device
-        if staged:
-            send = send.cpu()
-        recv = send.new_empty((rows, send.size(1)))
-        dist.all_to_all_single(recv, send.contiguous(), in_counts, out_counts, group=self.group)
-        return recv.to(device, non_blocking=True) if staged else recv
-
     def forward(self, x_own: torch.Tensor) -> torch.Tensor:
         """x_own [own rows, D] -> the halo rows [num_halo, D] from their owners."""
         send = x_own.index_select(0, self._index(x_own.device))
-        return self._all_to_all(send, self.num_halo, self.send_counts, self.recv_counts)
+        return all_to_all_rows(send, self.num_halo, self.send_counts, self.recv_counts, self.group)
 
     def backward(self, grad_halo: torch.Tensor, rows: int) -> torch.Tensor:
         """The adjoint: each halo row's gradient goes back to its owner, which adds the gradients
         of the rows it sent, peer by peer in rank order (each peer's rows are distinct, so the
         result does not depend on scheduling)."""
-        back = self._all_to_all(grad_halo, int(self.send_index.numel()), self.recv_counts, self.send_counts)
+        back = all_to_all_rows(grad_halo, int(self.send_index.numel()), self.recv_counts, self.send_counts, self.group)
         grad = grad_halo.new_zeros((rows, grad_halo.size(1)))
         index, start = self._index(grad.device), 0
         for n in self.send_counts:
@@ -79,3 +70,39 @@ class _Exchange(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return ctx.exchange.backward(grad.contiguous(), ctx.rows), None
+
+
+class Halo:
+    """The `halo` backend: the rank's plan reads [own rows | halo rows]; the exchange brings the
+    halo rows before the op runs."""
+    gathered = False  # the plan's remote rows are a halo list
+    uses_fetch = False  # no fetch policy: the rows arrive before the op
+
+    @staticmethod
+    def start(group, fetch: str) -> None:
+        """Nothing to start: torch.distributed moves the rows."""
+
+    def __init__(self, dist_plan, graph):
+        self.dist_plan = dist_plan
+        self.exchange = HaloExchange(dist_plan.plan.shard(dist_plan.rank), dist_plan.group)
+        self._ids: dict = {}
+
+    def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:
+        return run_step(x_own, self.exchange(x_own), rp, deterministic)
+
+    def attend(self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple,
+               row_offset: int) -> torch.Tensor:
+        return run_attend(table_own, self.exchange(table_own), a_dst_own, rp, *args,
+                          ids=self._attention_ids(table_own.device), row_offset=row_offset)
+
+    def _attention_ids(self, device) -> torch.Tensor:
+        """Global ids of [own rows | halo rows] (the source table of the attention)."""
+        key = str(device)
+        if key not in self._ids:
+            p = self.dist_plan.plan.shard(self.dist_plan.rank)
+            ids = np.concatenate([np.arange(p.row_begin, p.row_end, dtype=np.int64), p.halo_nodes])
+            self._ids[key] = torch.from_numpy(ids).to(device)
+        return self._ids[key]
+
+    def drop(self, config) -> None:
+        """Nothing beyond the plan's own schedule."""

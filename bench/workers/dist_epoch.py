@@ -1,8 +1,8 @@
 """torchrun worker of the `dist` suite: times full-graph training epochs of a 2-layer GCN
 (hidden 16) on one graph over the ranks, with one backend.
 
-    torchrun --standalone --nproc-per-node P bench/dist_epoch.py SPEC DIM BACKEND DEVICE WARMUP REPS OUT [DATA_DIR]
-             [PARTITION]
+    torchrun --standalone --nproc-per-node P bench/workers/dist_epoch.py SPEC DIM BACKEND DEVICE WARMUP REPS OUT \
+        [DATA_DIR] [PARTITION]
 
 PARTITION (default range) is a method of mgg.partition: which nodes each rank owns.
 
@@ -22,7 +22,8 @@ import torch.distributed as dist
 from bench import cache
 from bench.report import format_rank_edges
 from mgg.distributed import DistGraph
-from mgg.distributed.trainer import allreduce_grads, init_from_env
+from mgg.distributed.comm import allreduce_grads
+from mgg.distributed.trainer import init_from_env
 from mgg.nn.models import build
 
 

@@ -1,0 +1,1 @@
+"""Scripts the suites start in child processes (torchrun ranks); run as files, not imported."""

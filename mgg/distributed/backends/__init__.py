@@ -1,0 +1,19 @@
+"""How a rank gets the peers' rows its plan reads: one class per backend, behind one small
+protocol, so DistPlan and DistGraph name none of them (a new backend is a module here and an
+entry in BACKENDS). A backend class has:
+
+- `gathered`: whether its Plan reads every source from one gathered table (Plan(gathered=True));
+- `uses_fetch`: whether a fetch policy (mgg._C.FETCH) chooses how the kernel reads peers' rows;
+- `start(group, fetch)`: checks and process-wide start-up, before any plan (DistGraph);
+- `Backend(dist_plan, graph)`: what one DistPlan needs (an exchange, a transposed plan, ...);
+- `aggregate(x_own, rank_plan, config, deterministic)` and
+  `attend(table_own, a_dst_own, rank_plan, config, (heads, slope, dropout, seed), row_offset)`:
+  this rank's output rows, differentiable (the op's autograd plus the adjoint of the exchange);
+- `drop(config)`: forgets what it built for a config beyond the plan's schedule (the tuner)."""
+from .allgather import AllGatherBackend
+from .halo import Halo
+from .nvshmem import Nvshmem
+
+BACKENDS = {"halo": Halo, "nvshmem": Nvshmem, "allgather": AllGatherBackend}
+
+__all__ = ["BACKENDS"]

@@ -1,0 +1,53 @@
+"""The collectives of mgg.distributed, written once: every backend, the trainer and the gathers
+use these. gloo (the CPU, or several ranks sharing a GPU) moves host memory, so CUDA tensors are
+staged through the host here and nowhere else."""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+
+def staged(t: torch.Tensor, group=None) -> bool:
+    """Whether t travels through host memory: a CUDA tensor over a gloo group."""
+    return t.is_cuda and dist.get_backend(group) == "gloo"
+
+
+def all_reduce(t: torch.Tensor, group=None) -> None:
+    """In-place sum over the group; CUDA tensors travel through host memory under gloo."""
+    if staged(t, group):
+        host = t.cpu()
+        dist.all_reduce(host, group=group)
+        t.copy_(host)
+    else:
+        dist.all_reduce(t, group=group)
+
+
+def allreduce_grads(model: torch.nn.Module, group=None) -> None:
+    """Sums every parameter's gradient over the group."""
+    for p in model.parameters():
+        if p.grad is not None:
+            all_reduce(p.grad, group)
+
+
+def all_gather_rows(rows: torch.Tensor, sizes: list[int], group=None) -> torch.Tensor:
+    """Every rank's rows in rank order, where rank r holds sizes[r] rows (all_gather wants equal
+    sizes: each rank's rows are padded to the largest). The result is on rows' device."""
+    device, send = rows.device, rows
+    if staged(send, group):
+        send = send.cpu()
+    padded = send.new_zeros((max(sizes), *send.shape[1:]))
+    padded[:send.size(0)] = send
+    parts = [torch.empty_like(padded) for _ in sizes]
+    dist.all_gather(parts, padded, group=group)
+    return torch.cat([p[:n] for p, n in zip(parts, sizes, strict=True)]).to(device)
+
+
+def all_to_all_rows(send: torch.Tensor, rows: int, out_counts: list, in_counts: list, group=None) -> torch.Tensor:
+    """Rows to each peer (grouped in rank order, out_counts of them) -> rows from each peer
+    (in_counts), `rows` in all."""
+    is_staged, device = staged(send, group), send.device
+    if is_staged:
+        send = send.cpu()
+    recv = send.new_empty((rows, send.size(1)))
+    dist.all_to_all_single(recv, send.contiguous(), in_counts, out_counts, group=group)
+    return recv.to(device, non_blocking=True) if is_staged else recv

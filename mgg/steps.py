@@ -1,0 +1,103 @@
+"""One rank's step through the mgg ops: `run_step` (remote rows from one table, a halo buffer),
+`run_peers` (remote rows read from each PE's own table) and `run_attend` (GAT's attention), on a
+RankPlan (mgg.plan, which imports this module: `plan` is not annotated). The backends,
+Plan.aggregate/attend and mgg.ops all call these."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from . import _C  # loading the extension registers the ops
+from .errors import MggError
+
+FETCH = {name: i for i, name in enumerate(_C.FETCH)}
+
+
+def check_fetch(fetch: str) -> None:
+    """Raises MggError unless `fetch` names a fetch policy of aggregate_peers."""
+    if fetch not in FETCH:
+        raise MggError(f"fetch must be one of {tuple(FETCH)}, got {fetch!r}")
+
+
+def _needs_grad(*tensors: torch.Tensor) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def run_step(x: torch.Tensor, x_remote: torch.Tensor, plan, deterministic: bool = False) -> torch.Tensor:
+    """One rank's aggregation with remote rows from one table (a halo buffer), differentiable in x
+    and x_remote.
+
+    Args:
+        x: the rank's own rows [rows, D].
+        x_remote: the rank's halo rows [halo, D] in halo order (empty for one rank).
+        plan: the rank's plan under a config.
+        deterministic: bit-identical results from run to run.
+
+    Returns:
+        [rows, D], the rank's output rows.
+    """
+    args = plan.op_args(x.device, transposed=_needs_grad(x, x_remote))
+    return torch.ops.mgg.aggregate(x, x_remote, *args, deterministic)
+
+
+def run_peers(x: torch.Tensor, peers: list, my_pe: int, plan, fetch: str = "direct",
+              deterministic: bool = False) -> torch.Tensor:
+    """One rank's aggregation reading remote rows from each PE's own table, peers[pe].
+
+    Args:
+        x: the rank's own rows [rows, D] (usually peers[my_pe]).
+        peers: every PE's table, as this device addresses it.
+        my_pe: this rank.
+        plan: the rank's plan under a config.
+        fetch: how remote rows are read (mgg._C.FETCH).
+        deterministic: bit-identical results from run to run.
+
+    Returns:
+        [rows, D], the rank's output rows.
+    """
+    check_fetch(fetch)
+    args = plan.op_args(x.device, peers=True, transposed=_needs_grad(x, *peers))
+    return torch.ops.mgg.aggregate_peers(x, peers, my_pe, *args, FETCH[fetch], deterministic)
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def attention_table(h: torch.Tensor, a_src: torch.Tensor) -> torch.Tensor:
+    """The source table of the attention ops: per node and head, the head's C features then its
+    source term, so one fetch brings both.
+
+    Args:
+        h: [nodes, H, C] features per head.
+        a_src: [nodes, H] source terms.
+
+    Returns:
+        [nodes, H * (C + 1)], differentiable in h and a_src.
+    """
+    return torch.cat([h, a_src.unsqueeze(-1)], -1).reshape(h.size(0), -1)
+
+
+def run_attend(table: torch.Tensor, table_remote: torch.Tensor, a_dst: torch.Tensor, plan, heads: int,
+               negative_slope: float, dropout: float, seed: int, ids: Optional[torch.Tensor] = None,
+               row_offset: int = 0) -> torch.Tensor:
+    """One rank's attention with remote rows from one table (a halo buffer), differentiable in
+    table, table_remote and a_dst.
+
+    Args:
+        table: the rank's source rows [rows, H * (C + 1)] (attention_table).
+        table_remote: its halo rows, likewise (empty for one rank).
+        a_dst: the rank's destination terms [rows, H].
+        plan: the rank's plan of an unweighted graph.
+        heads, negative_slope, dropout, seed: as GATConv's (seed draws the dropout mask).
+        ids: global node ids of [table | table_remote]'s rows (default: their positions).
+        row_offset: the global id of the rank's first row.
+
+    Returns:
+        [rows, H * C].
+    """
+    args = plan.op_args(table.device, transposed=_needs_grad(table, table_remote, a_dst))
+    out, _ = torch.ops.mgg.attend(table, table_remote, a_dst, *args, heads, negative_slope, dropout, seed, ids,
+                                  row_offset)
+    return out
