@@ -9,6 +9,7 @@ each message as PyG's explain_message does, through mgg.ops.aggregate_edges, so 
 gradient."""
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import torch
@@ -17,7 +18,9 @@ from torch import nn
 from ..errors import MggError
 
 try:
-    from torch_geometric.nn.conv import MessagePassing as _Base
+    with warnings.catch_warnings():  # PyG's own modules call torch.jit.script at import (torch 2.14 warns)
+        warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated", category=FutureWarning)
+        from torch_geometric.nn.conv import MessagePassing as _Base
 except ImportError:  # PyG is optional: the layers work without it, as plain modules
     _Base = nn.Module
 
