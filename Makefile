@@ -36,7 +36,8 @@ test-isa: $(STAMP)
 bench-smoke: $(STAMP)
 	$(VENV)/bin/python -m bench all --smoke --quiet --out build/bench-smoke
 
-# Style: ruff (pyproject.toml) for Python, clang-format (.clang-format) for csrc/. CI runs `make lint`.
+# Style: ruff check and ruff format (pyproject.toml) for Python, clang-format (.clang-format) for csrc/;
+# .pre-commit-config.yaml runs the same at commit. CI runs `make lint`.
 CSRC = $(shell find csrc -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh')
 LINTERS = $(VENV)/.mgg-linters
 $(LINTERS): $(VENV)/bin/python pyproject.toml
@@ -45,10 +46,12 @@ $(LINTERS): $(VENV)/bin/python pyproject.toml
 
 lint: $(LINTERS)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/clang-format --dry-run --Werror $(CSRC)
 
 format: $(LINTERS)
 	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 	$(VENV)/bin/clang-format -i $(CSRC)
 
 # Wheels for the GPU machine (Python 3.12, no network) of what its image lacks: nvshmem4py and the

@@ -11,6 +11,7 @@ Headers: the CUDA toolkit's own headers come first. torch's CUDA wheels ship new
 (cusparse.h, cublas_v2.h) that a bare toolkit may lack; only the latter are used, through a
 folder of links to the wheel headers the toolkit does not have.
 """
+
 import glob
 import importlib.util
 import json
@@ -53,9 +54,11 @@ def check_cuda_versions(cuda_home: str, torch_cuda: str) -> str:
     major, minor = nvcc_version(cuda_home)
     t_major = int(torch_cuda.split(".")[0])
     if major != t_major:
-        fail(f"nvcc in {cuda_home} is CUDA {major}.{minor} but torch was built with CUDA {torch_cuda}: set CUDA_HOME "
-             f"to a CUDA {t_major} toolkit, or `pip install nvidia-cuda-nvcc-cu{t_major}` and point CUDA_HOME at it "
-             f"(or MGG_CPU_ONLY=1 for a CPU-only build)")
+        fail(
+            f"nvcc in {cuda_home} is CUDA {major}.{minor} but torch was built with CUDA {torch_cuda}: set CUDA_HOME "
+            f"to a CUDA {t_major} toolkit, or `pip install nvidia-cuda-nvcc-cu{t_major}` and point CUDA_HOME at it "
+            f"(or MGG_CPU_ONLY=1 for a CPU-only build)"
+        )
     return f"{major}.{minor}"
 
 
@@ -66,13 +69,17 @@ def nvshmem_dir():
     spec = importlib.util.find_spec("nvidia.nvshmem")
     pin = [r for r in (requires("torch") or []) if r.startswith("nvidia-nvshmem")]
     if spec is None:
-        fail(f"the NVSHMEM wheel is not installed; torch asks for {pin or 'nvidia-nvshmem-cu13'} "
-             "(pip install nvidia-nvshmem-cu13, or MGG_CPU_ONLY=1)")
+        fail(
+            f"the NVSHMEM wheel is not installed; torch asks for {pin or 'nvidia-nvshmem-cu13'} "
+            "(pip install nvidia-nvshmem-cu13, or MGG_CPU_ONLY=1)"
+        )
     path = Path(list(spec.submodule_search_locations)[0])
     have = installed_nvshmem()
     if pin and "==" in pin[0] and have != pin[0].split(";")[0].split("==")[1].strip():
-        print(f"mgg setup: note: torch pins {pin[0].split(';')[0].strip()} but {have} is installed; building "
-              f"against the installed {have}, which is what torch loads")
+        print(
+            f"mgg setup: note: torch pins {pin[0].split(';')[0].strip()} but {have} is installed; building "
+            f"against the installed {have}, which is what torch loads"
+        )
     return path, have
 
 
@@ -147,8 +154,10 @@ def extension():
     defines = ["-DMGG_WITH_CUDA", "-DMGG_WITH_NVSHMEM"]
     sources += sorted(glob.glob("csrc/ops/cuda/*.cu")) + sorted(glob.glob("csrc/kernels/*.cu"))
     sources += sorted(glob.glob("csrc/nvshmem/*.cu"))
-    print(f"mgg setup: building CUDA kernels with {cuda_home}/bin/nvcc (CUDA {nvcc}) for {archs} against torch "
-          f"{torch.__version__} (CUDA {torch.version.cuda}), NVSHMEM {shm_version} from {shm}")
+    print(
+        f"mgg setup: building CUDA kernels with {cuda_home}/bin/nvcc (CUDA {nvcc}) for {archs} against torch "
+        f"{torch.__version__} (CUDA {torch.version.cuda}), NVSHMEM {shm_version} from {shm}"
+    )
     return CUDAExtension(
         "mgg._C",
         sources,
@@ -161,9 +170,12 @@ def extension():
         },
         # --exclude-libs: the device library's nvshmemi_* stay private, so the attach binds to this
         # module's own copies even where another module (torch's) exports the same names globally
-        extra_link_args=[f"-l{FLAGS['nvshmem_device_lib']}", f"-l:{FLAGS['nvshmem_host_lib']}",
-                         f"-Wl,--exclude-libs,lib{FLAGS['nvshmem_device_lib']}.a",
-                         f"-Wl,-rpath,{shm / 'lib'}"],
+        extra_link_args=[
+            f"-l{FLAGS['nvshmem_device_lib']}",
+            f"-l:{FLAGS['nvshmem_host_lib']}",
+            f"-Wl,--exclude-libs,lib{FLAGS['nvshmem_device_lib']}.a",
+            f"-Wl,-rpath,{shm / 'lib'}",
+        ],
     )
 
 

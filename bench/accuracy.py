@@ -7,6 +7,7 @@ each run finishes) and a markdown table of mean ± std over the seeds (populatio
 
     python -m bench.accuracy --dataset cora --models gcn gin sage gat --seeds 5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,20 @@ from pathlib import Path
 
 import torch
 
-COLUMNS = ["dataset", "model", "layers", "seed", "test_acc", "val_acc", "best_epoch", "epochs", "epoch_ms", "device",
-           "torch", "date"]
+COLUMNS = [
+    "dataset",
+    "model",
+    "layers",
+    "seed",
+    "test_acc",
+    "val_acc",
+    "best_epoch",
+    "epochs",
+    "epoch_ms",
+    "device",
+    "torch",
+    "date",
+]
 TARGET_POINTS = 1.5  # issue 20: mgg within 1.5 points of PyG's layers
 
 
@@ -70,11 +83,15 @@ def table(rows: list[dict], dataset: str) -> str:
     def cell(v):
         return f"{statistics.mean(v):.2f} ± {statistics.pstdev(v):.2f} (n={len(v)})" if v else "not run"
 
-    lines = [f"## {dataset}: test accuracy (%), mean ± std over seeds, mgg's layers against PyG's", "",
-             "Same script (mgg.train), protocol, seeds and evaluation; test accuracy at the epoch of best "
-             "validation accuracy; std is the population std over seeds.", "",
-             f"| model | mgg layers | PyG layers | mgg - PyG | within {TARGET_POINTS} points | protocol |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"## {dataset}: test accuracy (%), mean ± std over seeds, mgg's layers against PyG's",
+        "",
+        "Same script (mgg.train), protocol, seeds and evaluation; test accuracy at the epoch of best "
+        "validation accuracy; std is the population std over seeds.",
+        "",
+        f"| model | mgg layers | PyG layers | mgg - PyG | within {TARGET_POINTS} points | protocol |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for model, impls in by.items():
         m, p = impls.get("mgg", []), impls.get("pyg", [])
         diff = statistics.mean(m) - statistics.mean(p) if m and p else None
@@ -85,8 +102,9 @@ def table(rows: list[dict], dataset: str) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.accuracy", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.accuracy", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--dataset", default="cora")
     ap.add_argument("--data-dir", default=None, help="default: the bundled Planetoid files")
     ap.add_argument("--models", nargs="+", default=["gcn", "gin", "sage", "gat"])
@@ -107,8 +125,9 @@ def main(argv=None) -> int:
 
     bad = [m for m in args.models if m not in PROTOCOLS]
     if bad:
-        print(f"python -m bench.accuracy: error: unknown model(s) {bad}; choose from {list(PROTOCOLS)}",
-              file=sys.stderr)
+        print(
+            f"python -m bench.accuracy: error: unknown model(s) {bad}; choose from {list(PROTOCOLS)}", file=sys.stderr
+        )
         return 2
     try:
         ds = load_dataset(args.dataset, args.data_dir)
@@ -131,22 +150,40 @@ def main(argv=None) -> int:
                     skipped.append(f"{model} with {impl} layers: {why}")
                     continue
                 for r in run(ds, model, impl, list(range(args.seeds)), args.epochs, args.device, not args.quiet):
-                    row = dict(dataset=ds.name, model=model, layers=impl, seed=r.seed, test_acc=round(r.test_acc, 5),
-                               val_acc=round(r.val_acc, 5), best_epoch=r.best_epoch, epochs=r.epochs,
-                               epoch_ms=round(r.epoch_ms, 3), device=env["device"], torch=env["torch"],
-                               date=env["date"])
+                    row = dict(
+                        dataset=ds.name,
+                        model=model,
+                        layers=impl,
+                        seed=r.seed,
+                        test_acc=round(r.test_acc, 5),
+                        val_acc=round(r.val_acc, 5),
+                        best_epoch=r.best_epoch,
+                        epochs=r.epochs,
+                        epoch_ms=round(r.epoch_ms, 3),
+                        device=env["device"],
+                        torch=env["torch"],
+                        date=env["date"],
+                    )
                     rows.append(row)
                     w.writerow(row)
                     f.flush()
                     os.fsync(f.fileno())
                     if not args.quiet:
-                        print(f"{model} {impl} seed {r.seed}: test {r.test_acc * 100:.1f}% "
-                              f"(val {r.val_acc * 100:.1f}% at epoch {r.best_epoch}), {r.epoch_ms:.1f} ms/epoch",
-                              flush=True)
-    md = "\n".join([f"# Accuracy: mgg's layers against PyG's ({ds.name})", "",
-                    f"device: {env['device']} · torch {env['torch']} · {env['date']} · {args.seeds} seeds", "",
-                    table(rows, ds.name)]
-                   + (["## not run", ""] + [f"- {s}" for s in skipped] + [""] if skipped else []))
+                        print(
+                            f"{model} {impl} seed {r.seed}: test {r.test_acc * 100:.1f}% "
+                            f"(val {r.val_acc * 100:.1f}% at epoch {r.best_epoch}), {r.epoch_ms:.1f} ms/epoch",
+                            flush=True,
+                        )
+    md = "\n".join(
+        [
+            f"# Accuracy: mgg's layers against PyG's ({ds.name})",
+            "",
+            f"device: {env['device']} · torch {env['torch']} · {env['date']} · {args.seeds} seeds",
+            "",
+            table(rows, ds.name),
+        ]
+        + (["## not run", ""] + [f"- {s}" for s in skipped] + [""] if skipped else [])
+    )
     Path(f"{stem}.md").write_text(md)
     print(md)
     print(f"wrote {stem}.csv and .md")

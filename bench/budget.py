@@ -1,6 +1,7 @@
 """A suite's time budget: cases start only while the time left covers what a case of that kind
 took so far, so a device call of bounded length ends on time with what it measured written, and
 says what it skipped."""
+
 from __future__ import annotations
 
 import time

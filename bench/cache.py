@@ -2,6 +2,7 @@
 and kept on disk for later processes (the dist suite's workers, the next run), partitions made
 once per process (metis and hypergraph results also on disk, by mgg.partition), and one plan per
 (graph, ranks, partition) whose rank plans are reused across dims and fetch policies."""
+
 from __future__ import annotations
 
 import hashlib
@@ -105,8 +106,10 @@ def plan(g: Graph, ranks: int = 1, gathered: bool = False, part: Optional[Partit
     the plan of g relabelled into the ranks' order (its features are taken in that order)."""
     key = (id(g), ranks, gathered, id(part))
     if key not in _PLANS:  # holding g and part keeps their ids unique
-        _PLANS[key] = ((g, part), Plan(g, ranks, gathered=gathered) if part is None
-                       else part.plan(g, gathered=gathered))
+        _PLANS[key] = (
+            (g, part),
+            Plan(g, ranks, gathered=gathered) if part is None else part.plan(g, gathered=gathered),
+        )
     return _PLANS[key][1]
 
 

@@ -1,5 +1,6 @@
 """python -m bench SUITE [options]: runs suites, writing the CSV row by row as cases are measured,
 then one plot per suite and a markdown summary."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,9 +21,19 @@ from .env import copy_bandwidth_gbps, environment
 from .peers import PEERS
 from .suites import SUITES, Options
 
-SMOKE = dict(graphs=["rmat:1500:15000"], dims=[16], pes=[1, 2], tune_budget=6, load_edges=[100_000],
-             tta_models=["gcn"], tta_seeds=1, tta_target=["gcn=0.6"], tta_max_epochs=40, dlrm_batch=256,
-             dlrm_cap=10_000)
+SMOKE = dict(
+    graphs=["rmat:1500:15000"],
+    dims=[16],
+    pes=[1, 2],
+    tune_budget=6,
+    load_edges=[100_000],
+    tta_models=["gcn"],
+    tta_seeds=1,
+    tta_target=["gcn=0.6"],
+    tta_max_epochs=40,
+    dlrm_batch=256,
+    dlrm_cap=10_000,
+)
 
 
 def _targets(pairs: list) -> dict:
@@ -42,17 +53,25 @@ def _targets(pairs: list) -> dict:
 def parser():
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     ap.add_argument("suites", nargs="+", choices=[*SUITES, "all"])
-    ap.add_argument("--graphs", nargs="+", default=["rmat-reddit", "rmat-products"],
-                    help="synthetic specs (rmat-reddit, rmat-products, rmat-reddit:scale=0.1, rmat:N:E, "
-                         "sbm:N:B:DEG:P_IN), files, dataset directories or names under --data-dir (Planetoid, reddit, "
-                         "ogbn-*)")
+    ap.add_argument(
+        "--graphs",
+        nargs="+",
+        default=["rmat-reddit", "rmat-products"],
+        help="synthetic specs (rmat-reddit, rmat-products, rmat-reddit:scale=0.1, rmat:N:E, "
+        "sbm:N:B:DEG:P_IN), files, dataset directories or names under --data-dir (Planetoid, reddit, "
+        "ogbn-*)",
+    )
     ap.add_argument("--dims", nargs="+", type=int, default=[16, 64, 128, 256])
     ap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
     ap.add_argument("--impls", nargs="+", choices=list(PEERS), default=list(PEERS))
     ap.add_argument("--pes", nargs="+", type=int, default=[1, 2, 4])
-    ap.add_argument("--partition", choices=list(METHODS), default="range",
-                    help="scaling and dist: which nodes each rank owns (mgg.partition: range is MGG Algorithm 1; "
-                         "random, metis, hypergraph relabel the graph first)")
+    ap.add_argument(
+        "--partition",
+        choices=list(METHODS),
+        default="range",
+        help="scaling and dist: which nodes each rank owns (mgg.partition: range is MGG Algorithm 1; "
+        "random, metis, hypergraph relabel the graph first)",
+    )
     ap.add_argument("--ps", type=int, default=Config().ps)
     ap.add_argument("--dist", type=int, default=Config().dist)
     ap.add_argument("--wpb", type=int, default=Config().wpb)
@@ -61,31 +80,58 @@ def parser():
     ap.add_argument("--reps", type=int, default=20, help="timed repetitions (at least 20)")
     ap.add_argument("--flush-l2", action="store_true", help="flush the GPU L2 cache before each repetition")
     ap.add_argument("--tune-budget", type=int, default=15)
-    ap.add_argument("--budget-s", type=float, default=None,
-                    help="seconds per suite: no case starts unless the time left covers the longest case of its "
-                         "kind so far; skipped cases are listed in the summary")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="seconds per suite: no case starts unless the time left covers the longest case of its "
+        "kind so far; skipped cases are listed in the summary",
+    )
     ap.add_argument("--worker-timeout", type=float, default=600.0, help="seconds for one torchrun of the dist suite")
-    ap.add_argument("--prep-only", action="store_true",
-                    help="prepare every case (graphs, plans, device copies) and record prep_s, but time nothing: "
-                         "how long a stage's preparation takes, without running the kernels")
-    ap.add_argument("--fetch-modes", nargs="+", default=None,
-                    help="fetch suite: ways to reach peers' rows (default all: get-thread get-warp get-block direct "
-                         "uva uvm halo allgather)")
-    ap.add_argument("--ncu", action="store_true",
-                    help="fetch suite: also record the mgg kernels' achieved occupancy and SM throughput (Nsight "
-                         "Compute, where ncu runs)")
-    ap.add_argument("--load-edges", nargs="+", type=int, default=None,
-                    help="load suite: edge counts of the generated files (default 100000000)")
+    ap.add_argument(
+        "--prep-only",
+        action="store_true",
+        help="prepare every case (graphs, plans, device copies) and record prep_s, but time nothing: "
+        "how long a stage's preparation takes, without running the kernels",
+    )
+    ap.add_argument(
+        "--fetch-modes",
+        nargs="+",
+        default=None,
+        help="fetch suite: ways to reach peers' rows (default all: get-thread get-warp get-block direct "
+        "uva uvm halo allgather)",
+    )
+    ap.add_argument(
+        "--ncu",
+        action="store_true",
+        help="fetch suite: also record the mgg kernels' achieved occupancy and SM throughput (Nsight "
+        "Compute, where ncu runs)",
+    )
+    ap.add_argument(
+        "--load-edges",
+        nargs="+",
+        type=int,
+        default=None,
+        help="load suite: edge counts of the generated files (default 100000000)",
+    )
     ap.add_argument("--tta-datasets", nargs="+", default=None, help="tta suite: datasets (default cora)")
     ap.add_argument("--tta-models", nargs="+", default=None, help="tta suite: models (default gcn sage gat)")
-    ap.add_argument("--tta-target", nargs="+", default=[], metavar="MODEL=ACC",
-                    help="tta suite: target validation accuracy per model (default gcn=0.78 sage=0.78 gat=0.78 "
-                         "gin=0.75)")
+    ap.add_argument(
+        "--tta-target",
+        nargs="+",
+        default=[],
+        metavar="MODEL=ACC",
+        help="tta suite: target validation accuracy per model (default gcn=0.78 sage=0.78 gat=0.78 gin=0.75)",
+    )
     ap.add_argument("--tta-seeds", type=int, default=3, help="tta suite: seeds per model and impl")
     ap.add_argument("--tta-max-epochs", type=int, default=200, help="tta suite: epoch limit of a run")
     ap.add_argument("--dlrm-batch", type=int, default=4096, help="dlrm suite: samples per global batch")
-    ap.add_argument("--dlrm-cap", type=int, default=1_000_000,
-                    help="dlrm suite: rows of the largest table (0: Criteo Kaggle's own, up to 10.1M)")
+    ap.add_argument(
+        "--dlrm-cap",
+        type=int,
+        default=1_000_000,
+        help="dlrm suite: rows of the largest table (0: Criteo Kaggle's own, up to 10.1M)",
+    )
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--tag", default="", help="added to the output file names")
@@ -105,20 +151,41 @@ def main(argv=None) -> int:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     suites = list(SUITES) if "all" in args.suites else list(dict.fromkeys(args.suites))
     try:
-        opt = Options(device=device, graphs=args.graphs, dims=args.dims, dtype=getattr(torch, args.dtype),
-                      impls=args.impls, pes=args.pes, config=Config(args.ps, args.dist, args.wpb), warmup=args.warmup,
-                      reps=args.reps, flush_l2=args.flush_l2, data_dir=args.data_dir, tune_budget=args.tune_budget,
-                      progress=not args.quiet, budget_s=args.budget_s, worker_timeout_s=args.worker_timeout,
-                       prep_only=args.prep_only, load_edges=args.load_edges, fetch_modes=args.fetch_modes,
-                       ncu=args.ncu, partition=args.partition, tta_datasets=args.tta_datasets,
-                       tta_models=args.tta_models, tta_targets=_targets(args.tta_target), tta_seeds=args.tta_seeds,
-                       tta_max_epochs=args.tta_max_epochs, dlrm_batch=args.dlrm_batch,
-                       dlrm_cap=args.dlrm_cap or None)
+        opt = Options(
+            device=device,
+            graphs=args.graphs,
+            dims=args.dims,
+            dtype=getattr(torch, args.dtype),
+            impls=args.impls,
+            pes=args.pes,
+            config=Config(args.ps, args.dist, args.wpb),
+            warmup=args.warmup,
+            reps=args.reps,
+            flush_l2=args.flush_l2,
+            data_dir=args.data_dir,
+            tune_budget=args.tune_budget,
+            progress=not args.quiet,
+            budget_s=args.budget_s,
+            worker_timeout_s=args.worker_timeout,
+            prep_only=args.prep_only,
+            load_edges=args.load_edges,
+            fetch_modes=args.fetch_modes,
+            ncu=args.ncu,
+            partition=args.partition,
+            tta_datasets=args.tta_datasets,
+            tta_models=args.tta_models,
+            tta_targets=_targets(args.tta_target),
+            tta_seeds=args.tta_seeds,
+            tta_max_epochs=args.tta_max_epochs,
+            dlrm_batch=args.dlrm_batch,
+            dlrm_cap=args.dlrm_cap or None,
+        )
     except MggError as e:
         print(f"python -m bench: error: {e}", file=sys.stderr)
         return 2
     if args.data_dir is None:
         from mgg.data import bundled_planetoid_dir
+
         opt.data_dir = bundled_planetoid_dir()
     env = environment(device)
     out = Path(args.out)
@@ -152,7 +219,10 @@ def main(argv=None) -> int:
     print(md)
     print(f"wrote {out / stem}.csv, .md and one .png per suite")
     if opt.wrong:
-        print(f"python -m bench: {len(opt.wrong)} case(s) gave a wrong result and were not timed:\n"
-              + "\n".join(opt.wrong), file=sys.stderr)
+        print(
+            f"python -m bench: {len(opt.wrong)} case(s) gave a wrong result and were not timed:\n"
+            + "\n".join(opt.wrong),
+            file=sys.stderr,
+        )
         status = status or 1
     return status

@@ -10,6 +10,7 @@ For Criteo-Kaggle-like batches (mgg.dlrm; 26 tables, one-hot and multi-hot of 8)
 - `lookup`: ShardedEmbeddingBagCollection's forward over all PEs, plans included (no grad);
 and prints a markdown table of medians (ms). Single-threaded (torch.set_num_threads(1)).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,9 +44,11 @@ def case(sizes, b, pes: int, dim: int, reps: int) -> tuple[int, list[float]]:
         return merge([bag_edges(b.inputs[t], b.offsets[t], None, sizes[t], "sum") for t in range(len(sizes))], shift)
 
     e = edges()
-    t = [_median_ms(edges, reps),
-         _median_ms(lambda: BatchStep(e, c.bounds, 0, c.config, peers=pes > 1), reps),
-         _median_ms(lambda: BatchStep(e, c.bounds, 0, c.config, peers=pes > 1).plan_t, reps)]
+    t = [
+        _median_ms(edges, reps),
+        _median_ms(lambda: BatchStep(e, c.bounds, 0, c.config, peers=pes > 1), reps),
+        _median_ms(lambda: BatchStep(e, c.bounds, 0, c.config, peers=pes > 1).plan_t, reps),
+    ]
     with torch.no_grad():
         t.append(_median_ms(lambda: c(b.inputs, b.offsets), max(5, reps // 4)))
     return e.idx.numel(), t
@@ -68,6 +71,7 @@ def main(argv=None) -> None:
         for pes in args.pes:
             n, t = case(sizes, b, pes, args.dim, args.reps)
             print(f"| {pooling} | {pes} | {n:,} | " + " | ".join(f"{v:.1f}" for v in t) + " |", flush=True)
+
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,6 @@
 """What every row records about the run: device, versions, date, and the device's copy
 bandwidth (the yardstick for achieved gather bandwidth)."""
+
 from __future__ import annotations
 
 import platform
@@ -17,8 +18,12 @@ def device_name(device: torch.device) -> str:
 
 
 def environment(device: torch.device) -> dict:
-    return dict(device=device_name(device), torch=torch.__version__, cuda=torch.version.cuda or "none",
-                date=datetime.now(timezone.utc).strftime("%Y-%m-%d"))
+    return dict(
+        device=device_name(device),
+        torch=torch.__version__,
+        cuda=torch.version.cuda or "none",
+        date=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+    )
 
 
 def copy_bandwidth_gbps(device: torch.device, mb: int = 256) -> float:

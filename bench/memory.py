@@ -1,6 +1,7 @@
 """A process's resident memory on Linux, for the benchmarks that report peak host memory: the
 current RSS, the high-water RSS (VmHWM) and its reset through /proc/self/clear_refs, so a peak
 can be taken over one step rather than the process's whole life."""
+
 import resource
 
 

@@ -10,6 +10,7 @@ and their in-edges become a small graph of their own (the rows, then one node pe
 source), so the float64 reference on the CPU costs the sampled edges, not the graph's; and as
 columns are independent, at most COLUMNS of them are compared, spread over D (the first and the
 last always): a hub of 300k edges at D = 256 is checked in about a second."""
+
 from __future__ import annotations
 
 import re
@@ -47,8 +48,9 @@ def _autograd_pair(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -
     return Prepared(lambda: f(x), bwd, grad_out)
 
 
-def prepare_mgg(graph: Graph, x: torch.Tensor, config: Config = Config(), plan: Optional[Plan] = None,
-                deterministic: bool = False) -> Prepared:
+def prepare_mgg(
+    graph: Graph, x: torch.Tensor, config: Config = Config(), plan: Optional[Plan] = None, deterministic: bool = False
+) -> Prepared:
     plan = plan or Plan(graph)
     plan.rank_plan(0, config).op_args(x.device)  # device copies made and checked outside the timing
     return _autograd_pair(lambda t: mgg.aggregate(t, plan, config, deterministic=deterministic), x)
@@ -83,9 +85,12 @@ def prepare_cupy(graph: Graph, x: torch.Tensor, **_) -> Optional[Prepared]:
         import cupyx.scipy.sparse as csp
     except ImportError:
         return None
+
     def mat(m: torch.Tensor):  # the torch CSR's arrays on the device, shared through DLPack
-        return csp.csr_matrix((cupy.asarray(m.values()), cupy.asarray(m.col_indices().int()),
-                               cupy.asarray(m.crow_indices().int())), shape=tuple(m.shape))
+        return csp.csr_matrix(
+            (cupy.asarray(m.values()), cupy.asarray(m.col_indices().int()), cupy.asarray(m.crow_indices().int())),
+            shape=tuple(m.shape),
+        )
 
     a, at = (mat(m) for m in _matrices(graph, x.dtype, x.device))
     xc = cupy.asarray(x)
@@ -121,7 +126,7 @@ def sample_rows(graph: Graph, seed: int = 0) -> torch.Tensor:
     if n <= HUBS + SAMPLE:
         return torch.arange(n)
     top = torch.topk(graph.degree(), HUBS)
-    hubs = top.indices[:max(1, int((torch.cumsum(top.values, 0) <= HUB_EDGES).sum()))]
+    hubs = top.indices[: max(1, int((torch.cumsum(top.values, 0) <= HUB_EDGES).sum()))]
     rest = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:SAMPLE]
     return torch.unique(torch.cat([hubs, rest]))
 

@@ -20,6 +20,7 @@ B_nvlink is the per-GPU NVLink bandwidth in one direction (H100 SXM, NVLink 4: 4
 the fraction of it that fine-grained row gets reach (an assumption: 0.7 by default). The two
 bounds bracket the expected time; the output states every input.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,13 +57,22 @@ def fit(rows: list[dict]) -> tuple[float, float, float]:
     return float(coef[0]), float(coef[1]), float(coef[2])
 
 
-def project(rows: list[dict], graph_spec: str, dim: int, gpus: int, nvlink_gbps: float, eta: float,
-            elem: int = 4, data_dir=None) -> dict:
-    sel = [r for r in rows if r["suite"] == "scaling" and r["impl"] == "mgg-peers-inproc"
-           and r["graph"] == graph_spec and int(r["dim"]) == dim]
+def project(
+    rows: list[dict], graph_spec: str, dim: int, gpus: int, nvlink_gbps: float, eta: float, elem: int = 4, data_dir=None
+) -> dict:
+    sel = [
+        r
+        for r in rows
+        if r["suite"] == "scaling"
+        and r["impl"] == "mgg-peers-inproc"
+        and r["graph"] == graph_spec
+        and int(r["dim"]) == dim
+    ]
     if len({int(r["pes"]) for r in sel}) < 2:
-        raise SystemExit(f"bench.project: need scaling rows (mgg-peers-inproc) of {graph_spec} at D={dim} "
-                         f"for at least two PE counts; found {len(sel)}")
+        raise SystemExit(
+            f"bench.project: need scaling rows (mgg-peers-inproc) of {graph_spec} at D={dim} "
+            f"for at least two PE counts; found {len(sel)}"
+        )
     t0, c_local, c_remote = fit(sel)
     c_nv = max(c_remote, dim * elem / (eta * nvlink_gbps * 1e9))
     stats = Plan(load_graph(graph_spec, data_dir), gpus).stats()
@@ -70,11 +80,23 @@ def project(rows: list[dict], graph_spec: str, dim: int, gpus: int, nvlink_gbps:
     overlap = max(t0 + max(c_local * s["local_edges"], c_nv * s["remote_edges"]) for s in stats)
     one = next((float(r["median_ms"]) * 1e-3 for r in sel if int(r["pes"]) == 1), None)
     device = " / ".join(sorted({r.get("device") or "an unrecorded device" for r in sel}))
-    return dict(graph=graph_spec, dim=dim, gpus=gpus, device=device, nvlink_gbps=nvlink_gbps, eta=eta, t0_us=t0 * 1e6,
-                c_local_ns=c_local * 1e9, c_remote_ns=c_remote * 1e9, c_nvlink_ns=c_nv * 1e9,
-                remote_fraction=sum(s["remote_edges"] for s in stats) / max(1, sum(s["edges"] for s in stats)),
-                one_pe_ms=None if one is None else one * 1e3, no_overlap_ms=no_overlap * 1e3,
-                overlap_ms=overlap * 1e3, measured_pes=sorted({int(r["pes"]) for r in sel}))
+    return dict(
+        graph=graph_spec,
+        dim=dim,
+        gpus=gpus,
+        device=device,
+        nvlink_gbps=nvlink_gbps,
+        eta=eta,
+        t0_us=t0 * 1e6,
+        c_local_ns=c_local * 1e9,
+        c_remote_ns=c_remote * 1e9,
+        c_nvlink_ns=c_nv * 1e9,
+        remote_fraction=sum(s["remote_edges"] for s in stats) / max(1, sum(s["edges"] for s in stats)),
+        one_pe_ms=None if one is None else one * 1e3,
+        no_overlap_ms=no_overlap * 1e3,
+        overlap_ms=overlap * 1e3,
+        measured_pes=sorted({int(r["pes"]) for r in sel}),
+    )
 
 
 def markdown(p: dict) -> str:
@@ -82,24 +104,33 @@ def markdown(p: dict) -> str:
     rows' device column), and a CPU's measurement is said to be one."""
     speed = (lambda t: f"{p['one_pe_ms'] / t:.2f}x") if p["one_pe_ms"] else (lambda t: "n/a")
     device = p["device"]
-    cpu = [f"Measured on a CPU: the fitted costs are the CPU's, so the {p['gpus']} GPU rows below only "
-           "exercise the model, they project no GPU.", ""] if device.startswith("cpu") else []
-    return "\n".join([
-        f"## Projection: {p['graph']}, D={p['dim']}, {p['gpus']} GPUs over NVLink",
-        "",
-        *cpu,
-        f"Fitted on {device} from the scaling suite at P = {p['measured_pes']}: t0 = {p['t0_us']:.1f} us per rank, "
-        f"c_local = {p['c_local_ns']:.3f} ns and c_remote = {p['c_remote_ns']:.3f} ns per edge. NVLink "
-        f"{p['nvlink_gbps']:.0f} GB/s per direction at eta = {p['eta']:.2f} gives {p['c_nvlink_ns']:.3f} ns per "
-        f"remote edge. Remote edges over {p['gpus']} ranks: {p['remote_fraction'] * 100:.1f}%.",
-        "",
-        "| case | aggregation ms | speedup over the measured 1 PE |",
-        "| --- | --- | --- |",
-        f"| 1 PE on {device} (measured) | {p['one_pe_ms'] or float('nan'):.3f} | 1.00x |",
-        f"| {p['gpus']} GPUs, no overlap | {p['no_overlap_ms']:.3f} | {speed(p['no_overlap_ms'])} |",
-        f"| {p['gpus']} GPUs, full overlap | {p['overlap_ms']:.3f} | {speed(p['overlap_ms'])} |",
-        "",
-    ])
+    cpu = (
+        [
+            f"Measured on a CPU: the fitted costs are the CPU's, so the {p['gpus']} GPU rows below only "
+            "exercise the model, they project no GPU.",
+            "",
+        ]
+        if device.startswith("cpu")
+        else []
+    )
+    return "\n".join(
+        [
+            f"## Projection: {p['graph']}, D={p['dim']}, {p['gpus']} GPUs over NVLink",
+            "",
+            *cpu,
+            f"Fitted on {device} from the scaling suite at P = {p['measured_pes']}: t0 = {p['t0_us']:.1f} us per rank, "
+            f"c_local = {p['c_local_ns']:.3f} ns and c_remote = {p['c_remote_ns']:.3f} ns per edge. NVLink "
+            f"{p['nvlink_gbps']:.0f} GB/s per direction at eta = {p['eta']:.2f} gives {p['c_nvlink_ns']:.3f} ns per "
+            f"remote edge. Remote edges over {p['gpus']} ranks: {p['remote_fraction'] * 100:.1f}%.",
+            "",
+            "| case | aggregation ms | speedup over the measured 1 PE |",
+            "| --- | --- | --- |",
+            f"| 1 PE on {device} (measured) | {p['one_pe_ms'] or float('nan'):.3f} | 1.00x |",
+            f"| {p['gpus']} GPUs, no overlap | {p['no_overlap_ms']:.3f} | {speed(p['no_overlap_ms'])} |",
+            f"| {p['gpus']} GPUs, full overlap | {p['overlap_ms']:.3f} | {speed(p['overlap_ms'])} |",
+            "",
+        ]
+    )
 
 
 def main(argv=None) -> int:

@@ -1,4 +1,5 @@
 """Writes a run's CSV, one PNG per suite, and a markdown summary with speedups over each peer."""
+
 from __future__ import annotations
 
 import csv
@@ -7,11 +8,46 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-COLUMNS = ["suite", "case", "graph", "nodes", "edges", "dim", "dtype", "impl", "pes", "ps", "dist", "wpb", "pass",
-           "median_ms", "p10_ms", "p90_ms", "gbps", "bw_fraction", "peak_mem_mb", "prep_s", "rank_edges",
-           "edges_per_s", "peak_mem_bytes_per_edge", "rank_ms", "traffic_mb", "rank_traffic_mb",
-           "achieved_occupancy", "sm_throughput", "target_acc", "epochs", "time_to_target_s", "reached",
-           "best_val_acc", "val_curve", "device", "torch", "cuda", "date"]
+COLUMNS = [
+    "suite",
+    "case",
+    "graph",
+    "nodes",
+    "edges",
+    "dim",
+    "dtype",
+    "impl",
+    "pes",
+    "ps",
+    "dist",
+    "wpb",
+    "pass",
+    "median_ms",
+    "p10_ms",
+    "p90_ms",
+    "gbps",
+    "bw_fraction",
+    "peak_mem_mb",
+    "prep_s",
+    "rank_edges",
+    "edges_per_s",
+    "peak_mem_bytes_per_edge",
+    "rank_ms",
+    "traffic_mb",
+    "rank_traffic_mb",
+    "achieved_occupancy",
+    "sm_throughput",
+    "target_acc",
+    "epochs",
+    "time_to_target_s",
+    "reached",
+    "best_val_acc",
+    "val_curve",
+    "device",
+    "torch",
+    "cuda",
+    "date",
+]
 
 
 def format_rank_edges(stats: list[dict]) -> str:
@@ -112,18 +148,24 @@ def plot(rows: list[dict], suite: str, path: Path) -> None:
             else:
                 series[key].append(float(r["median_ms"]))
         for k, ts in series.items():
-            best = [min(ts[:j + 1]) for j in range(len(ts))]
-            line, = ax.plot(range(1, len(ts) + 1), best, marker="o", label=f"{k}: best so far")
+            best = [min(ts[: j + 1]) for j in range(len(ts))]
+            (line,) = ax.plot(range(1, len(ts) + 1), best, marker="o", label=f"{k}: best so far")
             if k in grid_best:
                 ax.axhline(grid_best[k], color=line.get_color(), ls="--", label=f"{k}: grid best")
         ax.set_xlabel("tuning iteration")
     else:
         labels = [f"{r['case']}\n{r['impl']} {r['pass']}" for r in sel]
         impls = list(dict.fromkeys(r["impl"] for r in sel))
-        ax.bar(range(len(sel)), [float(r["median_ms"]) for r in sel],
-               color=[f"C{impls.index(r['impl']) % 10}" for r in sel],
-               yerr=[[float(r["median_ms"]) - float(r["p10_ms"]) for r in sel],
-                     [float(r["p90_ms"]) - float(r["median_ms"]) for r in sel]], capsize=2)
+        ax.bar(
+            range(len(sel)),
+            [float(r["median_ms"]) for r in sel],
+            color=[f"C{impls.index(r['impl']) % 10}" for r in sel],
+            yerr=[
+                [float(r["median_ms"]) - float(r["p10_ms"]) for r in sel],
+                [float(r["p90_ms"]) - float(r["median_ms"]) for r in sel],
+            ],
+            capsize=2,
+        )
         ax.set_xticks(range(len(sel)), labels, rotation=75, fontsize=6)
     ax.set_ylabel("median ms (p10-p90)")
     dev = sel[0]["device"] if sel else ""
@@ -146,8 +188,12 @@ def _prep_section(rows: list[dict]) -> list[str]:
             total[(r["suite"], r["graph"])] += float(r["prep_s"])
     if not total:
         return []
-    out = ["## preparation: CPU-side seconds per suite and graph (summed over its cases)", "",
-           "| suite | graph | prep s |", "| --- | --- | --- |"]
+    out = [
+        "## preparation: CPU-side seconds per suite and graph (summed over its cases)",
+        "",
+        "| suite | graph | prep s |",
+        "| --- | --- | --- |",
+    ]
     out += [f"| {s} | {g} | {t:.1f} |" for (s, g), t in total.items()]
     return out + [""]
 
@@ -155,10 +201,18 @@ def _prep_section(rows: list[dict]) -> list[str]:
 def summary(rows: list[dict], copy_gbps: float, skipped: tuple = (), wrong: tuple = ()) -> str:
     """The run's markdown summary: speedups over each peer, gather bandwidth, ablation, scaling,
     tuner; the cases whose result was wrong (not timed) and those a time budget skipped."""
-    tail = ["## WRONG RESULTS: these cases differ from the float64 reference and were not timed", ""] \
-        + [f"- {c}" for c in wrong] + [""] if wrong else []
-    tail += ["## skipped: the time budget ran out, or the case cannot run here", ""] + [f"- {c}" for c in skipped] \
-        + [""] if skipped else []
+    tail = (
+        ["## WRONG RESULTS: these cases differ from the float64 reference and were not timed", ""]
+        + [f"- {c}" for c in wrong]
+        + [""]
+        if wrong
+        else []
+    )
+    tail += (
+        ["## skipped: the time budget ran out, or the case cannot run here", ""] + [f"- {c}" for c in skipped] + [""]
+        if skipped
+        else []
+    )
     if not rows:
         return "\n".join(["no rows", ""] + tail)
     r0 = rows[0]
@@ -168,15 +222,23 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = (), wrong: tupl
     if not rows:  # a prep-only run: only the preparation times
         head = ["# Benchmark summary (preparation only)", "", f"device: {r0.get('device')} · {r0.get('date')}", ""]
         return "\n".join(head + prep + tail)
-    lines = ["# Benchmark summary", "",
-             f"device: {r0.get('device')} · torch {r0.get('torch')} · CUDA {r0.get('cuda')} · {r0.get('date')} · "
-             f"device copy bandwidth {copy_gbps:.1f} GB/s", ""]
+    lines = [
+        "# Benchmark summary",
+        "",
+        f"device: {r0.get('device')} · torch {r0.get('torch')} · CUDA {r0.get('cuda')} · {r0.get('date')} · "
+        f"device copy bandwidth {copy_gbps:.1f} GB/s",
+        "",
+    ]
     for suite in ("kernel", "e2e"):
         sp = speedups(rows, suite)
         if not sp:
             continue
-        lines += [f"## {suite}: speedup of mgg over each peer (peer time / mgg time; > 1 means mgg is faster)", "",
-                  "| peer | pass | geomean | min | max | cases |", "| --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            f"## {suite}: speedup of mgg over each peer (peer time / mgg time; > 1 means mgg is faster)",
+            "",
+            "| peer | pass | geomean | min | max | cases |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for peer, vals in sorted(sp.items()):
             for pass_ in sorted({p for _, p, _ in vals}):
                 v = [s for _, p, s in vals if p == pass_]
@@ -184,40 +246,67 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = (), wrong: tupl
         lines.append("")
     kern = [r for r in rows if r["suite"] == "kernel" and r["impl"] == "mgg"]
     if kern:
-        lines += ["## kernel: mgg achieved gather bandwidth", "", "| case | pass | ms | GB/s | of copy bw |",
-                  "| --- | --- | --- | --- | --- |"]
-        lines += [f"| {r['case']} | {r['pass']} | {float(r['median_ms']):.3f} | {float(r['gbps']):.1f} | "
-                  f"{float(r['bw_fraction']) * 100:.1f}% |" for r in kern]
+        lines += [
+            "## kernel: mgg achieved gather bandwidth",
+            "",
+            "| case | pass | ms | GB/s | of copy bw |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {r['case']} | {r['pass']} | {float(r['median_ms']):.3f} | {float(r['gbps']):.1f} | "
+            f"{float(r['bw_fraction']) * 100:.1f}% |"
+            for r in kern
+        ]
         lines.append("")
     abl = [r for r in rows if r["suite"] == "ablation"]
     if abl:
         full = {r["case"].rsplit("/", 1)[0]: float(r["median_ms"]) for r in abl if r["case"].endswith("/full")}
-        lines += ["## ablation: time relative to the full design (> 1: the switch costs time)", "",
-                  "| case | variant | ms | relative |", "| --- | --- | --- | --- |"]
+        lines += [
+            "## ablation: time relative to the full design (> 1: the switch costs time)",
+            "",
+            "| case | variant | ms | relative |",
+            "| --- | --- | --- | --- |",
+        ]
         for r in abl:
             base, variant = r["case"].rsplit("/", 1)
             ms = float(r["median_ms"])
             lines.append(f"| {base} | {variant} | {ms:.3f} | {ms / full[base]:.2f} |")
         lines.append("")
-    for suite, what in (("scaling", "aggregation, all PEs in one process"),
-                        ("dist", "training epoch, one process per PE")):
+    for suite, what in (
+        ("scaling", "aggregation, all PEs in one process"),
+        ("dist", "training epoch, one process per PE"),
+    ):
         sc = [r for r in rows if r["suite"] == suite]
         if sc:
-            lines += [f"## {suite}: {what}", "", "| case | impl | PEs | ms | local/remote edges per rank |",
-                      "| --- | --- | --- | --- | --- |"]
-            lines += [f"| {r['case']} | {r['impl']} | {r['pes']} | {float(r['median_ms']):.3f} | "
-                      f"{r.get('rank_edges', '')} |" for r in sc]
+            lines += [
+                f"## {suite}: {what}",
+                "",
+                "| case | impl | PEs | ms | local/remote edges per rank |",
+                "| --- | --- | --- | --- | --- |",
+            ]
+            lines += [
+                f"| {r['case']} | {r['impl']} | {r['pes']} | {float(r['median_ms']):.3f} | {r.get('rank_edges', '')} |"
+                for r in sc
+            ]
             lines.append("")
     fe = [r for r in rows if r["suite"] == "fetch"]
     if fe:
-        lines += ["## fetch: one kernel, each way of reaching peers' rows (P PEs on one device)", "",
-                  "`read from peers MB` is computed from the plan (the rows each mode must read: every remote "
-                  "edge's row, the halo rows, or every other rank's rows), not measured.", "",
-                  "| graph | D | PEs | mode | slowest rank ms | per rank ms | read from peers MB (computed) | "
-                  "occupancy % | SM throughput % |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-        lines += [f"| {r['graph']} | {r['dim']} | {r['pes']} | {r['impl'].removeprefix('fetch-')} | "
-                  f"{float(r['median_ms']):.3f} | {r.get('rank_ms', '')} | {r.get('traffic_mb', '')} | "
-                  f"{r.get('achieved_occupancy', '')} | {r.get('sm_throughput', '')} |" for r in fe]
+        lines += [
+            "## fetch: one kernel, each way of reaching peers' rows (P PEs on one device)",
+            "",
+            "`read from peers MB` is computed from the plan (the rows each mode must read: every remote "
+            "edge's row, the halo rows, or every other rank's rows), not measured.",
+            "",
+            "| graph | D | PEs | mode | slowest rank ms | per rank ms | read from peers MB (computed) | "
+            "occupancy % | SM throughput % |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {r['graph']} | {r['dim']} | {r['pes']} | {r['impl'].removeprefix('fetch-')} | "
+            f"{float(r['median_ms']):.3f} | {r.get('rank_ms', '')} | {r.get('traffic_mb', '')} | "
+            f"{r.get('achieved_occupancy', '')} | {r.get('sm_throughput', '')} |"
+            for r in fe
+        ]
         lines.append("")
     tu = defaultdict(lambda: dict(search=[], grid={}))
     for r in rows:
@@ -229,12 +318,16 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = (), wrong: tupl
             else:
                 v["search"].append((c, ms))
     if tu:
-        lines += ["## tune: the tuner against the exhaustive grid", "",
-                  "The tuner's choice is its fastest measured config; gap and gain take that config's time in the "
-                  "grid's run (one run for every config); `to 5%`: the first iteration whose config is within 5% "
-                  "of the grid's best.", "",
-                  "| graph | D | PEs | iterations | to 5% | choice | grid best ms | gap | gain over (1,1,1) |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "## tune: the tuner against the exhaustive grid",
+            "",
+            "The tuner's choice is its fastest measured config; gap and gain take that config's time in the "
+            "grid's run (one run for every config); `to 5%`: the first iteration whose config is within 5% "
+            "of the grid's best.",
+            "",
+            "| graph | D | PEs | iterations | to 5% | choice | grid best ms | gap | gain over (1,1,1) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for (g, d, p), v in tu.items():
             s, gr = v["search"], v["grid"]
             if not s or not gr:
@@ -244,25 +337,39 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = (), wrong: tupl
             at = gr.get(choice, ms)
             first = next((str(i + 1) for i, (c, _) in enumerate(s) if gr.get(c, math.inf) <= 1.05 * best), "-")
             gain = f"{(1 - at / gr[(1, 1, 1)]) * 100:.1f}%" if (1, 1, 1) in gr else "-"
-            lines.append(f"| {g} | {d} | {p} | {len(s)} | {first} | {choice} | {best:.3f} | "
-                         f"{(at / best - 1) * 100:.1f}% | {gain} |")
+            lines.append(
+                f"| {g} | {d} | {p} | {len(s)} | {first} | {choice} | {best:.3f} | "
+                f"{(at / best - 1) * 100:.1f}% | {gain} |"
+            )
         lines.append("")
     ld = [r for r in rows if r["suite"] == "load" and r["pass"] == "load"]
     pl = [r for r in rows if r["suite"] == "load" and r["pass"] == "plan"]
     if pl:
-        lines += ["## load: the plan of a graph (every rank's forward and transposed step, host side)", "",
-                  "| graph | edges | ranks | s | process peak GB |", "| --- | --- | --- | --- | --- |"]
-        lines += [f"| {r['graph']} | {int(r['edges']):,} | {r['pes']} | {float(r['median_ms']) / 1e3:.2f} | "
-                  f"{float(r['peak_mem_mb']) / 1024:.2f} |" for r in pl]
+        lines += [
+            "## load: the plan of a graph (every rank's forward and transposed step, host side)",
+            "",
+            "| graph | edges | ranks | s | process peak GB |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {r['graph']} | {int(r['edges']):,} | {r['pes']} | {float(r['median_ms']) / 1e3:.2f} | "
+            f"{float(r['peak_mem_mb']) / 1024:.2f} |"
+            for r in pl
+        ]
         lines.append("")
     if ld:
-        lines += ["## load: graph files to an mgg Graph (CSR), warm page cache", "",
-                  "| format | edges | s | M edges/s | file GB/s | peak bytes/edge |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        lines += [f"| {r['graph']} | {int(r['edges']):,} | {float(r['median_ms']) / 1e3:.2f} | "
-                  f"{float(r['edges_per_s']) / 1e6:.1f} | {float(r['gbps']):.2f} | "
-                  f"{float(r['peak_mem_bytes_per_edge']):.1f} |"
-                  for r in ld]
+        lines += [
+            "## load: graph files to an mgg Graph (CSR), warm page cache",
+            "",
+            "| format | edges | s | M edges/s | file GB/s | peak bytes/edge |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {r['graph']} | {int(r['edges']):,} | {float(r['median_ms']) / 1e3:.2f} | "
+            f"{float(r['edges_per_s']) / 1e6:.1f} | {float(r['gbps']):.2f} | "
+            f"{float(r['peak_mem_bytes_per_edge']):.1f} |"
+            for r in ld
+        ]
         lines.append("")
     from .suites.dlrm import summary_lines as dlrm_lines
     from .suites.tta import summary_lines

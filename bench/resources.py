@@ -11,6 +11,7 @@ more than bench/spill_allowance.json grants it: the allowance lists the kernels 
 the check was written (nvcc 13.0, NVSHMEM 3.4.5) with their bytes, so a new spill, or a larger one,
 fails CI, and each entry removed is one fixed (issue 31). Nothing may be added to it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,17 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "csrc" / "kernels"
 FLAGS = json.loads((ROOT / "csrc" / "build_flags.json").read_text())
 DEFINES = ["-DMGG_WITH_CUDA", "-DMGG_WITH_NVSHMEM"]  # as setup.py builds the CUDA extension
-COLUMNS = ["source", "arch", "kernel", "launch__registers_per_thread", "spill_store_bytes", "spill_load_bytes",
-           "stack_frame_bytes", "launch__shared_mem_per_block_static", "barriers"]
+COLUMNS = [
+    "source",
+    "arch",
+    "kernel",
+    "launch__registers_per_thread",
+    "spill_store_bytes",
+    "spill_load_bytes",
+    "stack_frame_bytes",
+    "launch__shared_mem_per_block_static",
+    "barriers",
+]
 
 # "kernel@sm_XX" -> spill bytes (stores + loads) it is allowed today: a ratchet (bench/spill_allowance.json).
 ALLOWANCE_FILE = Path(__file__).resolve().parent / "spill_allowance.json"
@@ -56,14 +66,20 @@ def find_nvcc() -> str | None:
 def nvshmem_include() -> Path:
     spec = importlib.util.find_spec("nvidia.nvshmem")
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("bench.resources: the NVSHMEM wheel is not installed (pip install nvidia-nvshmem-cu13): "
-                         "without its headers the NVSHMEM-get kernels, the ones that spill, are not compiled")
+        raise SystemExit(
+            "bench.resources: the NVSHMEM wheel is not installed (pip install nvidia-nvshmem-cu13): "
+            "without its headers the NVSHMEM-get kernels, the ones that spill, are not compiled"
+        )
     return Path(spec.submodule_search_locations[0]) / "include"
 
 
 def compile_flags(arch: str) -> list[str]:
-    return (FLAGS["nvcc"] + DEFINES + [f"-U{m}" for m in FLAGS["nvcc_undefine"]]
-            + [f"-I{nvshmem_include()}", f"-gencode=arch=compute_{arch},code=sm_{arch}", "-Xptxas", "-v"])
+    return (
+        FLAGS["nvcc"]
+        + DEFINES
+        + [f"-U{m}" for m in FLAGS["nvcc_undefine"]]
+        + [f"-I{nvshmem_include()}", f"-gencode=arch=compute_{arch},code=sm_{arch}", "-Xptxas", "-v"]
+    )
 
 
 def demangle(names: list[str]) -> list[str]:
@@ -97,10 +113,12 @@ def parse_ptxas(text: str) -> list[dict]:
             rows.append(current)
         elif m := re.search(r"Function properties for (\S+)", line):
             current = next((r for r in rows if r["kernel"] == m.group(1)), None)
-        elif (m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)) \
-                and current is not None:
-            current.update(stack_frame_bytes=int(m.group(1)), spill_store_bytes=int(m.group(2)),
-                           spill_load_bytes=int(m.group(3)))
+        elif (
+            m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        ) and current is not None:
+            current.update(
+                stack_frame_bytes=int(m.group(1)), spill_store_bytes=int(m.group(2)), spill_load_bytes=int(m.group(3))
+            )
         elif (m := re.search(r"Used (\d+) registers", line)) and rows:
             last = rows[-1]
             last["launch__registers_per_thread"] = int(m.group(1))
@@ -143,9 +161,11 @@ def markdown(rows: list[dict]) -> str:
     head = "| kernel | arch | registers | spill st/ld bytes | stack | static smem |"
     lines = [head, "| --- | --- | --- | --- | --- | --- |"]
     for r in sorted(rows, key=lambda r: (r["kernel"], r["arch"])):
-        lines.append(f"| {r['kernel']} | sm_{r['arch']} | {r['launch__registers_per_thread']} | "
-                     f"{r['spill_store_bytes']}/{r['spill_load_bytes']} | {r['stack_frame_bytes']} | "
-                     f"{r['launch__shared_mem_per_block_static']} |")
+        lines.append(
+            f"| {r['kernel']} | sm_{r['arch']} | {r['launch__registers_per_thread']} | "
+            f"{r['spill_store_bytes']}/{r['spill_load_bytes']} | {r['stack_frame_bytes']} | "
+            f"{r['launch__shared_mem_per_block_static']} |"
+        )
     return "\n".join(lines)
 
 
@@ -178,8 +198,10 @@ def main(argv=None) -> int:
         if bad:
             return 1
         fixed = sorted(set(allowed) - {key(r) for r in rows if r["spill_store_bytes"] + r["spill_load_bytes"]})
-        print(f"bench.resources: no spill beyond {ALLOWANCE_FILE.name} ({len(allowed)} kernels allowed one)"
-              + (f"; these no longer spill, remove them from it: {', '.join(fixed)}" if fixed else ""))
+        print(
+            f"bench.resources: no spill beyond {ALLOWANCE_FILE.name} ({len(allowed)} kernels allowed one)"
+            + (f"; these no longer spill, remove them from it: {', '.join(fixed)}" if fixed else "")
+        )
     return 0
 
 

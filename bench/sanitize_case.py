@@ -21,6 +21,7 @@ the CPU executors (tests/test_bench.py).
 
     compute-sanitizer --tool racecheck --kernel-name kns=mgg python -m bench.sanitize_case
 """
+
 import argparse
 import sys
 
@@ -69,12 +70,25 @@ def aggregation(checks: Checks, g: Graph, device: str) -> None:
             for det in (False, True):
                 for dtype in DTYPES:
                     xs = x.to(dtype)
-                    checks(f"aggregate D={dim} {cfg} deterministic={det} {dtype}", assert_matches_reference,
-                           mgg.aggregate(xs, plan, cfg, deterministic=det), g, xs)
-            own = [x[b[r]:b[r + 1]] for r in range(2)]
+                    checks(
+                        f"aggregate D={dim} {cfg} deterministic={det} {dtype}",
+                        assert_matches_reference,
+                        mgg.aggregate(xs, plan, cfg, deterministic=det),
+                        g,
+                        xs,
+                    )
+            own = [x[b[r] : b[r + 1]] for r in range(2)]
             for name, fetch, place in placements:
-                outs = [run_peers(own[r], [t if q == r or place is None else place(t) for q, t in enumerate(own)], r,
-                                  plan2.rank_plan(r, cfg), fetch) for r in range(2)]
+                outs = [
+                    run_peers(
+                        own[r],
+                        [t if q == r or place is None else place(t) for q, t in enumerate(own)],
+                        r,
+                        plan2.rank_plan(r, cfg),
+                        fetch,
+                    )
+                    for r in range(2)
+                ]
                 checks(f"aggregate_peers {name} D={dim} {cfg}", assert_matches_reference, torch.cat(outs), g, x)
         for dtype in DTYPES:
             xg = x.detach().to(dtype).requires_grad_()
@@ -88,8 +102,12 @@ def attention(checks: Checks, g: Graph, device: str) -> None:
     n, plan, plan2 = ga.num_nodes, Plan(ga), Plan(ga, 2)
     plans = (plan2, Plan(ga.transpose(), bounds=plan2.bounds))  # two ranks: the graph's plan, the backward's
     src, dst = ga.edge_index()
-    cases = [(heads, channels, dtype, dropout) for heads, channels in ((2, 7), (1, 40)) for dtype in DTYPES
-             for dropout in (0.0, 0.3)]
+    cases = [
+        (heads, channels, dtype, dropout)
+        for heads, channels in ((2, 7), (1, 40))
+        for dtype in DTYPES
+        for dropout in (0.0, 0.3)
+    ]
     for i, (heads, channels, dtype, dropout) in enumerate(cases):
         cfg = CONFIGS[i % len(CONFIGS)]  # warps per block is what attention takes from a config
         what = f"H={heads} C={channels} {dtype} dropout={dropout} wpb={cfg.wpb}"
@@ -101,12 +119,24 @@ def attention(checks: Checks, g: Graph, device: str) -> None:
         got.backward(grad)
         reference = (*stored, src, dst, SLOPE)
         checks(f"attend {what}", assert_attention_matches_reference, got, *reference, keep)
-        checks(f"attend backward {what}", assert_attention_gradients_match_reference, [t.grad for t in got_in],
-               *reference, grad, keep)
+        checks(
+            f"attend backward {what}",
+            assert_attention_gradients_match_reference,
+            [t.grad for t in got_in],
+            *reference,
+            grad,
+            keep,
+        )
         out, *grads = peers_attention(stored, grad, plans, cfg, heads, dropout)
         checks(f"attend_peers direct {what}", assert_attention_matches_reference, out, *reference, keep)
-        checks(f"attend_peers direct backward {what}", assert_attention_gradients_match_reference, grads,
-               *reference, grad, keep)
+        checks(
+            f"attend_peers direct backward {what}",
+            assert_attention_gradients_match_reference,
+            grads,
+            *reference,
+            grad,
+            keep,
+        )
 
 
 def peers_attention(stored: list, grad: torch.Tensor, plans: tuple, cfg: Config, heads: int, dropout: float):
@@ -119,9 +149,9 @@ def peers_attention(stored: list, grad: torch.Tensor, plans: tuple, cfg: Config,
     n, channels, device = h.size(0), h.size(2), h.device
     b, ranks, fetch = [int(v) for v in plan.bounds], range(2), FETCH["direct"]
     table = attention_table(h, a_src)
-    tables = [table[b[r]:b[r + 1]] for r in ranks]
-    dst = [a_dst[b[r]:b[r + 1]].contiguous() for r in ranks]
-    grads = [grad.reshape(n, -1)[b[r]:b[r + 1]].contiguous() for r in ranks]
+    tables = [table[b[r] : b[r + 1]] for r in ranks]
+    dst = [a_dst[b[r] : b[r + 1]].contiguous() for r in ranks]
+    grads = [grad.reshape(n, -1)[b[r] : b[r + 1]].contiguous() for r in ranks]
     op_args = [plan.rank_plan(r, cfg).op_args(device, peers=True, transposed=False) for r in ranks]
     op_args_t = [plan_t.rank_plan(r, cfg).op_args(device, peers=True, transposed=False) for r in ranks]
     rest = (heads, SLOPE, dropout, SEED, b, fetch)
@@ -130,8 +160,12 @@ def peers_attention(stored: list, grad: torch.Tensor, plans: tuple, cfg: Config,
     d_dst = [torch.ops.mgg.attend_peers_dst(tables, r, terms[r], *op_args[r], *rest) for r in ranks]
     d_table = torch.cat([torch.ops.mgg.attend_peers_src(tables[r], terms, r, *op_args_t[r], *rest) for r in ranks])
     d_table = d_table.view(n, heads, channels + 1)
-    return (torch.cat([out for out, _ in fwd]).view(n, heads, channels), d_table[..., :channels],
-            d_table[..., channels], torch.cat(d_dst))
+    return (
+        torch.cat([out for out, _ in fwd]).view(n, heads, channels),
+        d_table[..., :channels],
+        d_table[..., channels],
+        torch.cat(d_dst),
+    )
 
 
 def main(argv=None) -> int:

@@ -10,6 +10,7 @@ tables). The MLPs are replicated (their gradients are summed over the ranks), th
 each rank holds its rows and receives their whole gradient through the lookup's backward. The
 tables start from the same values in both runs, so the loss curves agree up to rounding, and fall.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,10 @@ from mgg.nn import ShardedEmbeddingBagCollection
 
 
 def tables(sizes, dim, dtype):
-    return [0.1 * torch.randn(n, dim, generator=torch.Generator().manual_seed(100 + t), dtype=dtype)
-            for t, n in enumerate(sizes)]
+    return [
+        0.1 * torch.randn(n, dim, generator=torch.Generator().manual_seed(100 + t), dtype=dtype)
+        for t, n in enumerate(sizes)
+    ]
 
 
 def main(argv=None) -> list[float]:
@@ -52,9 +55,17 @@ def main(argv=None) -> list[float]:
     if args.reference:
         bags = EmbeddingBags(sizes, args.dim, "sum", init)
     else:  # sparse gradients: each step touches few of a table's rows
-        bags = ShardedEmbeddingBagCollection(sizes, args.dim, mode="sum", sharding="mixed", sparse=True,
-                                             backend=args.backend, dtype=dtype, _weights=init,
-                                             row_wise_min_rows=1000)
+        bags = ShardedEmbeddingBagCollection(
+            sizes,
+            args.dim,
+            mode="sum",
+            sharding="mixed",
+            sparse=True,
+            backend=args.backend,
+            dtype=dtype,
+            _weights=init,
+            row_wise_min_rows=1000,
+        )
     torch.manual_seed(0)  # the same MLPs on every rank and in the reference
     model = DLRM(bags, len(sizes), args.dim).to(dtype)
     opt = torch.optim.Adagrad(model.parameters(), lr=args.lr)  # handles the tables' sparse gradients

@@ -2,6 +2,7 @@
 
 The aggregation op is torch.ops.mgg.aggregate; `mgg.aggregate` is its differentiable front.
 The packages, and what flows through them, are described in ARCHITECTURE.md."""
+
 from ._extension import load as _load_extension
 
 _load_extension()  # before anything touches mgg._C: a build for another torch is one clear ImportError
@@ -18,8 +19,20 @@ from .partitioning import Partition, partition, split_ranges  # noqa: E402
 from .plan import Config, Plan  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "Plan", "Config", "aggregate", "make_plan", "split_ranges", "partition", "Partition", "data",
-           "MggError", "GraphError", "PlanError"]
+__all__ = [
+    "Graph",
+    "Plan",
+    "Config",
+    "aggregate",
+    "make_plan",
+    "split_ranges",
+    "partition",
+    "Partition",
+    "data",
+    "MggError",
+    "GraphError",
+    "PlanError",
+]
 
 
 def __getattr__(name: str):

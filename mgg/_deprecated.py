@@ -3,6 +3,7 @@ release: `import mgg.io`, `from mgg.partition import METHODS` and the like still
 name taken through an old path warns (DeprecationWarning) with its new home. No file stands at an
 old path (the moved files keep their history); the alias modules are made here when mgg is
 imported, and they import the new homes only when a name is taken."""
+
 from __future__ import annotations
 
 import importlib
@@ -26,8 +27,12 @@ MOVED = {
     "mgg.nn.graph_cache": ("mgg.nn.plans",),
 }
 # names that also changed: old module, old name -> new name
-RENAMED = {("mgg.io", "_lines"): "text_lines", ("mgg.datasets", "_lines"): "text_lines",
-           ("mgg.partition", "_from_parts"): "from_parts", ("mgg.partition", "_compute"): "compute"}
+RENAMED = {
+    ("mgg.io", "_lines"): "text_lines",
+    ("mgg.datasets", "_lines"): "text_lines",
+    ("mgg.partition", "_from_parts"): "from_parts",
+    ("mgg.partition", "_compute"): "compute",
+}
 
 
 def _alias(old: str, homes: tuple[str, ...]) -> types.ModuleType:
@@ -39,8 +44,11 @@ def _alias(old: str, homes: tuple[str, ...]) -> types.ModuleType:
             for home in homes:
                 found = importlib.import_module(home)
                 if hasattr(found, new):
-                    warnings.warn(f"{old}.{name} moved to {home}.{new}; the old path goes in the next release",
-                                  DeprecationWarning, stacklevel=2)
+                    warnings.warn(
+                        f"{old}.{name} moved to {home}.{new}; the old path goes in the next release",
+                        DeprecationWarning,
+                        stacklevel=2,
+                    )
                     return getattr(found, new)
         raise AttributeError(f"module {old!r} has no attribute {name!r}")
 
@@ -60,6 +68,7 @@ def module_attribute(name: str):
     old = f"mgg.{name}"
     if old not in MOVED:
         raise AttributeError(f"module 'mgg' has no attribute {name!r}")
-    warnings.warn(f"{old} moved to {MOVED[old][0]}; the old path goes in the next release", DeprecationWarning,
-                  stacklevel=3)
+    warnings.warn(
+        f"{old} moved to {MOVED[old][0]}; the old path goes in the next release", DeprecationWarning, stacklevel=3
+    )
     return sys.modules[old]

@@ -1,6 +1,7 @@
 """Loads mgg._C, the compiled extension, after checking that it was built for the torch that is
 installed: an extension built against another torch (pip's build isolation installs the newest
 torch in the build environment) fails in obscure ways, so the mismatch is one clear line."""
+
 from __future__ import annotations
 
 import torch
@@ -21,8 +22,10 @@ def load():
         from . import _C
     except ImportError as e:
         if "undefined symbol" in str(e) or "cannot open shared object" in str(e):
-            raise ImportError(f"mgg's extension does not load with torch {torch.__version__} "
-                              f"({str(e).splitlines()[0][:200]}): {REINSTALL}") from None
+            raise ImportError(
+                f"mgg's extension does not load with torch {torch.__version__} "
+                f"({str(e).splitlines()[0][:200]}): {REINSTALL}"
+            ) from None
         raise
     return _C
 

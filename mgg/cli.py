@@ -1,4 +1,5 @@
 """The `mgg` command: info, partition, train, tune, bench."""
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,9 @@ def _dataset(args):
 
     ds = load_dataset(args.dataset, args.data_dir)
     if ds.y.dim() != 1:
-        raise GraphError(f"{ds.name}: {ds.y.size(1)} labels per node (multi-label); mgg train does single-label "
-                         "node classification")
+        raise GraphError(
+            f"{ds.name}: {ds.y.size(1)} labels per node (multi-label); mgg train does single-label node classification"
+        )
     return ds
 
 
@@ -58,8 +60,19 @@ def _partition_rows(ranks: list[dict], total: dict) -> list[dict]:
     return [{k: row[k] for k in keys} for row in (*ranks, last)]
 
 
-COMPARE = ("method", "local_edges", "remote_edges", "remote_fraction", "halo_rows", "allgather_rows", "max_send_peer",
-           "edge_imbalance", "node_imbalance", "seconds", "cached")
+COMPARE = (
+    "method",
+    "local_edges",
+    "remote_edges",
+    "remote_fraction",
+    "halo_rows",
+    "allgather_rows",
+    "max_send_peer",
+    "edge_imbalance",
+    "node_imbalance",
+    "seconds",
+    "cached",
+)
 
 
 def cmd_partition(args):
@@ -90,8 +103,10 @@ def cmd_partition(args):
         return
     print(f"{args.graph}: {g.num_nodes} nodes, {g.num_edges} edges, {args.ranks} ranks", end="")
     if args.method == "all":
-        print(" (halo_rows: rows all ranks receive, the communication volume; max_send_peer: the most rows one "
-              "rank sends to one peer)")
+        print(
+            " (halo_rows: rows all ranks receive, the communication volume; max_send_peer: the most rows one "
+            "rank sends to one peer)"
+        )
         print(_table([{k: res["total"][k] for k in COMPARE} for res in results]), end="")
         return
     t = results[0]["total"]
@@ -107,29 +122,46 @@ def cmd_train(args):
 
     ds = _dataset(args)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    cfg = TrainConfig(model=args.model, hidden=args.hidden, layers=args.layers, epochs=args.epochs, lr=args.lr,
-                      weight_decay=args.weight_decay, dropout=args.dropout, seeds=tuple(range(args.seeds)),
-                      device=args.device, config=Config(args.ps, args.dist, args.wpb), autotune=args.autotune,
-                      deterministic=args.deterministic)
+    cfg = TrainConfig(
+        model=args.model,
+        hidden=args.hidden,
+        layers=args.layers,
+        epochs=args.epochs,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        dropout=args.dropout,
+        seeds=tuple(range(args.seeds)),
+        device=args.device,
+        config=Config(args.ps, args.dist, args.wpb),
+        autotune=args.autotune,
+        deterministic=args.deterministic,
+    )
     if distributed:
         from .distributed.trainer import train as train_distributed
 
-        res = train_distributed(ds, cfg, args.backend, progress=not args.quiet, fetch=args.fetch,
-                                partition=args.partition)
+        res = train_distributed(
+            ds, cfg, args.backend, progress=not args.quiet, fetch=args.fetch, partition=args.partition
+        )
         if res["rank"] != 0:
             return
         print(f"{res['world']} ranks, backend {args.backend}, partition {args.partition}")
     else:
         if args.partition != "range":
-            raise MggError("--partition applies to distributed training (torchrun with 2 or more processes); one "
-                           "process owns every node")
+            raise MggError(
+                "--partition applies to distributed training (torchrun with 2 or more processes); one "
+                "process owns every node"
+            )
         res = train(ds, cfg, progress=not args.quiet)
     for r in res["runs"]:
-        print(f"seed {r.seed}: test {r.test_acc * 100:.1f}% (val {r.val_acc * 100:.1f}% at epoch {r.best_epoch}), "
-              f"{r.epoch_ms:.1f} ms/epoch")
+        print(
+            f"seed {r.seed}: test {r.test_acc * 100:.1f}% (val {r.val_acc * 100:.1f}% at epoch {r.best_epoch}), "
+            f"{r.epoch_ms:.1f} ms/epoch"
+        )
         _print_tuning(r.tuning)
-    print(f"{ds.name} {args.model}: test accuracy {res['mean'] * 100:.2f} ± {res['std'] * 100:.2f}% "
-          f"over {len(res['runs'])} seeds")
+    print(
+        f"{ds.name} {args.model}: test accuracy {res['mean'] * 100:.2f} ± {res['std'] * 100:.2f}% "
+        f"over {len(res['runs'])} seeds"
+    )
 
 
 def _print_tuning(summaries: list) -> None:
@@ -163,31 +195,42 @@ def cmd_bench(args):
     spec = importlib.util.find_spec("bench")
     here = Path(spec.origin).parent if spec is not None and spec.origin else None
     if here is None or not (here / "suites").is_dir() or not (here / "__main__.py").is_file():
-        raise MggError("the benchmark harness is the bench/ folder of mgg's repository: run `mgg bench` (or "
-                       "`python -m bench`) from a checkout")
+        raise MggError(
+            "the benchmark harness is the bench/ folder of mgg's repository: run `mgg bench` (or "
+            "`python -m bench`) from a checkout"
+        )
     path = os.pathsep.join(p for p in (str(here.parent), os.environ.get("PYTHONPATH")) if p)
     rc = subprocess.run([sys.executable, "-m", "bench", *args.rest], env=dict(os.environ, PYTHONPATH=path)).returncode
     if rc:
         raise SystemExit(rc)
 
 
-GRAPH_HELP = ("a file (edge list, .mtx, .npz), a dataset directory or name under --data-dir (Planetoid name, "
-              "reddit, ogbn-*), or a synthetic spec (rmat-reddit, rmat-products, rmat:N:E, sbm:N:BLOCKS:AVG_DEG:P_IN)")
+GRAPH_HELP = (
+    "a file (edge list, .mtx, .npz), a dataset directory or name under --data-dir (Planetoid name, "
+    "reddit, ogbn-*), or a synthetic spec (rmat-reddit, rmat-products, rmat:N:E, sbm:N:BLOCKS:AVG_DEG:P_IN)"
+)
 
 
 def _add_source(p):
     """The options of every command that reads a graph by spec (see mgg.data.resolve)."""
     p.add_argument("--data-dir", default=None, help="directory holding the datasets (default: bundled Cora)")
-    p.add_argument("--relabel", action="store_true",
-                   help="edge lists: number the distinct node ids 0..N-1 in sorted order (for sparse ids)")
+    p.add_argument(
+        "--relabel",
+        action="store_true",
+        help="edge lists: number the distinct node ids 0..N-1 in sorted order (for sparse ids)",
+    )
 
 
 def _add_config(p):
     from .plan import DIST_RANGE, PS_RANGE, WPB_RANGE, Config
 
     d = Config()
-    p.add_argument("--ps", type=int, default=d.ps,
-                   help=f"neighbor-partition size ({PS_RANGE[0]}-{PS_RANGE[1]}; 0 turns partitioning off)")
+    p.add_argument(
+        "--ps",
+        type=int,
+        default=d.ps,
+        help=f"neighbor-partition size ({PS_RANGE[0]}-{PS_RANGE[1]}; 0 turns partitioning off)",
+    )
     p.add_argument("--dist", type=int, default=d.dist, help=f"interleave distance ({DIST_RANGE[0]}-{DIST_RANGE[1]})")
     p.add_argument("--wpb", type=int, default=d.wpb, help=f"warps per block ({WPB_RANGE[0]}-{WPB_RANGE[1]})")
 
@@ -216,58 +259,106 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mgg", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    p = sub.add_parser("info", help="versions, GPUs, and what the extension was built with; with GRAPH, its "
-                                    "degree statistics (and the real dataset's, for a synthetic stand-in)")
+    p = sub.add_parser(
+        "info",
+        help="versions, GPUs, and what the extension was built with; with GRAPH, its "
+        "degree statistics (and the real dataset's, for a synthetic stand-in)",
+    )
     p.add_argument("graph", nargs="?", default=None, help=GRAPH_HELP)
     _add_source(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_info)
 
-    p = sub.add_parser("partition", help="which nodes each rank owns, and what it costs: per rank nodes, edges, "
-                                         "local/remote edges, rows exchanged, imbalance; --method all compares")
+    p = sub.add_parser(
+        "partition",
+        help="which nodes each rank owns, and what it costs: per rank nodes, edges, "
+        "local/remote edges, rows exchanged, imbalance; --method all compares",
+    )
     p.add_argument("graph", help=GRAPH_HELP)
     p.add_argument("--ranks", type=int, required=True)
-    p.add_argument("--method", choices=[*_partition_methods(), "all"], default="range",
-                   help="range: MGG Algorithm 1 on the graph's order; random: a seeded permutation; metis: METIS "
-                        "k-way, fewest remote edges; hypergraph: Mt-KaHyPar, fewest rows exchanged (metis and "
-                        "hypergraph: pip install mgg[partition]); all: compare them")
+    p.add_argument(
+        "--method",
+        choices=[*_partition_methods(), "all"],
+        default="range",
+        help="range: MGG Algorithm 1 on the graph's order; random: a seeded permutation; metis: METIS "
+        "k-way, fewest remote edges; hypergraph: Mt-KaHyPar, fewest rows exchanged (metis and "
+        "hypergraph: pip install mgg[partition]); all: compare them",
+    )
     p.add_argument("--seed", type=int, default=0, help="the seed of random, metis and hypergraph")
-    p.add_argument("--no-cache", action="store_true",
-                   help="partition afresh (metis and hypergraph results are otherwise kept in "
-                        "$MGG_PARTITION_CACHE or ~/.cache/mgg/partitions)")
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="partition afresh (metis and hypergraph results are otherwise kept in "
+        "$MGG_PARTITION_CACHE or ~/.cache/mgg/partitions)",
+    )
     _add_source(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_partition)
 
     p = sub.add_parser("train", help="full-graph node classification (Planetoid, PyG Reddit, OGB, .npz dataset)")
-    p.add_argument("--dataset", default="cora", help="a dataset name under --data-dir (Planetoid name, reddit, "
-                                                     "ogbn-arxiv ...) or a dataset directory or .npz file")
+    p.add_argument(
+        "--dataset",
+        default="cora",
+        help="a dataset name under --data-dir (Planetoid name, reddit, "
+        "ogbn-arxiv ...) or a dataset directory or .npz file",
+    )
     p.add_argument("--data-dir", default=None, help="directory holding the datasets (default: bundled Cora)")
-    p.add_argument("--model", choices=list(PROTOCOLS), default="gcn",
-                   help="; ".join(f"{k}: {v.source}" for k, v in PROTOCOLS.items()))
-    p.add_argument("--hidden", type=int, default=None, help="hidden width (gat: per head); default: the model's ("
-                   + ", ".join(f"{k} {v.hidden}" for k, v in PROTOCOLS.items()) + ")")
+    p.add_argument(
+        "--model",
+        choices=list(PROTOCOLS),
+        default="gcn",
+        help="; ".join(f"{k}: {v.source}" for k, v in PROTOCOLS.items()),
+    )
+    p.add_argument(
+        "--hidden",
+        type=int,
+        default=None,
+        help="hidden width (gat: per head); default: the model's ("
+        + ", ".join(f"{k} {v.hidden}" for k, v in PROTOCOLS.items())
+        + ")",
+    )
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--epochs", type=int, default=None, help="default: the model's (200)")
-    p.add_argument("--lr", type=float, default=None,
-                   help="default: the model's (" + ", ".join(f"{k} {v.lr}" for k, v in PROTOCOLS.items()) + ")")
-    p.add_argument("--weight-decay", type=float, default=None,
-                   help="default: the model's (5e-4; gcn: on the first layer only)")
-    p.add_argument("--dropout", type=float, default=None,
-                   help="default: the model's (" + ", ".join(f"{k} {v.dropout}" for k, v in PROTOCOLS.items()) + ")")
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help="default: the model's (" + ", ".join(f"{k} {v.lr}" for k, v in PROTOCOLS.items()) + ")",
+    )
+    p.add_argument(
+        "--weight-decay", type=float, default=None, help="default: the model's (5e-4; gcn: on the first layer only)"
+    )
+    p.add_argument(
+        "--dropout",
+        type=float,
+        default=None,
+        help="default: the model's (" + ", ".join(f"{k} {v.dropout}" for k, v in PROTOCOLS.items()) + ")",
+    )
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--device", default="cpu")
     p.add_argument("--autotune", action="store_true", help="tune ps/dist/wpb online while training")
-    p.add_argument("--backend", choices=_backends(), default="halo",
-                   help="peer access under torchrun: halo (all-to-all over torch.distributed), nvshmem (MGG: "
-                        "symmetric memory, the kernel reads peers; needs --device cuda) or allgather (CAGNET 1D: "
-                        "every rank gathers all rows each layer)")
-    p.add_argument("--fetch", choices=[f for f in _fetch_names() if f != "uva"], default="get-warp",
-                   help="how the nvshmem backend reads peers' rows: NVSHMEM get at warp/thread/block scope, "
-                        "or direct loads through nvshmem_ptr")
-    p.add_argument("--partition", choices=_partition_methods(), default="range",
-                   help="under torchrun, which nodes each rank owns: range (MGG Algorithm 1), random, metis or "
-                        "hypergraph (see mgg partition)")
+    p.add_argument(
+        "--backend",
+        choices=_backends(),
+        default="halo",
+        help="peer access under torchrun: halo (all-to-all over torch.distributed), nvshmem (MGG: "
+        "symmetric memory, the kernel reads peers; needs --device cuda) or allgather (CAGNET 1D: "
+        "every rank gathers all rows each layer)",
+    )
+    p.add_argument(
+        "--fetch",
+        choices=[f for f in _fetch_names() if f != "uva"],
+        default="get-warp",
+        help="how the nvshmem backend reads peers' rows: NVSHMEM get at warp/thread/block scope, "
+        "or direct loads through nvshmem_ptr",
+    )
+    p.add_argument(
+        "--partition",
+        choices=_partition_methods(),
+        default="range",
+        help="under torchrun, which nodes each rank owns: range (MGG Algorithm 1), random, metis or "
+        "hypergraph (see mgg partition)",
+    )
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--quiet", action="store_true")
     _add_config(p)
@@ -279,14 +370,25 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
-    p.add_argument("--ranks", type=int, default=1,
-                   help="tune the plan of P ranks: all of them in this process, one after another (P PEs "
-                        "time-sliced on one device); the step time is theirs together")
-    p.add_argument("--via", choices=["peers", "halo"], default="peers",
-                   help="with --ranks > 1: each rank reads peers' rows in place (aggregate_peers, direct loads) "
-                        "or gathers a halo buffer first")
-    p.add_argument("--no-model", action="store_true",
-                   help="MGG's plain search from (1, 1, 1), without the cost model's seed and pruning (eq. 2-3)")
+    p.add_argument(
+        "--ranks",
+        type=int,
+        default=1,
+        help="tune the plan of P ranks: all of them in this process, one after another (P PEs "
+        "time-sliced on one device); the step time is theirs together",
+    )
+    p.add_argument(
+        "--via",
+        choices=["peers", "halo"],
+        default="peers",
+        help="with --ranks > 1: each rank reads peers' rows in place (aggregate_peers, direct loads) "
+        "or gathers a halo buffer first",
+    )
+    p.add_argument(
+        "--no-model",
+        action="store_true",
+        help="MGG's plain search from (1, 1, 1), without the cost model's seed and pruning (eq. 2-3)",
+    )
     p.add_argument("--iterations", type=int, default=15)
     p.add_argument("--repeat", type=int, default=5, help="timed runs per measured config")
     p.add_argument("--exhaustive", action="store_true", help="also measure the whole grid, write CSV and heat map")
@@ -305,6 +407,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if getattr(args, "data_dir", "unset") is None:
         from .data import bundled_planetoid_dir
+
         args.data_dir = bundled_planetoid_dir()
     try:
         args.fn(args)

@@ -8,6 +8,7 @@ bijection, so hot rows are not all at the start (on one PE). Each sample has 13 
 and a click label that depends on the dense features and on a hidden score of some of its rows,
 so a model can learn it.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,34 @@ import torch
 from .errors import MggError
 
 # Criteo Kaggle (DLRM's --data-set=kaggle): rows of each of the 26 categorical features
-CRITEO_KAGGLE = (1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194, 27, 14992,
-                 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572)
+CRITEO_KAGGLE = (
+    1460,
+    583,
+    10131227,
+    2202608,
+    305,
+    24,
+    12517,
+    633,
+    3,
+    93145,
+    5683,
+    8351593,
+    3194,
+    27,
+    14992,
+    5461306,
+    10,
+    5652,
+    2173,
+    4,
+    7046547,
+    18,
+    15,
+    286181,
+    105,
+    142572,
+)
 DENSE_FEATURES = 13
 
 
@@ -69,8 +96,14 @@ class Batch:
         return Batch(self.dense[begin:end], ins, offs, self.labels[begin:end])
 
 
-def synthetic_batch(sizes: Sequence[int], batch: int, pooling: int = 1, alpha: float = 1.05, seed: int = 0,
-                    dtype: torch.dtype = torch.float32) -> Batch:
+def synthetic_batch(
+    sizes: Sequence[int],
+    batch: int,
+    pooling: int = 1,
+    alpha: float = 1.05,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> Batch:
     """One batch of Criteo-like samples.
 
     Args:
@@ -86,8 +119,11 @@ def synthetic_batch(sizes: Sequence[int], batch: int, pooling: int = 1, alpha: f
     inputs, offsets = [], []
     score = dense[:, 0].double() - 0.5 * dense[:, 1].double()
     for t, n in enumerate(sizes):
-        counts = torch.ones(batch, dtype=torch.int64) if pooling == 1 else \
-            torch.randint(1, 2 * pooling, (batch,), generator=gen)
+        counts = (
+            torch.ones(batch, dtype=torch.int64)
+            if pooling == 1
+            else torch.randint(1, 2 * pooling, (batch,), generator=gen)
+        )
         rows = power_law_rows(n, int(counts.sum()), alpha, gen)
         offs = torch.zeros(batch, dtype=torch.int64)
         torch.cumsum(counts[:-1], 0, out=offs[1:])
@@ -114,8 +150,14 @@ class DLRM(torch.nn.Module):
     module taking (inputs, offsets) and giving [B, tables, D]: mgg's ShardedEmbeddingBagCollection
     or `EmbeddingBags` below), pairwise dot interaction, top MLP to a click logit."""
 
-    def __init__(self, embeddings: torch.nn.Module, num_tables: int, dim: int, bottom: Sequence[int] = (32,),
-                 top: Sequence[int] = (64, 32)):
+    def __init__(
+        self,
+        embeddings: torch.nn.Module,
+        num_tables: int,
+        dim: int,
+        bottom: Sequence[int] = (32,),
+        top: Sequence[int] = (64, 32),
+    ):
         super().__init__()
         self.embeddings = embeddings
         self.bottom = mlp([DENSE_FEATURES, *bottom, dim])
@@ -137,7 +179,8 @@ class EmbeddingBags(torch.nn.Module):
         super().__init__()
         self.bags = torch.nn.ModuleList(
             torch.nn.EmbeddingBag(n, dim, mode=mode, _weight=None if weights is None else weights[t].clone())
-            for t, n in enumerate(sizes))
+            for t, n in enumerate(sizes)
+        )
 
     def forward(self, inputs, offsets) -> torch.Tensor:
         return torch.stack([b(i, o) for b, i, o in zip(self.bags, inputs, offsets, strict=True)], 1)

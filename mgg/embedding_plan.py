@@ -17,6 +17,7 @@ over indices), so a plan costs little next to the lookup itself:
   distinct rows the batch reads (sorted global ids), its sources the bags, so it never costs
   O(table rows) per batch; the gradient is scattered into the table afterwards (dense or sparse).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ def row_bounds(num_rows: int, parts: int, what: str = "num_embeddings") -> torch
 class Edges:
     """A batch's lookups: edge e reads row idx[e] into bag bag[e] (non-decreasing), scaled by
     weight[e] (None: 1)."""
+
     idx: torch.Tensor  # int64 [E]
     bag: torch.Tensor  # int64 [E]
     weight: Optional[torch.Tensor]  # [E]
@@ -68,9 +70,16 @@ def _int_tensor(t, name: str) -> torch.Tensor:
     return t.long()
 
 
-def bag_edges(input, offsets, per_sample_weights, num_embeddings: int, mode: str = "mean",
-              padding_idx: Optional[int] = None, include_last_offset: bool = False,
-              weight_dtype: torch.dtype = torch.float32) -> Edges:
+def bag_edges(
+    input,
+    offsets,
+    per_sample_weights,
+    num_embeddings: int,
+    mode: str = "mean",
+    padding_idx: Optional[int] = None,
+    include_last_offset: bool = False,
+    weight_dtype: torch.dtype = torch.float32,
+) -> Edges:
     """The edges of an EmbeddingBag batch, checked (torch.nn.functional.embedding_bag's
     arguments).
 
@@ -109,8 +118,11 @@ def bag_edges(input, offsets, per_sample_weights, num_embeddings: int, mode: str
             raise MggError("offsets must have at least one entry with include_last_offset=True")
         idx = input
         # every check in one host round trip: min, max, first and last offset, decreases, index range
-        facts = [offsets.min(), offsets.max(), offsets[0], offsets[-1], (offsets[1:] < offsets[:-1]).sum()] \
-            if offsets.numel() else [offsets.new_zeros(())] * 5
+        facts = (
+            [offsets.min(), offsets.max(), offsets[0], offsets[-1], (offsets[1:] < offsets[:-1]).sum()]
+            if offsets.numel()
+            else [offsets.new_zeros(())] * 5
+        )
         if n:
             facts += [idx.min(), idx.max()]
         facts = torch.stack([f.long() for f in facts]).tolist()
@@ -124,14 +136,19 @@ def bag_edges(input, offsets, per_sample_weights, num_embeddings: int, mode: str
                 raise MggError(f"offsets must be at most len(input) = {n}, got {hi}")
             if decreases:
                 k = int((offsets[1:] < offsets[:-1]).nonzero()[0, 0]) + 1
-                raise MggError(f"offsets must not decrease, but offsets[{k}] = {int(offsets[k])} < "
-                               f"offsets[{k - 1}] = {int(offsets[k - 1])}")
+                raise MggError(
+                    f"offsets must not decrease, but offsets[{k}] = {int(offsets[k])} < "
+                    f"offsets[{k - 1}] = {int(offsets[k - 1])}"
+                )
             if include_last_offset and last != n:
                 raise MggError(f"offsets[-1] must equal len(input) = {n} with include_last_offset=True, got {last}")
         elif n:
             raise MggError(f"offsets is empty but input has {n} indices")
-        ends = offsets[1:] if include_last_offset else torch.cat([offsets[1:], torch.full((1,), n, dtype=torch.int64,
-                                                                                          device=offsets.device)])
+        ends = (
+            offsets[1:]
+            if include_last_offset
+            else torch.cat([offsets[1:], torch.full((1,), n, dtype=torch.int64, device=offsets.device)])
+        )
         counts = ends - offsets[:num_bags]
         bag = torch.repeat_interleave(torch.arange(num_bags, device=input.device), counts, output_size=n)
         index_range = facts[5:]
@@ -154,13 +171,13 @@ def bag_edges(input, offsets, per_sample_weights, num_embeddings: int, mode: str
         if not isinstance(psw, torch.Tensor) or not psw.is_floating_point():
             raise MggError("per_sample_weights must be a floating-point tensor")
         if psw.shape != input.shape:
-            raise MggError(f"per_sample_weights must be shaped like input {tuple(input.shape)}, got "
-                           f"{tuple(psw.shape)}")
+            raise MggError(f"per_sample_weights must be shaped like input {tuple(input.shape)}, got {tuple(psw.shape)}")
         psw = psw.reshape(-1)
     if padding_idx is not None:
         if not isinstance(padding_idx, int) or not -num_embeddings <= padding_idx < num_embeddings:
-            raise MggError(f"padding_idx must be an integer in [-{num_embeddings}, {num_embeddings}), got "
-                           f"{padding_idx!r}")
+            raise MggError(
+                f"padding_idx must be an integer in [-{num_embeddings}, {num_embeddings}), got {padding_idx!r}"
+            )
         keep = (idx != (padding_idx % num_embeddings)).nonzero().squeeze(1)
         idx, bag, position = idx[keep], bag[keep], keep
         psw = None if psw is None else psw[keep]
@@ -220,12 +237,22 @@ class BatchStep:
         halo_pe: int64 [H] their owners.
     """
 
-    def __init__(self, edges: Edges, bounds: torch.Tensor, pe: int, config: Config = Config(),
-                 peers: bool = False, device="cpu", bag_begin: int = 0, bag_end: Optional[int] = None,
-                 edge_begin: int = 0, edge_end: Optional[int] = None):
+    def __init__(
+        self,
+        edges: Edges,
+        bounds: torch.Tensor,
+        pe: int,
+        config: Config = Config(),
+        peers: bool = False,
+        device="cpu",
+        bag_begin: int = 0,
+        bag_end: Optional[int] = None,
+        edge_begin: int = 0,
+        edge_end: Optional[int] = None,
+    ):
         bag_end = edges.num_bags if bag_end is None else bag_end
         sl = slice(edge_begin, edges.idx.numel() if edge_end is None else edge_end)
-        ptr = edges.bag_ptr()[bag_begin:(edges.num_bags if bag_end is None else bag_end) + 1] - edge_begin
+        ptr = edges.bag_ptr()[bag_begin : (edges.num_bags if bag_end is None else bag_end) + 1] - edge_begin
         idx, bag = edges.idx[sl].cpu(), edges.bag[sl].cpu() - bag_begin
         w = None if edges.weight is None else edges.weight[sl].cpu()
         nb = bag_end - bag_begin
@@ -256,9 +283,13 @@ class BatchStep:
         local_rowptr = seen[ptr]
         local_col = (key[loc] - lo).to(i32)
         step = dict.fromkeys(STEP_FIELDS)
-        step.update(local_rowptr=local_rowptr, local_col=local_col,
-                    local_weight=None if w is None else w[loc],
-                    halo_pe=self.halo_pe.to(i32), halo_offset=halo_offset)
+        step.update(
+            local_rowptr=local_rowptr,
+            local_col=local_col,
+            local_weight=None if w is None else w[loc],
+            halo_pe=self.halo_pe.to(i32),
+            halo_offset=halo_offset,
+        )
         remote_rowptr, max_remote = None, 0
         if rem.numel():
             remote_rowptr = ptr - local_rowptr
@@ -288,8 +319,11 @@ class BatchStep:
         tstep = dict.fromkeys(STEP_FIELDS)
         t_rowptr = torch.zeros(counts.numel() + 1, dtype=torch.int64)
         torch.cumsum(counts, 0, out=t_rowptr[1:])
-        tstep.update(local_rowptr=t_rowptr, local_col=self.bag[order].to(torch.int32),
-                     local_weight=None if w is None else w[order])
+        tstep.update(
+            local_rowptr=t_rowptr,
+            local_col=self.bag[order].to(torch.int32),
+            local_weight=None if w is None else w[order],
+        )
         tstep["blocks"], tstep["fixups"], params_t = _schedule(t_rowptr, None, config, 0)
         self._plan_t = [self._on(tstep[f]) for f in STEP_FIELDS] + _NO_STEP
         self._params_t = params_t + _NO_PARAMS
@@ -313,7 +347,7 @@ class BatchStep:
     @property
     def local_rows(self) -> torch.Tensor:
         """The distinct own rows read, as offsets into the PE's range."""
-        return self.rows[self.local_begin:self.local_end] - self.row_begin
+        return self.rows[self.local_begin : self.local_end] - self.row_begin
 
     def grad_rows(self, grad: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """The gradient of the distinct rows read [U, D] from the gradient of the bags [bags, D]

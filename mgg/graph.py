@@ -3,6 +3,7 @@
 Row v lists the sources u of the edges u -> v, so aggregation over row v gathers the messages
 that arrive at v (PyG's default flow, source_to_target).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,8 +30,10 @@ def node_count_problem(n: int, num_edges: Optional[int] = None) -> Optional[str]
     if n > MAX_NODES:
         return f"{n:,} nodes, more than the {MAX_NODES:,} a plan can index (its node ids are int32); {fix}"
     if num_edges is not None and n > SPARSE_IDS_PER_EDGE * num_edges + SPARSE_IDS_SLACK:
-        return (f"node id {n - 1:,} would make {n:,} nodes for {num_edges:,} edges (more than "
-                f"{SPARSE_IDS_PER_EDGE} per edge + {SPARSE_IDS_SLACK:,}: sparse ids); {fix}")
+        return (
+            f"node id {n - 1:,} would make {n:,} nodes for {num_edges:,} edges (more than "
+            f"{SPARSE_IDS_PER_EDGE} per edge + {SPARSE_IDS_SLACK:,}: sparse ids); {fix}"
+        )
     return None
 
 
@@ -52,7 +55,7 @@ def _edge_with(src, dst, node) -> str:
 def _nondecreasing(a: np.ndarray, chunk: int = 1 << 22) -> bool:
     """Whether a is sorted; chunk by chunk, so unsorted input is told at once."""
     for i in range(0, a.size - 1, chunk):
-        part = a[i:i + chunk + 1]
+        part = a[i : i + chunk + 1]
         if not bool((part[1:] >= part[:-1]).all()):
             return False
     return True
@@ -112,6 +115,7 @@ SELF_LOOPS = ("keep", "add", "replace")  # Graph.add_self_loops: what becomes of
 class Graph:
     """A directed graph in CSR over destination rows. Constructing one validates it (once);
     graphs derived by mgg's own transformations are valid by construction and skip the check."""
+
     rowptr: torch.Tensor  # int64 [num_nodes + 1]
     col: torch.Tensor  # int64 [num_edges], source node of each edge
     weight: Optional[torch.Tensor] = None  # float32 (or float64: weight_dtype) [num_edges]
@@ -175,9 +179,11 @@ class Graph:
         if w is not None and not np.isfinite(w).all():
             raise GraphError(f"{what}: edge weights have non-finite entries")
         rowptr, col, w = _coo_to_csr(dst, src, n, w)  # valid by construction: no second check
-        return Graph._unchecked(torch.from_numpy(np.ascontiguousarray(rowptr, np.int64)),
-                                torch.from_numpy(np.ascontiguousarray(col, np.int64)),
-                                None if w is None else torch.from_numpy(np.ascontiguousarray(w, _NUMPY[wdt])))
+        return Graph._unchecked(
+            torch.from_numpy(np.ascontiguousarray(rowptr, np.int64)),
+            torch.from_numpy(np.ascontiguousarray(col, np.int64)),
+            None if w is None else torch.from_numpy(np.ascontiguousarray(w, _NUMPY[wdt])),
+        )
 
     @staticmethod
     def from_edge_index(edge_index, num_nodes: Optional[int] = None, edge_weight=None) -> "Graph":
@@ -231,8 +237,9 @@ class Graph:
         bad = torch.nonzero(rp[1:] < rp[:-1])
         if bad.numel():
             i = int(bad[0])
-            raise GraphError(f"rowptr is not monotonic: rowptr[{i + 1}] = {int(rp[i + 1])} < "
-                             f"rowptr[{i}] = {int(rp[i])}")
+            raise GraphError(
+                f"rowptr is not monotonic: rowptr[{i + 1}] = {int(rp[i + 1])} < rowptr[{i}] = {int(rp[i])}"
+            )
         if col.numel():
             lo, hi = int(col.min()), int(col.max())
             if lo < 0 or hi >= self.num_nodes:
@@ -282,8 +289,9 @@ class Graph:
         t = self.to_scipy().T.tocsr()
         t.sort_indices()
         w = None if self.weight is None else torch.from_numpy(np.ascontiguousarray(t.data, dtype=t.data.dtype))
-        return Graph._unchecked(torch.from_numpy(t.indptr.astype(np.int64)),
-                                torch.from_numpy(t.indices.astype(np.int64)), w)
+        return Graph._unchecked(
+            torch.from_numpy(t.indptr.astype(np.int64)), torch.from_numpy(t.indices.astype(np.int64)), w
+        )
 
     def is_symmetric(self) -> bool:
         a = self.to_scipy()
@@ -308,8 +316,13 @@ class Graph:
         keep = np.ones_like(loop) if existing == "add" else ~loop
         keep_w = self.weight is not None or fill_value != 1.0
         w = torch.from_numpy(np.concatenate([w[keep], loop_w])) if keep_w else None
-        return Graph.from_edges(np.concatenate([col[keep], nodes]), np.concatenate([rows[keep], nodes]),
-                                self.num_nodes, w, what="graph with self-loops")
+        return Graph.from_edges(
+            np.concatenate([col[keep], nodes]),
+            np.concatenate([rows[keep], nodes]),
+            self.num_nodes,
+            w,
+            what="graph with self-loops",
+        )
 
     def _norm_dtype(self, dtype: Optional[torch.dtype]) -> torch.dtype:
         if dtype is None:
@@ -318,8 +331,13 @@ class Graph:
             raise GraphError(f"normalised weights are float32 or float64, got {dtype}")
         return dtype
 
-    def gcn_norm(self, add_self_loops: bool = True, improved: bool = False,
-                 dtype: Optional[torch.dtype] = None, existing: str = "keep") -> "Graph":
+    def gcn_norm(
+        self,
+        add_self_loops: bool = True,
+        improved: bool = False,
+        dtype: Optional[torch.dtype] = None,
+        existing: str = "keep",
+    ) -> "Graph":
         """Kipf & Welling's D^-1/2 (A + I) D^-1/2 with the degree taken at the destination, as
         in PyG's gcn_norm, computed in `dtype` (default: the weights' precision; a float64 model
         asks for float64, as PyG computes it in x's dtype); `existing` as in add_self_loops."""
@@ -341,4 +359,3 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"Graph(nodes={self.num_nodes}, edges={self.num_edges}, weighted={self.weight is not None})"
-

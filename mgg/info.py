@@ -1,4 +1,5 @@
 """Facts about this installation: versions, devices, what the extension was built with."""
+
 from __future__ import annotations
 
 import platform
@@ -18,21 +19,30 @@ def collect() -> dict:
     from . import _C, __version__
     from ._extension import build_facts
 
-    nvshmem = next((_ver(p) for p in ("nvidia-nvshmem-cu13", "nvidia-nvshmem-cu12") if _ver(p) != "not installed"),
-                   "not installed")
+    nvshmem = next(
+        (_ver(p) for p in ("nvidia-nvshmem-cu13", "nvidia-nvshmem-cu12") if _ver(p) != "not installed"), "not installed"
+    )
     from .distributed.nvshmem import available
 
     why = available()
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
-        if torch.cuda.is_available() else []
+    gpus = (
+        [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    )
     return {
-        "mgg": __version__, "python": platform.python_version(), "torch": torch.__version__,
-        "cuda (torch build)": torch.version.cuda or "none", "nvshmem": nvshmem,
-        "extension CUDA kernels": bool(_C.with_cuda), "extension NVSHMEM runtime": bool(_C.with_nvshmem),
-        **{f"built with {k}": ("none" if v is None else ", ".join(v) if isinstance(v, list) else v)
-           for k, v in build_facts().items()},
+        "mgg": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda (torch build)": torch.version.cuda or "none",
+        "nvshmem": nvshmem,
+        "extension CUDA kernels": bool(_C.with_cuda),
+        "extension NVSHMEM runtime": bool(_C.with_nvshmem),
+        **{
+            f"built with {k}": ("none" if v is None else ", ".join(v) if isinstance(v, list) else v)
+            for k, v in build_facts().items()
+        },
         "distributed backends": "halo, nvshmem" if why is None else f"halo (nvshmem: {why.split(';')[0]})",
-        "torch-geometric": _ver("torch-geometric"), "gpus": gpus or "none",
+        "torch-geometric": _ver("torch-geometric"),
+        "gpus": gpus or "none",
     }
 
 
@@ -51,11 +61,20 @@ def graph_facts(spec: str, data_dir=None, relabel: bool = False) -> dict:
     return facts
 
 
-_ROWS = [("nodes", "nodes"), ("edges", "directed edges"), ("avg_degree", "average degree"),
-         ("max_degree", "max in-degree"), ("max_over_avg", "max / average"), ("isolated", "isolated nodes"),
-         ("isolated_fraction", "isolated share"), ("top1pct_share", "edges at top 1% nodes"),
-         ("gini", "in-degree Gini"), ("self_loops", "self-loops"), ("duplicates", "duplicate edges"),
-         ("symmetric", "symmetric")]
+_ROWS = [
+    ("nodes", "nodes"),
+    ("edges", "directed edges"),
+    ("avg_degree", "average degree"),
+    ("max_degree", "max in-degree"),
+    ("max_over_avg", "max / average"),
+    ("isolated", "isolated nodes"),
+    ("isolated_fraction", "isolated share"),
+    ("top1pct_share", "edges at top 1% nodes"),
+    ("gini", "in-degree Gini"),
+    ("self_loops", "self-loops"),
+    ("duplicates", "duplicate edges"),
+    ("symmetric", "symmetric"),
+]
 
 
 def _fmt(v) -> str:

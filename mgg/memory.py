@@ -3,6 +3,7 @@ device memory (the default), pinned host memory that GPU kernels read zero-copy 
 device-mapped address (fetch 'uva', as DGL on PyTorch-Direct does), and CUDA managed memory
 that pages migrate to the GPU on demand (MGG over unified memory). GPU only: on the CPU these
 placements do not exist and are refused with one line."""
+
 from __future__ import annotations
 
 import torch

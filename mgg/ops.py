@@ -3,6 +3,7 @@ and `aggregate`, the call users make. The ops' autograd is registered on the ops
 (csrc/ops/autograd.cpp): they differentiate with respect to x and x_remote (aggregate_peers: x
 and each peer table that requires grad) through the plan's transposed step, with no
 communication; the distributed backends add the adjoint of their exchange (mgg.distributed)."""
+
 from __future__ import annotations
 
 from typing import Optional, Union
@@ -47,8 +48,13 @@ def make_plan(graph: Graph, reduce: str = "sum", num_ranks: int = 1) -> Plan:
     return Plan(graph.mean_norm() if reduce == "mean" else graph, num_ranks)
 
 
-def aggregate(x: torch.Tensor, plan: Union[Plan, Graph], config: Optional[Config] = None,
-              reduce: str = "sum", deterministic: bool = False) -> torch.Tensor:
+def aggregate(
+    x: torch.Tensor,
+    plan: Union[Plan, Graph],
+    config: Optional[Config] = None,
+    reduce: str = "sum",
+    deterministic: bool = False,
+) -> torch.Tensor:
     """out[v] = sum over edges u->v of w(u,v) * x[u], on one rank, differentiable in x.
 
     Args:
@@ -93,9 +99,15 @@ class _EdgeWeighted(torch.autograd.Function):
         return gx, gw, None, None, None, None, None
 
 
-def aggregate_edges(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, weight: torch.Tensor,
-                    num_nodes: Optional[int] = None, config: Optional[Config] = None,
-                    deterministic: bool = False) -> torch.Tensor:
+def aggregate_edges(
+    x: torch.Tensor,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    weight: torch.Tensor,
+    num_nodes: Optional[int] = None,
+    config: Optional[Config] = None,
+    deterministic: bool = False,
+) -> torch.Tensor:
     """out[v] = sum over edges e = (src[e] -> v) of weight[e] * x[src[e]], through the op, and
     differentiable in x and in weight (learned edge weights: d weight[e] = <grad_out[dst[e]],
     x[src[e]]>, computed with torch ops on x's device). The plan is built on each call (the
@@ -112,11 +124,13 @@ def aggregate_edges(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, weigh
         [nodes, D].
     """
     n = x.size(0) if num_nodes is None else num_nodes
-    return _EdgeWeighted.apply(x, weight.to(x.dtype if x.dtype == torch.float64 else torch.float32), src, dst, n,
-                               config, deterministic)
+    return _EdgeWeighted.apply(
+        x, weight.to(x.dtype if x.dtype == torch.float64 else torch.float32), src, dst, n, config, deterministic
+    )
 
 
 # ---- GAT's attention (csrc/core/attention.h) ----------------------------------------------------
+
 
 @torch.library.register_fake("mgg::attend")
 def _attend_fake(x, x_remote, a_dst, plan, params, heads, negative_slope, dropout, seed, ids, row_offset):
@@ -125,8 +139,9 @@ def _attend_fake(x, x_remote, a_dst, plan, params, heads, negative_slope, dropou
 
 
 @torch.library.register_fake("mgg::attend_backward")
-def _attend_backward_fake(grad, x, x_remote, a_dst, out, stats, plan, params, heads, negative_slope, dropout, seed,
-                          ids, row_offset):
+def _attend_backward_fake(
+    grad, x, x_remote, a_dst, out, stats, plan, params, heads, negative_slope, dropout, seed, ids, row_offset
+):
     return torch.empty_like(x), torch.empty_like(x_remote), torch.empty_like(a_dst)
 
 
@@ -165,9 +180,16 @@ def attention_graph(graph: Graph, add_self_loops: bool = True) -> Graph:
     return g.add_self_loops() if add_self_loops else g
 
 
-def attend(h: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, plan: Union[Plan, Graph],
-           negative_slope: float = 0.2, dropout: float = 0.0, seed: int = 0,
-           config: Optional[Config] = None) -> torch.Tensor:
+def attend(
+    h: torch.Tensor,
+    a_src: torch.Tensor,
+    a_dst: torch.Tensor,
+    plan: Union[Plan, Graph],
+    negative_slope: float = 0.2,
+    dropout: float = 0.0,
+    seed: int = 0,
+    config: Optional[Config] = None,
+) -> torch.Tensor:
     """GAT's attention on one rank: out_i = sum_j softmax_j(leaky_relu(a_src_j + a_dst_i)) h_j per
     head, over the in-edges of i, differentiable in h, a_src and a_dst.
 

@@ -21,6 +21,7 @@
 
 Limits and layouts (config ranges, fields) come from the extension, which defines them once.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -59,6 +60,7 @@ class Config:
     its degree), and interleave=False makes each warp aggregate all its local partitions before
     it fetches any remote one, so no fetch overlaps local work (MGG Fig. 5's non-interleaved
     mapping)."""
+
     ps: int = 16
     dist: int = 1
     wpb: int = 4
@@ -81,6 +83,7 @@ class Config:
 class Csr:
     """A CSR over output rows: row r aggregates edges [rowptr[r], rowptr[r+1]) from rows `col`
     of a source table, scaled by `weight` (None: 1)."""
+
     rowptr: np.ndarray  # int64 [rows + 1]
     col: np.ndarray  # int32 [edges]
     weight: Optional[np.ndarray]  # float32 [edges]
@@ -140,7 +143,7 @@ class RankShard:
         e0, e1 = int(rp[lo]), int(rp[hi])
         col = graph.col.numpy()[e0:e1]
         w = None if graph.weight is None else graph.weight.numpy()[e0:e1]
-        rows = np.repeat(np.arange(hi - lo), np.diff(rp[lo:hi + 1]))
+        rows = np.repeat(np.arange(hi - lo), np.diff(rp[lo : hi + 1]))
         is_local = (col >= lo) & (col < hi)
         rcol = col[~is_local]
         # the halo: distinct remote sources in id order, found by marking (O(E + N), no sort)
@@ -151,9 +154,12 @@ class RankShard:
         slot_of[halo] = np.arange(halo.size, dtype=np.int32)
         owner = owner_of[rcol]
         halo_owner = owner_of[halo]
-        sub = (lambda mask: None if w is None else np.ascontiguousarray(w[mask]))  # noqa: E731
-        self.local = Csr(_rowptr(np.bincount(rows[is_local], minlength=hi - lo)), (col[is_local] - lo).astype(np.int32),
-                         sub(is_local))
+        sub = lambda mask: None if w is None else np.ascontiguousarray(w[mask])  # noqa: E731
+        self.local = Csr(
+            _rowptr(np.bincount(rows[is_local], minlength=hi - lo)),
+            (col[is_local] - lo).astype(np.int32),
+            sub(is_local),
+        )
         self.remote = Csr(_rowptr(np.bincount(rows[~is_local], minlength=hi - lo)), slot_of[rcol], sub(~is_local))
         self.remote_pe = owner
         self.remote_offset = (rcol - self.bounds[owner]).astype(np.int32)
@@ -214,14 +220,20 @@ class RankShard:
             if "local_rowptr" not in have:
                 for name, csr in (("local", self.local), ("remote", self.remote)):
                     have[f"{name}_rowptr"], have[f"{name}_col"], have[f"{name}_weight"] = (
-                        t(csr.rowptr), t(csr.col), t(csr.weight))
+                        t(csr.rowptr),
+                        t(csr.col),
+                        t(csr.weight),
+                    )
                 for name in ("remote_pe", "remote_offset", "halo_pe", "halo_offset"):
                     have[name] = t(getattr(self, name))
             if need_t:
                 tr = self.transposed
                 if tr is self.local:
                     have["t_rowptr"], have["t_col"], have["t_weight"] = (
-                        have["local_rowptr"], have["local_col"], have["local_weight"])
+                        have["local_rowptr"],
+                        have["local_col"],
+                        have["local_weight"],
+                    )
                 else:
                     have["t_rowptr"], have["t_col"], have["t_weight"] = t(tr.rowptr), t(tr.col), t(tr.weight)
             self._devices[key] = have
@@ -246,7 +258,7 @@ class GatheredShard(RankShard):
         rp = graph.rowptr.numpy()
         e0, e1 = int(rp[lo]), int(rp[hi])
         w = None if graph.weight is None else np.ascontiguousarray(graph.weight.numpy()[e0:e1])
-        self.local = Csr(rp[lo:hi + 1] - e0, graph.col.numpy()[e0:e1].astype(np.int32), w)
+        self.local = Csr(rp[lo : hi + 1] - e0, graph.col.numpy()[e0:e1].astype(np.int32), w)
         self.remote = Csr(np.zeros(hi - lo + 1, np.int64), np.zeros(0, np.int32), None)
         self.remote_pe = self.remote_offset = self.halo_pe = self.halo_offset = np.zeros(0, np.int32)
         self.halo_nodes = np.zeros(0, np.int64)
@@ -279,8 +291,12 @@ class Schedule:
 
     def __init__(self, local: Csr, remote: Optional[Csr], config: Config):
         self.blocks, self.fixups = torch.ops.mgg.block_schedule(
-            torch.from_numpy(local.rowptr), None if remote is None else torch.from_numpy(remote.rowptr),
-            config.ps, config.dist, config.wpb)
+            torch.from_numpy(local.rowptr),
+            None if remote is None else torch.from_numpy(remote.rowptr),
+            config.ps,
+            config.dist,
+            config.wpb,
+        )
         self.num_slots = int(self.fixups[-1, 2]) if self.fixups.size(0) else 0
         max_deg = 0 if remote is None else remote.max_degree
         self.max_remote_part = max_deg if config.ps == 0 else min(config.ps, max_deg)
@@ -369,20 +385,26 @@ class RankPlan:
         blocks, fixups = self.schedule.on(device)
         remote = p.remote.num_edges > 0
         step = {
-            "local_rowptr": a["local_rowptr"], "local_col": a["local_col"], "local_weight": a["local_weight"],
+            "local_rowptr": a["local_rowptr"],
+            "local_col": a["local_col"],
+            "local_weight": a["local_weight"],
             "remote_rowptr": a["remote_rowptr"] if remote else None,
             "remote_col": (a["remote_offset"] if peers else a["remote_col"]) if remote else None,
             "remote_weight": a["remote_weight"] if remote else None,
             "remote_pe": a["remote_pe"] if remote and peers else None,
-            "halo_pe": a["halo_pe"], "halo_offset": a["halo_offset"], "blocks": blocks, "fixups": fixups,
+            "halo_pe": a["halo_pe"],
+            "halo_offset": a["halo_offset"],
+            "blocks": blocks,
+            "fixups": fixups,
         }
         plan = [step[f] for f in STEP_FIELDS]
         params = self.schedule.params()
         if transposed:
             tb, tf = self.schedule_t.on(device)
             tstep = dict.fromkeys(STEP_FIELDS)
-            tstep.update(local_rowptr=a["t_rowptr"], local_col=a["t_col"], local_weight=a["t_weight"], blocks=tb,
-                         fixups=tf)
+            tstep.update(
+                local_rowptr=a["t_rowptr"], local_col=a["t_col"], local_weight=a["t_weight"], blocks=tb, fixups=tf
+            )
             plan += [tstep[f] for f in STEP_FIELDS]
             params += self.schedule_t.params()
         else:
@@ -398,8 +420,7 @@ class Plan:
 
     max_cached_plans = 8
 
-    def __init__(self, graph: Graph, num_ranks: int = 1, bounds: Optional[np.ndarray] = None,
-                 gathered: bool = False):
+    def __init__(self, graph: Graph, num_ranks: int = 1, bounds: Optional[np.ndarray] = None, gathered: bool = False):
         self.graph, self.gathered = graph, gathered
         self.bounds = split_ranges(graph.rowptr, num_ranks) if bounds is None else np.asarray(bounds, np.int64)
         if self.bounds[0] != 0 or self.bounds[-1] != graph.num_nodes or np.any(np.diff(self.bounds) < 0):
@@ -468,8 +489,16 @@ class Plan:
         x = x.contiguous()
         return run_step(x, x.new_empty((0, x.size(1))), self.rank_plan(0, config or Config()), deterministic)
 
-    def attend(self, h: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, negative_slope: float = 0.2,
-               dropout: float = 0.0, seed: int = 0, config: Optional[Config] = None) -> torch.Tensor:
+    def attend(
+        self,
+        h: torch.Tensor,
+        a_src: torch.Tensor,
+        a_dst: torch.Tensor,
+        negative_slope: float = 0.2,
+        dropout: float = 0.0,
+        seed: int = 0,
+        config: Optional[Config] = None,
+    ) -> torch.Tensor:
         """GAT's attention on this one-rank plan of an unweighted graph (mgg.ops.attend): [nodes, H, C]."""
         if self.num_ranks != 1:
             raise MggError(f"mgg.attend runs one rank; this plan has {self.num_ranks} (use mgg.distributed)")
@@ -478,11 +507,21 @@ class Plan:
                 raise MggError(f"{name} must be a {dims}-D tensor, got {getattr(t, 'shape', type(t).__name__)}")
         n, heads = self.graph.num_nodes, h.size(1)
         if h.size(0) != n or a_src.shape != (n, heads) or a_dst.shape != (n, heads):
-            raise MggError(f"h must be [{n}, H, C] and a_src, a_dst [{n}, H] for a graph of {n} nodes; got "
-                           f"{tuple(h.shape)}, {tuple(a_src.shape)}, {tuple(a_dst.shape)}")
+            raise MggError(
+                f"h must be [{n}, H, C] and a_src, a_dst [{n}, H] for a graph of {n} nodes; got "
+                f"{tuple(h.shape)}, {tuple(a_src.shape)}, {tuple(a_dst.shape)}"
+            )
         table = attention_table(h, a_src)
-        out = run_attend(table, table.new_empty((0, table.size(1))), a_dst.contiguous(),
-                         self.rank_plan(0, config or Config()), heads, negative_slope, dropout, seed)
+        out = run_attend(
+            table,
+            table.new_empty((0, table.size(1))),
+            a_dst.contiguous(),
+            self.rank_plan(0, config or Config()),
+            heads,
+            negative_slope,
+            dropout,
+            seed,
+        )
         return out.view(n, heads, -1)
 
 
@@ -499,12 +538,21 @@ class Aggregation(Protocol):
     """What a layer aggregates over, whatever runs it: a one-rank Plan, or this rank's DistPlan
     (mgg.distributed, whose backend moves the peers' rows). Layers and the tuner call these and
     never ask which it is."""
+
     distributed: bool  # whether the rows are spread over the ranks of a process group
 
     def aggregate(self, x: torch.Tensor, config: Optional[Config] = None, deterministic: bool = False) -> torch.Tensor:
         """The output rows this process owns; x: the input rows it owns [rows, D]."""
 
-    def attend(self, h: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, negative_slope: float = 0.2,
-               dropout: float = 0.0, seed: int = 0, config: Optional[Config] = None) -> torch.Tensor:
+    def attend(
+        self,
+        h: torch.Tensor,
+        a_src: torch.Tensor,
+        a_dst: torch.Tensor,
+        negative_slope: float = 0.2,
+        dropout: float = 0.0,
+        seed: int = 0,
+        config: Optional[Config] = None,
+    ) -> torch.Tensor:
         """GAT's attention for the rows this process owns: h [rows, H, C], a_src and a_dst [rows, H]
         -> [rows, H, C]."""

@@ -7,6 +7,7 @@ in-degree) of its in-edges uniformly without replacement (all of them for fanout
 sources not reached before join the subgraph in order of first appearance. The subgraph has the
 seeds first, then each hop's new nodes, and only the sampled edges (ids local to the subgraph,
 row 0 sources, row 1 targets)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ class Subgraph:
     num_sampled_nodes: nodes added per hop (the seeds first).
     num_sampled_edges: edges sampled per hop.
     """
+
     n_id: torch.Tensor
     edge_index: torch.Tensor
     e_id: torch.Tensor
@@ -126,4 +128,4 @@ class NeighborSampler:
         if shuffle:
             ids = ids[torch.randperm(ids.numel(), generator=self.generator)]
         for i in range(0, ids.numel(), batch_size):
-            yield self.sample(ids[i:i + batch_size])
+            yield self.sample(ids[i : i + batch_size])

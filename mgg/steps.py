@@ -2,6 +2,7 @@
 `run_peers` (remote rows read from each PE's own table) and `run_attend` (GAT's attention), on a
 RankPlan (mgg.plan, which imports this module: `plan` is not annotated). The backends,
 Plan.aggregate/attend and mgg.ops all call these."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -41,8 +42,9 @@ def run_step(x: torch.Tensor, x_remote: torch.Tensor, plan, deterministic: bool 
     return torch.ops.mgg.aggregate(x, x_remote, *args, deterministic)
 
 
-def run_peers(x: torch.Tensor, peers: list, my_pe: int, plan, fetch: str = "direct",
-              deterministic: bool = False) -> torch.Tensor:
+def run_peers(
+    x: torch.Tensor, peers: list, my_pe: int, plan, fetch: str = "direct", deterministic: bool = False
+) -> torch.Tensor:
     """One rank's aggregation reading remote rows from each PE's own table, peers[pe].
 
     Args:
@@ -79,9 +81,18 @@ def attention_table(h: torch.Tensor, a_src: torch.Tensor) -> torch.Tensor:
     return torch.cat([h, a_src.unsqueeze(-1)], -1).reshape(h.size(0), -1)
 
 
-def run_attend(table: torch.Tensor, table_remote: torch.Tensor, a_dst: torch.Tensor, plan, heads: int,
-               negative_slope: float, dropout: float, seed: int, ids: Optional[torch.Tensor] = None,
-               row_offset: int = 0) -> torch.Tensor:
+def run_attend(
+    table: torch.Tensor,
+    table_remote: torch.Tensor,
+    a_dst: torch.Tensor,
+    plan,
+    heads: int,
+    negative_slope: float,
+    dropout: float,
+    seed: int,
+    ids: Optional[torch.Tensor] = None,
+    row_offset: int = 0,
+) -> torch.Tensor:
     """One rank's attention with remote rows from one table (a halo buffer), differentiable in
     table, table_remote and a_dst.
 
@@ -98,6 +109,7 @@ def run_attend(table: torch.Tensor, table_remote: torch.Tensor, a_dst: torch.Ten
         [rows, H * C].
     """
     args = plan.op_args(table.device, transposed=_needs_grad(table, table_remote, a_dst))
-    out, _ = torch.ops.mgg.attend(table, table_remote, a_dst, *args, heads, negative_slope, dropout, seed, ids,
-                                  row_offset)
+    out, _ = torch.ops.mgg.attend(
+        table, table_remote, a_dst, *args, heads, negative_slope, dropout, seed, ids, row_offset
+    )
     return out

@@ -11,6 +11,7 @@ Two kinds of case, two oracles:
   `summation_tolerance`), not Higham's worst case, which grows as degree² in a hub row and hides
   a dropped or doubled edge.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,7 @@ from .plan import Config
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 # unit roundoff of each storage type (half the machine epsilon)
-UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-11,
-                 torch.bfloat16: 2.0**-8}
+UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
 # The same formula computed two ways in float64 (mgg's layers against PyG's, a kernel against
 # torch): summation order changes a result of n terms by about √n·u·Σ|terms| (u = 2^-53), far
 # below this for any n a test uses; a wrong term, a wrong index or a missing normalisation is
@@ -90,8 +90,13 @@ def assert_same_formula(actual: torch.Tensor, expected: torch.Tensor, msg: str |
         if t.dtype != torch.float64:
             raise TypeError(f"assert_same_formula compares float64 results; {name} is {t.dtype}")
     scale = float(_abs_float64(expected).max()) if expected.numel() else 0.0
-    torch.testing.assert_close(actual.detach().cpu(), expected.detach().cpu(), rtol=SAME_FORMULA_RTOL,
-                               atol=SAME_FORMULA_RTOL * max(scale, 1e-300), msg=msg)
+    torch.testing.assert_close(
+        actual.detach().cpu(),
+        expected.detach().cpu(),
+        rtol=SAME_FORMULA_RTOL,
+        atol=SAME_FORMULA_RTOL * max(scale, 1e-300),
+        msg=msg,
+    )
 
 
 def summation_tolerance(terms, magnitude, acc_dtype=torch.float32):
@@ -120,8 +125,10 @@ def _first_bad(out, ref, tol, deg, what):
     bad = ~(((got - ref).abs() <= tol) | (got == ref))  # NaN fails; equal infinities pass
     if bool(bad.any()):
         r, c = (int(i) for i in bad.nonzero()[0])
-        raise AssertionError(f"out[{r}, {c}] = {float(out.detach()[r, c])} but {what} = {float(ref[r, c])} (row "
-                             f"degree {int(deg[r])}, tolerance {float(tol[r, c]):.3g}); {int(bad.sum())} entries off")
+        raise AssertionError(
+            f"out[{r}, {c}] = {float(out.detach()[r, c])} but {what} = {float(ref[r, c])} (row "
+            f"degree {int(deg[r])}, tolerance {float(tol[r, c]):.3g}); {int(bad.sum())} entries off"
+        )
 
 
 def assert_matches_reference(out: torch.Tensor, g: Graph, x: torch.Tensor, acc_dtype=torch.float32) -> None:
@@ -132,8 +139,9 @@ def assert_matches_reference(out: torch.Tensor, g: Graph, x: torch.Tensor, acc_d
     `assert_exact_reference`, which holds for any D."""
     ref = dense_reference(g, x)
     a = g.to_torch_sparse(torch.float64)
-    magnitude = torch.sparse_csr_tensor(a.crow_indices(), a.col_indices(), a.values().abs(), a.shape,
-                                        check_invariants=False) @ _abs_float64(x)
+    magnitude = torch.sparse_csr_tensor(
+        a.crow_indices(), a.col_indices(), a.values().abs(), a.shape, check_invariants=False
+    ) @ _abs_float64(x)
     deg = g.degree().double().unsqueeze(1)
     fi = torch.finfo(out.dtype)  # below the smallest normal, rounding is absolute: a subnormal step
     acc = acc_dtype if out.dtype != torch.float64 else torch.float64
@@ -169,6 +177,7 @@ def assert_exact_reference(out: torch.Tensor, g: Graph, x: torch.Tensor) -> None
 
 # GAT's attention (mgg.attend): the plain torch reference and its oracle.
 
+
 def attention_reference(h, a_src, a_dst, src, dst, slope, keep=None):
     """out_i = Σ_e alpha_e h_src(e) with alpha the softmax of leaky_relu(a_src + a_dst, slope)
     over each destination's edges (times the dropout mask `keep`), in plain torch, in h's dtype."""
@@ -182,8 +191,9 @@ def attention_reference(h, a_src, a_dst, src, dst, slope, keep=None):
     return h.new_zeros(h.shape).index_add_(0, dst, alpha.unsqueeze(-1) * h[src])
 
 
-def assert_attention_matches_reference(out, h, a_src, a_dst, src, dst, slope, keep=None,
-                                       acc_dtype=torch.float32) -> None:
+def assert_attention_matches_reference(
+    out, h, a_src, a_dst, src, dst, slope, keep=None, acc_dtype=torch.float32
+) -> None:
     """out [N, heads, C] equals `attention_reference` in float64 (from the inputs as stored).
     Tolerance: the weighted sum's `summation_tolerance` over each row's degree and Σ alpha|h|,
     plus the softmax weights' own relative error, u·(8 + 2·max|e|) per weight (exp of a rounded
@@ -203,14 +213,19 @@ def assert_attention_matches_reference(out, h, a_src, a_dst, src, dst, slope, ke
     acc = acc_dtype if out.dtype != torch.float64 else torch.float64
     u = UNIT_ROUNDOFF[acc]
     fi = torch.finfo(out.dtype)
-    tol = (summation_tolerance(deg, weights, acc) + u * (8 + 2 * top.unsqueeze(-1)) * weights
-           + UNIT_ROUNDOFF[out.dtype] * ref.abs() + fi.tiny * fi.eps)
+    tol = (
+        summation_tolerance(deg, weights, acc)
+        + u * (8 + 2 * top.unsqueeze(-1)) * weights
+        + UNIT_ROUNDOFF[out.dtype] * ref.abs()
+        + fi.tiny * fi.eps
+    )
     flat = lambda t: t.reshape(n, -1)  # noqa: E731
     _first_bad(flat(out), flat(ref), flat(tol), deg.reshape(n, 1), "attention reference")
 
 
-def assert_attention_gradients_match_reference(grads, h, a_src, a_dst, src, dst, slope, grad_out, keep=None,
-                                               acc_dtype=torch.float32) -> None:
+def assert_attention_gradients_match_reference(
+    grads, h, a_src, a_dst, src, dst, slope, grad_out, keep=None, acc_dtype=torch.float32
+) -> None:
     """grads = (dh, da_src, da_dst) of mgg.attend against autograd through `attention_reference`
     in float64 (inputs and grad_out as stored). With s = leaky_relu'(score), the gradients are
     dh_j = Σ_{e: j->i} alpha_e g_i and d a_{src j}, d a_{dst i} = Σ_e alpha_e s_e (<g_i, h_j> -
@@ -250,17 +265,22 @@ def assert_attention_gradients_match_reference(grads, h, a_src, a_dst, src, dst,
         m_dst = per_edge.new_zeros((n, heads)).index_add_(0, dst, per_edge)
         m_src = per_edge.new_zeros((n, heads)).index_add_(0, src, per_edge)
         k_edge = alpha * 2 * u_s * go_out[dst]  # out's rounding, per edge
-        tol_dst = (e.new_zeros((n, heads)).index_add_(0, dst, k_edge + a_err * per_edge)
-                   + summation_tolerance(in_deg + channels, m_dst, acc_dtype))
-        tol_src = (e.new_zeros((n, heads)).index_add_(0, src, k_edge + a_err * per_edge)
-                   + summation_tolerance(out_deg + channels, m_src, acc_dtype))
+        tol_dst = e.new_zeros((n, heads)).index_add_(0, dst, k_edge + a_err * per_edge) + summation_tolerance(
+            in_deg + channels, m_dst, acc_dtype
+        )
+        tol_src = e.new_zeros((n, heads)).index_add_(0, src, k_edge + a_err * per_edge) + summation_tolerance(
+            out_deg + channels, m_src, acc_dtype
+        )
         ag = (alpha * kf).unsqueeze(-1) * g64[dst].abs()  # dh's terms: the kept alpha
         m_h = h64.new_zeros(h64.shape).index_add_(0, src, ag)
-        tol_h = (summation_tolerance(out_deg[..., None], m_h, acc_dtype)
-                 + h64.new_zeros(h64.shape).index_add_(0, src, a_err.unsqueeze(-1) * ag))
-        for name, got, ref, tol, deg in (("dh", grads[0], refs[0], tol_h, out_deg),
-                                         ("d a_src", grads[1], refs[1], tol_src, out_deg),
-                                         ("d a_dst", grads[2], refs[2], tol_dst, in_deg)):
+        tol_h = summation_tolerance(out_deg[..., None], m_h, acc_dtype) + h64.new_zeros(h64.shape).index_add_(
+            0, src, a_err.unsqueeze(-1) * ag
+        )
+        for name, got, ref, tol, deg in (
+            ("dh", grads[0], refs[0], tol_h, out_deg),
+            ("d a_src", grads[1], refs[1], tol_src, out_deg),
+            ("d a_dst", grads[2], refs[2], tol_dst, in_deg),
+        ):
             fi = torch.finfo(got.dtype)
             full = tol + u_s * ref.abs() + fi.tiny * fi.eps
             try:

@@ -1,6 +1,7 @@
 """Full-graph node-classification training (Kipf & Welling's protocol): one training loop for
 one process and for the ranks of a torch.distributed group (mgg.distributed.trainer), so that
 torchrun reproduces the single-process run's model, optimiser set-up and loss."""
+
 from __future__ import annotations
 
 import statistics
@@ -23,6 +24,7 @@ class TrainConfig:
     """What to train and how. hidden, epochs, lr, weight_decay and dropout left None follow the
     model's protocol (mgg.nn.models.PROTOCOLS); conv_module=torch_geometric.nn trains the same
     model with PyG's layers (one process only)."""
+
     model: str = "gcn"
     hidden: Optional[int] = None
     layers: int = 2
@@ -66,8 +68,16 @@ def normalize_features(x: torch.Tensor) -> torch.Tensor:
 def build_model(cfg: TrainConfig, in_dim: int, num_classes: int) -> torch.nn.Module:
     """The model of a training config, with mgg's layers (or cfg.conv_module's)."""
     mgg_kw = dict(config=cfg.config, autotune=cfg.autotune, deterministic=cfg.deterministic)
-    return models.build(cfg.model, in_dim, num_classes, cfg.hidden, conv_module=cfg.conv_module,
-                        num_layers=cfg.layers, dropout=cfg.dropout, **(mgg_kw if cfg.conv_module is None else {}))
+    return models.build(
+        cfg.model,
+        in_dim,
+        num_classes,
+        cfg.hidden,
+        conv_module=cfg.conv_module,
+        num_layers=cfg.layers,
+        dropout=cfg.dropout,
+        **(mgg_kw if cfg.conv_module is None else {}),
+    )
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -76,15 +86,22 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Opt
     if models.PROTOCOLS[cfg.model].decay_first_layer_only:
         first = list(model.convs[0].parameters())
         rest = [p for p in model.parameters() if all(p is not q for q in first)]
-        return torch.optim.Adam([dict(params=first, weight_decay=cfg.weight_decay),
-                                 dict(params=rest, weight_decay=0.0)], lr=cfg.lr)
+        return torch.optim.Adam(
+            [dict(params=first, weight_decay=cfg.weight_decay), dict(params=rest, weight_decay=0.0)], lr=cfg.lr
+        )
     return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
 def summarize(ds: NodeDataset, cfg: TrainConfig, runs: list) -> dict:
     accs = [r.test_acc for r in runs]
-    return dict(dataset=ds.name, model=cfg.model, runs=runs, mean=statistics.mean(accs),
-                std=statistics.pstdev(accs), epoch_ms=statistics.median(r.epoch_ms for r in runs))
+    return dict(
+        dataset=ds.name,
+        model=cfg.model,
+        runs=runs,
+        mean=statistics.mean(accs),
+        std=statistics.pstdev(accs),
+        epoch_ms=statistics.median(r.epoch_ms for r in runs),
+    )
 
 
 class Nodes:
@@ -108,6 +125,7 @@ class Nodes:
         """t summed over the processes (in place)."""
         if self.dg is not None:
             from .distributed.comm import all_reduce
+
             all_reduce(t, self.dg.group)
         return t
 
@@ -115,12 +133,14 @@ class Nodes:
         """Weight gradients summed over the processes."""
         if self.dg is not None:
             from .distributed.comm import allreduce_grads
+
             allreduce_grads(model, self.dg.group)
 
 
 @dataclass
 class Session:
     """One seed's model, optimiser and this process's share of the data, on the device."""
+
     model: torch.nn.Module
     opt: torch.optim.Optimizer
     nodes: Nodes
@@ -148,8 +168,11 @@ def start(ds: NodeDataset, cfg: TrainConfig, seed: int, dg=None) -> Session:
         raise MggError("train: conv_module (another library's layers) trains in one process, not over a DistGraph")
     nodes = Nodes(ds, dg)
     torch.manual_seed(seed)
-    dev = torch.device(cfg.device, torch.cuda.current_device()) if cfg.device.startswith("cuda") and dg is not None \
+    dev = (
+        torch.device(cfg.device, torch.cuda.current_device())
+        if cfg.device.startswith("cuda") and dg is not None
         else torch.device(cfg.device)
+    )
     model = build_model(cfg, ds.x.size(1), ds.num_classes).to(dev)
     opt = build_optimizer(model, cfg)
     if dg is not None:
@@ -157,8 +180,17 @@ def start(ds: NodeDataset, cfg: TrainConfig, seed: int, dg=None) -> Session:
     masks = [nodes.own(m).to(dev) for m in (ds.train_mask, ds.val_mask, ds.test_mask)]
     graph = nodes.graph if cfg.conv_module is None else ds.graph.edge_index().to(dev)
     totals = torch.tensor([float(m.sum()) for m in (ds.train_mask, ds.val_mask, ds.test_mask)])
-    return Session(model, opt, nodes, nodes.own(normalize_features(ds.x)).to(dev), nodes.own(ds.y).to(dev), masks,
-                   totals, graph, dev)
+    return Session(
+        model,
+        opt,
+        nodes,
+        nodes.own(normalize_features(ds.x)).to(dev),
+        nodes.own(ds.y).to(dev),
+        masks,
+        totals,
+        graph,
+        dev,
+    )
 
 
 def train_step(s: Session) -> torch.Tensor:
@@ -201,8 +233,14 @@ def evaluate(s: Session) -> tuple[float, float]:
     return val, test
 
 
-def train_once(ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool = True, dg=None,
-               on_epoch: Optional[Callable[[int, float, float, float], bool]] = None) -> RunResult:
+def train_once(
+    ds: NodeDataset,
+    cfg: TrainConfig,
+    seed: int,
+    progress: bool = True,
+    dg=None,
+    on_epoch: Optional[Callable[[int, float, float, float], bool]] = None,
+) -> RunResult:
     """One seed: trains for cfg.epochs; test accuracy is taken at the epoch of best validation
     accuracy. The loss is the mean cross-entropy over all training nodes, whichever process owns
     them, so the summed weight gradients equal one process's.

@@ -1,4 +1,5 @@
 """Fixtures of mgg's tests; helpers (generated graphs, references, devices) are in mgg.testing."""
+
 import pytest
 
 from mgg.data import bundled_planetoid_dir

@@ -8,6 +8,7 @@ torchrun each rank computes its rows and rank 0 writes the assembled result.
 With --partition the ranks own the nodes of a relabelled graph (mgg.partition); the worker still
 hands DistGraph tensors in the user's node order and gathers the results back into it.
 """
+
 import argparse
 import pickle
 
@@ -48,8 +49,16 @@ def run(args, dg=None):
     g, x, model_kind, hidden = case(args.kind)
     torch.manual_seed(0)
     dtype = getattr(torch, args.dtype or ("float64" if args.device == "cpu" else "float32"))
-    model = build(model_kind, x.size(1), 5, hidden, num_layers=2, dropout=0.0, deterministic=args.deterministic,
-                  **MODEL_ARGS.get(model_kind, {})).to(args.device, dtype)
+    model = build(
+        model_kind,
+        x.size(1),
+        5,
+        hidden,
+        num_layers=2,
+        dropout=0.0,
+        deterministic=args.deterministic,
+        **MODEL_ARGS.get(model_kind, {}),
+    ).to(args.device, dtype)
     x = x.to(dtype)
     y = torch.arange(g.num_nodes) % 5
     if dg is not None:
@@ -59,8 +68,11 @@ def run(args, dg=None):
     identical = True
     for _ in range(args.repeat - 1):  # deterministic mode: every repetition bit-identical
         again = step(model, x, graph, y, g.num_nodes, dg)
-        identical &= torch.equal(again[0], first[0]) and torch.equal(again[1], first[1]) and all(
-            torch.equal(again[2][k], v) for k, v in first[2].items())
+        identical &= (
+            torch.equal(again[0], first[0])
+            and torch.equal(again[1], first[1])
+            and all(torch.equal(again[2][k], v) for k, v in first[2].items())
+        )
     return first, identical
 
 
@@ -71,16 +83,24 @@ def main():
     ap.add_argument("--single", action="store_true")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--backend", default="halo")
-    ap.add_argument("--fetch", default="get-warp", help="fetch policies, comma-separated: one run each, "
-                    "written to OUT.FETCH when there are several (one NVSHMEM start-up serves them all)")
-    ap.add_argument("--dtype", choices=["float32", "float64"],
-                    help="default float64 on the CPU (so ranks and one process agree to 1e-10 on every CPU), "
-                    "float32 on CUDA (the kernels' widest storage)")
+    ap.add_argument(
+        "--fetch",
+        default="get-warp",
+        help="fetch policies, comma-separated: one run each, "
+        "written to OUT.FETCH when there are several (one NVSHMEM start-up serves them all)",
+    )
+    ap.add_argument(
+        "--dtype",
+        choices=["float32", "float64"],
+        help="default float64 on the CPU (so ranks and one process agree to 1e-10 on every CPU), "
+        "float32 on CUDA (the kernels' widest storage)",
+    )
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--partition", default="range", help="a method of mgg.partition")
-    ap.add_argument("--precomputed", action="store_true",
-                    help="partition here (seed 5) and hand DistGraph the mgg.Partition")
+    ap.add_argument(
+        "--precomputed", action="store_true", help="partition here (seed 5) and hand DistGraph the mgg.Partition"
+    )
     args = ap.parse_args()
     if args.single:
         (res, identical) = run(args)
@@ -88,8 +108,11 @@ def main():
         return
     dist.init_process_group("gloo")
     g = case(args.kind)[0]
-    part = mgg.partition(g, dist.get_world_size(), args.partition, seed=5, cache=False) if args.precomputed \
+    part = (
+        mgg.partition(g, dist.get_world_size(), args.partition, seed=5, cache=False)
+        if args.precomputed
         else args.partition
+    )
     fetches = args.fetch.split(",")
     for fetch in fetches:
         dg = DistGraph(g, backend=args.backend, fetch=fetch, partition=part)
@@ -104,6 +127,7 @@ def main():
         dist.barrier()
     if args.backend == "nvshmem":
         from mgg.distributed import nvshmem
+
         nvshmem.finalize()
     dist.destroy_process_group()
 

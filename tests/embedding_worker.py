@@ -5,6 +5,7 @@ batch on one process (float64, assert_same_formula). Exits non-zero on the first
 
     torchrun --standalone --nproc-per-node 2 tests/embedding_worker.py OUT
 """
+
 import json
 import os
 import sys
@@ -56,8 +57,9 @@ def main():
         for mode, weighted in (("sum", False), ("sum", True), ("mean", False), ("max", False)):
             for sparse in (False, True):
                 what = f"rank {rank} {backend} {mode}{' psw' if weighted else ''}{' sparse' if sparse else ''}"
-                m = ShardedEmbeddingBag(N, D, mode=mode, padding_idx=3, sparse=sparse, backend=backend, dtype=f64,
-                                        _weight=w)
+                m = ShardedEmbeddingBag(
+                    N, D, mode=mode, padding_idx=3, sparse=sparse, backend=backend, dtype=f64, _weight=w
+                )
                 assert m.weight.shape[0] < N and torch.equal(m.full_weight(), w), what
                 out = m(mine[0], mine[1], mine[2] if weighted else None)
                 out.backward(G[b0:b1])
@@ -66,8 +68,11 @@ def main():
                 r.backward(G)
                 assert_same_formula(out, r[b0:b1].detach(), msg=f"{what}: bags")
                 assert m.weight.grad.is_sparse == sparse, what
-                assert_same_formula(dense(m.weight.grad), ref.weight.grad[m.row_begin:m.row_end],
-                                    msg=f"{what}: gradient of the rank's rows")
+                assert_same_formula(
+                    dense(m.weight.grad),
+                    ref.weight.grad[m.row_begin : m.row_end],
+                    msg=f"{what}: gradient of the rank's rows",
+                )
                 if mode == "sum" and not weighted and not sparse:
                     traffic[backend] = m.traffic.total
     # a rank whose bags are all empty (it asks for nothing, but peers still ask it for rows)
@@ -86,16 +91,20 @@ def main():
             r.sum().backward()
             dist.all_gather(counts, ref.weight.grad)
             assert_same_formula(out, r.detach(), msg=f"rank {rank} {backend} {mode} empty rank: bags")
-            assert_same_formula(m.weight.grad, sum(counts)[m.row_begin:m.row_end],
-                                msg=f"rank {rank} {backend} {mode} empty rank: gradient")
+            assert_same_formula(
+                m.weight.grad,
+                sum(counts)[m.row_begin : m.row_end],
+                msg=f"rank {rank} {backend} {mode} empty rank: gradient",
+            )
     try:  # no GPU / nvshmem4py here: a one-line error, not a hang
         ShardedEmbeddingBag(N, D, backend="nvshmem", dtype=f64)
         raise AssertionError("backend nvshmem started without NVSHMEM")
     except MggError as e:
         assert "\n" not in str(e), str(e)
     sizes = [30, 7, 50, 12, 9, 3]
-    tables = [torch.randn(n, D, generator=torch.Generator().manual_seed(10 + t), dtype=f64)
-              for t, n in enumerate(sizes)]
+    tables = [
+        torch.randn(n, D, generator=torch.Generator().manual_seed(10 + t), dtype=f64) for t, n in enumerate(sizes)
+    ]
     batches = [global_batch(n, B, 20 + t) for t, n in enumerate(sizes)]
     for backend in ("halo", "alltoall"):
         for sharding in ("table", "row", "mixed"):
@@ -103,11 +112,18 @@ def main():
                 continue
             for mode in ("sum", "mean", "max"):
                 what = f"rank {rank} collection {backend} {sharding} {mode}"
-                c = ShardedEmbeddingBagCollection(sizes, D, mode=mode, sharding=sharding, backend=backend,
-                                                  dtype=f64, _weights=tables, row_wise_min_rows=20)
+                c = ShardedEmbeddingBagCollection(
+                    sizes,
+                    D,
+                    mode=mode,
+                    sharding=sharding,
+                    backend=backend,
+                    dtype=f64,
+                    _weights=tables,
+                    row_wise_min_rows=20,
+                )
                 parts = [share(*bt, b0, b1) for bt in batches]
-                out = c([p[0] for p in parts], [p[1] for p in parts],
-                        [p[2] for p in parts] if mode == "sum" else None)
+                out = c([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts] if mode == "sum" else None)
                 Gc = torch.randn(B, len(sizes), D, generator=torch.Generator().manual_seed(3), dtype=f64)
                 out.backward(Gc[b0:b1])
                 vgrad = torch.zeros(c.num_rows, D, dtype=f64)
@@ -118,7 +134,7 @@ def main():
                     assert_same_formula(out[:, t], r[b0:b1].detach(), msg=f"{what}: table {t}")
                     vgrad[c.virtual_rows(t, torch.arange(sizes[t]))] = wt.grad
                     assert torch.equal(c.table_weight(t), tables[t]), what
-                assert_same_formula(dense(c.weight.grad), vgrad[c.row_begin:c.row_end], msg=f"{what}: gradient")
+                assert_same_formula(dense(c.weight.grad), vgrad[c.row_begin : c.row_end], msg=f"{what}: gradient")
     dist.barrier()
     if rank == 0:
         with open(sys.argv[1], "w") as f:

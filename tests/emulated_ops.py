@@ -2,6 +2,7 @@
 each rank's step written as a runner case the way the op files fill kernels::Step and
 kernels::Attention, every rank of a Plan run in one runner process, the outputs returned as
 tensors in the order of the graph's rows."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,7 +32,7 @@ def _peer_tables(tables: list) -> tuple[dict, int]:
     heaps = {}
     for pe, t in enumerate(tables):
         h = torch.full((rows, t.size(1)), float("nan"), dtype=t.dtype)
-        h[:t.size(0)] = t
+        h[: t.size(0)] = t
         heaps[f"peer{pe}"] = h
     return heaps, rows * tables[0].size(1) * tables[0].element_size()
 
@@ -40,15 +41,23 @@ def _pe_values(source: str, completion: str, rank: int, n: int, heap_bytes: int)
     return dict(source=source, completion=completion, my_pe=rank, n_pes=n, heap_bytes=heap_bytes)
 
 
-def aggregate(folder: Path, plan: Plan, x: torch.Tensor, config: Config, source: str = "table",
-              completion: str = "loadstore", deterministic: bool = False, seed: int = 0,
-              trace: bool = False) -> torch.Tensor:
+def aggregate(
+    folder: Path,
+    plan: Plan,
+    x: torch.Tensor,
+    config: Config,
+    source: str = "table",
+    completion: str = "loadstore",
+    deterministic: bool = False,
+    seed: int = 0,
+    trace: bool = False,
+) -> torch.Tensor:
     """A @ x over every rank of `plan`, each rank's step by the emulated kernels reading remote
     rows from `source` (gets completed as `completion` says: loadstore or proxy), scheduled by
     `seed`; the rows of all ranks in graph order. trace: each rank's folder keeps the
     emulator's trace of warp and block calls (trace.txt)."""
     b = plan.bounds
-    own = [x[int(b[r]):int(b[r + 1])].contiguous() for r in range(plan.num_ranks)]
+    own = [x[int(b[r]) : int(b[r + 1])].contiguous() for r in range(plan.num_ranks)]
     heaps, heap_bytes = _peer_tables(own)
     folders, shapes = [], []
     for r in range(plan.num_ranks):
@@ -57,14 +66,37 @@ def aggregate(folder: Path, plan: Plan, x: torch.Tensor, config: Config, source:
         plan_list, params = rp.op_args("cpu", peers=peers, transposed=False)
         s = _step(plan_list)
         ps, dist, wpb, interleave, num_slots, max_remote_part = params[:6]
-        values = dict(op="aggregate", storage=emulator.STORAGE[x.dtype], deterministic=deterministic, seed=seed,
-                      dim=x.size(1), rows=rp.num_rows, num_blocks=s["blocks"].size(0), num_fixups=s["fixups"].size(0),
-                      ps=ps, dist=dist, wpb=wpb, interleave=interleave, num_slots=num_slots,
-                      max_remote_part=max_remote_part)
+        values = dict(
+            op="aggregate",
+            storage=emulator.STORAGE[x.dtype],
+            deterministic=deterministic,
+            seed=seed,
+            dim=x.size(1),
+            rows=rp.num_rows,
+            num_blocks=s["blocks"].size(0),
+            num_fixups=s["fixups"].size(0),
+            ps=ps,
+            dist=dist,
+            wpb=wpb,
+            interleave=interleave,
+            num_slots=num_slots,
+            max_remote_part=max_remote_part,
+        )
         if trace:
             values["trace"] = 1
-        arrays = {k: s[k] for k in ("local_rowptr", "local_col", "local_weight", "remote_rowptr", "remote_col",
-                                    "remote_weight", "blocks", "fixups")}
+        arrays = {
+            k: s[k]
+            for k in (
+                "local_rowptr",
+                "local_col",
+                "local_weight",
+                "remote_rowptr",
+                "remote_col",
+                "remote_weight",
+                "blocks",
+                "fixups",
+            )
+        }
         if peers:
             values.update(_pe_values(source, completion, r, plan.num_ranks, heap_bytes))
             arrays.update(heaps, remote_pe=s["remote_pe"])
@@ -91,8 +123,10 @@ def _output(folder: Path, name: str, shape, dtype: torch.dtype) -> torch.Tensor:
     bad = torch.isnan(t)
     if bool(bad.any()):
         r, c = (int(i) for i in bad.nonzero()[0])
-        raise AssertionError(f"{folder.name}: {name}[{r}, {c}] is NaN; {int(bad.sum())} elements NaN (never "
-                             "written, or computed from poisoned memory)")
+        raise AssertionError(
+            f"{folder.name}: {name}[{r}, {c}] is NaN; {int(bad.sum())} elements NaN (never "
+            "written, or computed from poisoned memory)"
+        )
     return t
 
 
@@ -111,13 +145,36 @@ def _degrees(rowptrs: list) -> torch.Tensor:
 
 
 def _attention_values(pass_, dtype, rows, heads, channels, wpb, dropout, seed, ids) -> dict:
-    return dict(op="attention", **{"pass": pass_}, storage=emulator.STORAGE[dtype], rows=rows, heads=heads,
-                channels=channels, wpb=wpb, slope=SLOPE, dropout=dropout, drop_seed=7, seed=seed, **ids)
+    return dict(
+        op="attention",
+        **{"pass": pass_},
+        storage=emulator.STORAGE[dtype],
+        rows=rows,
+        heads=heads,
+        channels=channels,
+        wpb=wpb,
+        slope=SLOPE,
+        dropout=dropout,
+        drop_seed=7,
+        seed=seed,
+        **ids,
+    )
 
 
-def attention(folder: Path, plan: Plan, plan_t: Plan, h: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor,
-              grad: torch.Tensor, config: Config, source: str = "table", completion: str = "loadstore",
-              dropout: float = 0.0, seed: int = 0) -> list:
+def attention(
+    folder: Path,
+    plan: Plan,
+    plan_t: Plan,
+    h: torch.Tensor,
+    a_src: torch.Tensor,
+    a_dst: torch.Tensor,
+    grad: torch.Tensor,
+    config: Config,
+    source: str = "table",
+    completion: str = "loadstore",
+    dropout: float = 0.0,
+    seed: int = 0,
+) -> list:
     """GAT's attention over every rank of `plan` by the emulated kernels: the forward pass, d a_dst
     (pass A) and the source rows' gradient (pass B: over the transposed step for the table source,
     over `plan_t`, the transposed graph's plan, for the peer sources), beside the CPU executor's
@@ -126,7 +183,7 @@ def attention(folder: Path, plan: Plan, plan_t: Plan, h: torch.Tensor, a_src: to
     table = torch.cat([h, a_src.unsqueeze(-1)], -1).reshape(h.size(0), -1).contiguous()
     b = plan.bounds
     offsets = [int(v) for v in b]  # each PE's first global id, and the end
-    own = [table[int(b[r]):int(b[r + 1])] for r in range(plan.num_ranks)]
+    own = [table[int(b[r]) : int(b[r + 1])] for r in range(plan.num_ranks)]
     rng = [(int(b[r]), int(b[r + 1])) for r in range(plan.num_ranks)]
     f64 = lambda t: t.double()  # noqa: E731
     common = (heads, SLOPE, dropout, 7)
@@ -137,11 +194,14 @@ def attention(folder: Path, plan: Plan, plan_t: Plan, h: torch.Tensor, a_src: to
         fwd = []
         for r, (lo, hi) in enumerate(rng):
             args, params = plan.rank_plan(r, config).op_args("cpu", peers=True, transposed=False)
-            out, stats = torch.ops.mgg.attend_peers([f64(t) for t in own], r, f64(a_dst[lo:hi]), args, params,
-                                                    *common, offsets, FETCH_DIRECT)
+            out, stats = torch.ops.mgg.attend_peers(
+                [f64(t) for t in own], r, f64(a_dst[lo:hi]), args, params, *common, offsets, FETCH_DIRECT
+            )
             fwd.append((args, params, out, stats))
-        terms = [torch.ops.mgg.attention_terms(f64(grad[lo:hi]), out, f64(a_dst[lo:hi]), stats, heads)
-                 for (lo, hi), (_, _, out, stats) in zip(rng, fwd, strict=True)]
+        terms = [
+            torch.ops.mgg.attention_terms(f64(grad[lo:hi]), out, f64(a_dst[lo:hi]), stats, heads)
+            for (lo, hi), (_, _, out, stats) in zip(rng, fwd, strict=True)
+        ]
         term_heaps, term_bytes = _peer_tables([t.float() for t in terms])
         for r, (lo, hi) in enumerate(rng):
             args, params, out, stats = fwd[r]
@@ -151,25 +211,45 @@ def attention(folder: Path, plan: Plan, plan_t: Plan, h: torch.Tensor, a_src: to
             part = {k: s[k] for k in ("local_rowptr", "local_col", "remote_rowptr", "remote_col", "remote_pe")}
             deg = _degrees([s["local_rowptr"], s["remote_rowptr"]])
             vals = _pe_values(source, completion, r, plan.num_ranks, heap_bytes)
-            d_dst = torch.ops.mgg.attend_peers_dst([f64(t) for t in own], r, terms[r], args, params, *common, offsets,
-                                                   FETCH_DIRECT)
-            cases.append((_attention_values("fwd", h.dtype, hi - lo, heads, channels, params[2], dropout, seed, ids)
-                          | vals, part | heaps | pe | dict(a_dst=a_dst[lo:hi])))
-            results.append([("out", (hi - lo, heads * channels), h.dtype, out, deg),
-                            ("stats", (hi - lo, 2 * heads), torch.float32, stats, deg)])
-            cases.append((_attention_values("dst", h.dtype, hi - lo, heads, channels, params[2], dropout, seed, ids)
-                          | vals, part | heaps | pe | dict(terms=terms[r].float())))
+            d_dst = torch.ops.mgg.attend_peers_dst(
+                [f64(t) for t in own], r, terms[r], args, params, *common, offsets, FETCH_DIRECT
+            )
+            cases.append(
+                (
+                    _attention_values("fwd", h.dtype, hi - lo, heads, channels, params[2], dropout, seed, ids) | vals,
+                    part | heaps | pe | dict(a_dst=a_dst[lo:hi]),
+                )
+            )
+            results.append(
+                [
+                    ("out", (hi - lo, heads * channels), h.dtype, out, deg),
+                    ("stats", (hi - lo, 2 * heads), torch.float32, stats, deg),
+                ]
+            )
+            cases.append(
+                (
+                    _attention_values("dst", h.dtype, hi - lo, heads, channels, params[2], dropout, seed, ids) | vals,
+                    part | heaps | pe | dict(terms=terms[r].float()),
+                )
+            )
             results.append([("d_dst", (hi - lo, heads), h.dtype, d_dst, deg)])
             args_t, params_t = plan_t.rank_plan(r, config).op_args("cpu", peers=True, transposed=False)
             st = _step(args_t)
-            grad_ref = torch.ops.mgg.attend_peers_src(f64(own[r]), terms, r, args_t, params_t, *common, offsets,
-                                                      FETCH_DIRECT)
+            grad_ref = torch.ops.mgg.attend_peers_src(
+                f64(own[r]), terms, r, args_t, params_t, *common, offsets, FETCH_DIRECT
+            )
             part_t = {k: st[k] for k in ("local_rowptr", "local_col", "remote_rowptr", "remote_col", "remote_pe")}
             vals_t = _pe_values(source, completion, r, plan.num_ranks, term_bytes)
-            cases.append((_attention_values("src", h.dtype, hi - lo, heads, channels, params_t[2], dropout, seed, ids)
-                          | vals_t, part_t | term_heaps | pe | dict(own=own[r])))
-            results.append([("grad", tuple(own[r].shape), h.dtype, grad_ref,
-                             _degrees([st["local_rowptr"], st["remote_rowptr"]]))])
+            cases.append(
+                (
+                    _attention_values("src", h.dtype, hi - lo, heads, channels, params_t[2], dropout, seed, ids)
+                    | vals_t,
+                    part_t | term_heaps | pe | dict(own=own[r]),
+                )
+            )
+            results.append(
+                [("grad", tuple(own[r].shape), h.dtype, grad_ref, _degrees([st["local_rowptr"], st["remote_rowptr"]]))]
+            )
     else:
         for r, (lo, hi) in enumerate(rng):
             rp = plan.rank_plan(r, config)
@@ -179,25 +259,46 @@ def attention(folder: Path, plan: Plan, plan_t: Plan, h: torch.Tensor, a_src: to
             out, stats = torch.ops.mgg.attend(x, xr, ad, args, params, *common, None, lo)
             terms = torch.ops.mgg.attention_terms(g, out, ad, stats, heads)
             d_x, d_xr, d_dst = torch.ops.mgg.attend_backward(g, x, xr, ad, out, stats, args, params, *common, None, lo)
-            s, st = _step(args[:len(F)]), _step(args[len(F):])
+            s, st = _step(args[: len(F)]), _step(args[len(F) :])
             part = {k: s[k] for k in ("local_rowptr", "local_col", "remote_rowptr", "remote_col")}
             deg = _degrees([s["local_rowptr"], s["remote_rowptr"]])
             ids = dict(ids_rows=lo, ids_local=0, ids_remote=hi - lo, by_pe=0, source="table")
             tables = dict(table=own[r], remote_table=remote)
-            cases.append((_attention_values("fwd", h.dtype, hi - lo, heads, channels, params[2], dropout, seed, ids),
-                          part | tables | dict(a_dst=a_dst[lo:hi])))
-            results.append([("out", (hi - lo, heads * channels), h.dtype, out, deg),
-                            ("stats", (hi - lo, 2 * heads), torch.float32, stats, deg)])
-            cases.append((_attention_values("dst", h.dtype, hi - lo, heads, channels, params[2], dropout, seed, ids),
-                          part | tables | dict(terms=terms.float())))
+            cases.append(
+                (
+                    _attention_values("fwd", h.dtype, hi - lo, heads, channels, params[2], dropout, seed, ids),
+                    part | tables | dict(a_dst=a_dst[lo:hi]),
+                )
+            )
+            results.append(
+                [
+                    ("out", (hi - lo, heads * channels), h.dtype, out, deg),
+                    ("stats", (hi - lo, 2 * heads), torch.float32, stats, deg),
+                ]
+            )
+            cases.append(
+                (
+                    _attention_values("dst", h.dtype, hi - lo, heads, channels, params[2], dropout, seed, ids),
+                    part | tables | dict(terms=terms.float()),
+                )
+            )
             results.append([("d_dst", (hi - lo, heads), h.dtype, d_dst, deg)])
             rows_t = hi - lo + remote.size(0)
             ids_t = dict(ids_rows=0, ids_local=lo, ids_remote=lo, by_pe=0, source="table")
-            cases.append((_attention_values("src", h.dtype, rows_t, heads, channels, params[8], dropout, seed, ids_t),
-                          dict(local_rowptr=st["local_rowptr"], local_col=st["local_col"], terms=terms.float(),
-                               own=torch.cat([own[r], remote]))))
-            results.append([("grad", (rows_t, table.size(1)), h.dtype, torch.cat([d_x, d_xr]),
-                             _degrees([st["local_rowptr"]]))])
+            cases.append(
+                (
+                    _attention_values("src", h.dtype, rows_t, heads, channels, params[8], dropout, seed, ids_t),
+                    dict(
+                        local_rowptr=st["local_rowptr"],
+                        local_col=st["local_col"],
+                        terms=terms.float(),
+                        own=torch.cat([own[r], remote]),
+                    ),
+                )
+            )
+            results.append(
+                [("grad", (rows_t, table.size(1)), h.dtype, torch.cat([d_x, d_xr]), _degrees([st["local_rowptr"]]))]
+            )
     folders = [emulator.write_case(folder / f"case{i}", v, a) for i, (v, a) in enumerate(cases)]
     _run(folders)
     found = []

@@ -6,6 +6,7 @@ cuda_runtime_api.h; $CUDA_HOME or /usr/local/cuda), not a GPU.
 
 MGG_EMU_FULL=1 runs the long matrices of tests/test_emulator_*.py; MGG_EMU_CACHE moves the
 build cache (default ~/.cache/mgg/emulator)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -26,16 +27,29 @@ FULL = os.environ.get("MGG_EMU_FULL", "") not in ("", "0")
 # -fno-extern-tls-init: `__shared__` is thread_local under the emulator (static storage that an
 # `extern __shared__` declaration can name), and g++ otherwise calls a TLS init function that a
 # kernel in an anonymous namespace (peers.cu) never defines.
-FLAGS = ["-std=c++20", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
-         "-fno-omit-frame-pointer", "-fno-extern-tls-init", "-Wall", "-Wno-unknown-pragmas",
-         f"-I{CSRC / 'tests' / 'simt'}", f"-I{CSRC / 'tests' / 'simt' / 'include'}", f"-I{CUDA_HOME / 'include'}"]
+FLAGS = [
+    "-std=c++20",
+    "-O1",
+    "-g",
+    "-fsanitize=address,undefined",
+    "-fno-sanitize-recover=undefined",
+    "-fno-omit-frame-pointer",
+    "-fno-extern-tls-init",
+    "-Wall",
+    "-Wno-unknown-pragmas",
+    f"-I{CSRC / 'tests' / 'simt'}",
+    f"-I{CSRC / 'tests' / 'simt' / 'include'}",
+    f"-I{CUDA_HOME / 'include'}",
+]
 SIMT = ["fiber.cpp", "scheduler.cpp", "runtime.cpp", "nvshmem.cpp"]
 # target -> its translation units: (source, force-include simt.h)
 TARGETS = {
     "simt_selftest": [(CSRC / "tests" / "simt" / f, False) for f in SIMT + ["selftest.cpp"]],
     "simt_runner": [(CSRC / "tests" / "simt" / f, False) for f in SIMT]
-    + [(CSRC / "tests" / "emu" / f, True) for f in ("case_io.cpp", "sources.cpp", "aggregate.cpp", "attention.cpp",
-                                                    "runner.cpp", "peers_kernels.cpp")]
+    + [
+        (CSRC / "tests" / "emu" / f, True)
+        for f in ("case_io.cpp", "sources.cpp", "aggregate.cpp", "attention.cpp", "runner.cpp", "peers_kernels.cpp")
+    ]
     + [(CSRC / "kernels" / f, True) for f in ("table.cu", "attention.cu")],
 }
 # storage name of the runner -> (torch dtype, numpy dtype of the raw bits)
@@ -100,6 +114,7 @@ def _prune(root: Path, keep: int) -> None:
 
 # ---- cases ---------------------------------------------------------------------------------
 
+
 def raw(t: torch.Tensor) -> np.ndarray:
     """A tensor's bytes (fp16/bf16 as their 16-bit patterns)."""
     t = t.detach().contiguous().cpu()
@@ -129,8 +144,11 @@ def run_cases(folders: list) -> list:
     status = []
     for f in folders:
         s = Path(f) / "status.txt"
-        status.append(s.read_text().strip() if s.exists() else f"no status (runner exit {r.returncode}):\n"
-                      + r.stdout[-4000:] + r.stderr[-8000:])
+        status.append(
+            s.read_text().strip()
+            if s.exists()
+            else f"no status (runner exit {r.returncode}):\n" + r.stdout[-4000:] + r.stderr[-8000:]
+        )
     return status
 
 
@@ -145,19 +163,41 @@ def launch_of(folder: Path) -> dict:
     """The launch the real launcher planned (kernels::Launch)."""
     a = np.fromfile(folder / "launch.bin", dtype=np.uint8)
     bx, by, threads, tile, landing = np.frombuffer(a[:20].tobytes(), dtype=np.int32)
-    return dict(blocks_x=int(np.uint32(bx)), blocks_y=int(np.uint32(by)), threads=int(threads), tile=int(tile),
-                landing_rows=int(landing), smem=int(np.frombuffer(a[24:32].tobytes(), dtype=np.uint64)[0]))
+    return dict(
+        blocks_x=int(np.uint32(bx)),
+        blocks_y=int(np.uint32(by)),
+        threads=int(threads),
+        tile=int(tile),
+        landing_rows=int(landing),
+        smem=int(np.frombuffer(a[24:32].tobytes(), dtype=np.uint64)[0]),
+    )
 
 
 # ---- the mgg ops on CPU tensors through the emulated kernels ---------------------------------
 
-OPS_SOURCES = ([CSRC / "tests" / "simt" / f for f in SIMT]
-               + [CSRC / "tests" / "emu" / f for f in ("torch_ops.cpp", "torch_attention.cpp",
-                                                      "torch_kernels_table.cpp", "torch_kernels_peers.cpp",
-                                                      "torch_kernels_attention.cpp")]
-               + [CSRC / "ops" / f for f in ("checks.cpp", "plan_check.cpp", "attention_terms.cpp")])
-EMULATED_OPS = ("aggregate", "aggregate_peers", "attend", "attend_backward", "attend_peers", "attend_peers_dst",
-                "attend_peers_src")
+OPS_SOURCES = (
+    [CSRC / "tests" / "simt" / f for f in SIMT]
+    + [
+        CSRC / "tests" / "emu" / f
+        for f in (
+            "torch_ops.cpp",
+            "torch_attention.cpp",
+            "torch_kernels_table.cpp",
+            "torch_kernels_peers.cpp",
+            "torch_kernels_attention.cpp",
+        )
+    ]
+    + [CSRC / "ops" / f for f in ("checks.cpp", "plan_check.cpp", "attention_terms.cpp")]
+)
+EMULATED_OPS = (
+    "aggregate",
+    "aggregate_peers",
+    "attend",
+    "attend_backward",
+    "attend_peers",
+    "attend_peers_dst",
+    "attend_peers_src",
+)
 
 
 def load_ops() -> None:
@@ -178,10 +218,22 @@ def load_ops() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     # -Bsymbolic: the emulator's cudaGetDevice, cudaFuncSetAttribute, ... bind inside this
     # library, not to the CUDA runtime torch may have loaded globally.
-    load(name=f"mgg_emu_{h.hexdigest()[:12]}", sources=[str(s) for s in OPS_SOURCES],
-         extra_cflags=["-O1", "-fno-extern-tls-init", "-Wno-unknown-pragmas", f"-I{CSRC / 'tests' / 'simt'}",
-                       f"-I{CSRC / 'tests' / 'simt' / 'include'}", f"-I{CUDA_HOME / 'include'}"],
-         extra_ldflags=["-Wl,-Bsymbolic"], build_directory=str(folder), is_python_module=False, verbose=False)
+    load(
+        name=f"mgg_emu_{h.hexdigest()[:12]}",
+        sources=[str(s) for s in OPS_SOURCES],
+        extra_cflags=[
+            "-O1",
+            "-fno-extern-tls-init",
+            "-Wno-unknown-pragmas",
+            f"-I{CSRC / 'tests' / 'simt'}",
+            f"-I{CSRC / 'tests' / 'simt' / 'include'}",
+            f"-I{CUDA_HOME / 'include'}",
+        ],
+        extra_ldflags=["-Wl,-Bsymbolic"],
+        build_directory=str(folder),
+        is_python_module=False,
+        verbose=False,
+    )
     _prune(root, keep=3)
 
 
@@ -263,6 +315,8 @@ def gpu_and_emulated(fn):
 
     from mgg.testing import requires_cuda
 
-    params = [pytest.param("cuda", marks=[pytest.mark.gpu, requires_cuda]),
-              pytest.param("emu", marks=pytest.mark.skipif(available() is not None, reason=str(available())))]
+    params = [
+        pytest.param("cuda", marks=[pytest.mark.gpu, requires_cuda]),
+        pytest.param("emu", marks=pytest.mark.skipif(available() is not None, reason=str(available()))),
+    ]
     return pytest.mark.parametrize("device", params, indirect=True)(fn)

@@ -6,6 +6,7 @@ distributed backends in test_distributed.py (halo, allgather) and test_nvshmem_r
 (nvshmem, threads as PEs). The device-parametrised tests also run "emu": the CUDA host code and
 kernels under the SIMT emulator on CPU tensors (tests/emulator.py), on smaller graphs unless
 MGG_EMU_FULL=1."""
+
 import emulator
 import pytest
 import torch
@@ -57,8 +58,9 @@ def test_attend_matches_torch_reference_with_hubs(device, heads, channels, dropo
     g = mgg.ops.attention_graph(random_graph(n, e, seed=9, skew=0.9))
     src, dst = g.edge_index()
     gen = torch.Generator().manual_seed(heads * channels)
-    h, a_src, a_dst = (torch.randn(*s, dtype=torch.float64, generator=gen)
-                       for s in ((n, heads, channels), (n, heads), (n, heads)))
+    h, a_src, a_dst = (
+        torch.randn(*s, dtype=torch.float64, generator=gen) for s in ((n, heads, channels), (n, heads), (n, heads))
+    )
     keep = torch.ops.mgg.attention_keep(dst, src, heads, 3, dropout) if dropout else None
     dtype = torch.float32 if cuda else torch.float64
     got_in = [t.to(device, dtype).requires_grad_() for t in (h, a_src, a_dst)]
@@ -78,8 +80,9 @@ def test_attend_matches_torch_reference_and_gradcheck(dropout):
     g = mgg.ops.attention_graph(random_graph(40, 200, seed=5, skew=0.5))
     src, dst = g.edge_index()
     gen = torch.Generator().manual_seed(2)
-    h, a_src, a_dst = (torch.randn(*s, dtype=torch.float64, generator=gen, requires_grad=True)
-                       for s in ((40, 3, 4), (40, 3), (40, 3)))
+    h, a_src, a_dst = (
+        torch.randn(*s, dtype=torch.float64, generator=gen, requires_grad=True) for s in ((40, 3, 4), (40, 3), (40, 3))
+    )
     keep = torch.ops.mgg.attention_keep(dst, src, 3, 17, dropout) if dropout else None
     out = ops.attend(h, a_src, a_dst, g, 0.2, dropout, 17)
     torch.testing.assert_close(out, attention_reference(h, a_src, a_dst, src, dst, 0.2, keep))
@@ -106,8 +109,9 @@ def test_low_precision_storage(dtype):
     g = ops.attention_graph(random_graph(200, 3000, seed=8, skew=0.7))
     src, dst = g.edge_index()
     gen = torch.Generator().manual_seed(3)
-    h, a_src, a_dst = (torch.randn(*s, dtype=torch.float64, generator=gen).to(dtype)
-                       for s in ((200, 2, 16), (200, 2), (200, 2)))
+    h, a_src, a_dst = (
+        torch.randn(*s, dtype=torch.float64, generator=gen).to(dtype) for s in ((200, 2, 16), (200, 2), (200, 2))
+    )
     ins = [t.clone().requires_grad_() for t in (h, a_src, a_dst)]
     got = ops.attend(*ins, g)
     assert got.dtype == dtype
@@ -143,26 +147,38 @@ def test_cuda_agrees_with_cpu(device):
     assert emulator.CALLS["attend"] - calls == (1 if emulator.ACTIVE else 0)
 
 
-@pytest.mark.parametrize("make, err, msg", [
-    (lambda: GATConv((4, 4, 4), 2), MggError, "in_channels must be a positive int, -1"),
-    (lambda: GATConv(0, 2), MggError, "in_channels must be a positive int, -1"),
-    (lambda: GATConv(4, 2, edge_dim=3), MggError, "edge features"),
-    (lambda: GATConv(4, 2, autotune=True), MggError, "autotune is not supported"),
-    (lambda: GATConv(4, 2, aggr="mean"), MggError, "aggr must be 'add'"),
-    (lambda: GATConv(4, 2, node_dim=0), TypeError, "multiple values for keyword argument 'node_dim'"),
-    (lambda: GATConv(4, 2, heads=0), MggError, "heads must be an int"),
-    (lambda: GATConv(4, 2, dropout=1.0), MggError, r"dropout must be in \[0, 1\)"),
-    (lambda: GATConv(4, 2, colour="red"), TypeError, "unexpected keyword argument"),
-    (lambda: GATConv(4, 2)(torch.randn(5, 3), torch.tensor([[0], [1]])), MggError, "x has 3 channels"),
-    (lambda: GATConv(4, 2)(torch.randn(5, 2, 4), torch.tensor([[0], [1]])), MggError, "x must be 2-D"),
-    (lambda: GATConv(4, 2)(torch.randn(5, 4), torch.tensor([[0], [1]]), edge_attr=torch.ones(1, 2)), MggError,
-     "edge_attr is not supported"),
-    (lambda: GATConv(4, 2)(torch.randn(5, 4), torch.tensor([[0], [1]]), size=(5, 3)), MggError,
-     r"size \(5, 3\) does not match"),
-    (lambda: GATConv(4, 2)(torch.randn(5, 4), torch.tensor([[0], [9]])), MggError, "9"),
-    (lambda: ops.attend(torch.randn(5, 2, 3), torch.randn(5, 3), torch.randn(5, 2), random_graph(5, 8, seed=1)),
-     MggError, "a_src, a_dst"),
-])
+@pytest.mark.parametrize(
+    "make, err, msg",
+    [
+        (lambda: GATConv((4, 4, 4), 2), MggError, "in_channels must be a positive int, -1"),
+        (lambda: GATConv(0, 2), MggError, "in_channels must be a positive int, -1"),
+        (lambda: GATConv(4, 2, edge_dim=3), MggError, "edge features"),
+        (lambda: GATConv(4, 2, autotune=True), MggError, "autotune is not supported"),
+        (lambda: GATConv(4, 2, aggr="mean"), MggError, "aggr must be 'add'"),
+        (lambda: GATConv(4, 2, node_dim=0), TypeError, "multiple values for keyword argument 'node_dim'"),
+        (lambda: GATConv(4, 2, heads=0), MggError, "heads must be an int"),
+        (lambda: GATConv(4, 2, dropout=1.0), MggError, r"dropout must be in \[0, 1\)"),
+        (lambda: GATConv(4, 2, colour="red"), TypeError, "unexpected keyword argument"),
+        (lambda: GATConv(4, 2)(torch.randn(5, 3), torch.tensor([[0], [1]])), MggError, "x has 3 channels"),
+        (lambda: GATConv(4, 2)(torch.randn(5, 2, 4), torch.tensor([[0], [1]])), MggError, "x must be 2-D"),
+        (
+            lambda: GATConv(4, 2)(torch.randn(5, 4), torch.tensor([[0], [1]]), edge_attr=torch.ones(1, 2)),
+            MggError,
+            "edge_attr is not supported",
+        ),
+        (
+            lambda: GATConv(4, 2)(torch.randn(5, 4), torch.tensor([[0], [1]]), size=(5, 3)),
+            MggError,
+            r"size \(5, 3\) does not match",
+        ),
+        (lambda: GATConv(4, 2)(torch.randn(5, 4), torch.tensor([[0], [9]])), MggError, "9"),
+        (
+            lambda: ops.attend(torch.randn(5, 2, 3), torch.randn(5, 3), torch.randn(5, 2), random_graph(5, 8, seed=1)),
+            MggError,
+            "a_src, a_dst",
+        ),
+    ],
+)
 def test_bad_input_is_one_line(make, err, msg):
     with pytest.raises(err, match=msg) as e:
         make()

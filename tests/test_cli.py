@@ -1,4 +1,5 @@
 """The mgg command: each subcommand runs, bad arguments give one line and a non-zero status."""
+
 import json
 import math
 import os
@@ -12,8 +13,13 @@ CORA_CLASSES = 7
 
 
 def mgg(*args, check=True, env=None):
-    r = subprocess.run([sys.executable, "-m", "mgg", *args], capture_output=True, text=True, timeout=600,
-                       env=None if env is None else dict(os.environ, **env))
+    r = subprocess.run(
+        [sys.executable, "-m", "mgg", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=None if env is None else dict(os.environ, **env),
+    )
     if check:
         assert r.returncode == 0, r.stderr
     return r
@@ -95,20 +101,24 @@ def test_partition_missing_package_is_one_line(tmp_path):
     env = {"PYTHONPATH": path, "MGG_PARTITION_CACHE": str(tmp_path / "cache")}
     r = mgg("partition", "cora", "--ranks", "2", "--method", "metis", check=False, env=env)
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
-        "mgg partition: error: partition method 'metis' needs the pymetis package: pip install mgg[partition]"]
+        "mgg partition: error: partition method 'metis' needs the pymetis package: pip install mgg[partition]"
+    ]
     r = mgg("partition", "cora", "--ranks", "2", "--method", "all", "--json", env=env)
     assert "skipping metis" in r.stderr and "metis" not in [m["method"] for m in json.loads(r.stdout)["methods"]]
 
 
-@pytest.mark.parametrize("args, msg", [
-    (["train", "--partition", "metis"], "--partition applies to distributed training (torchrun"),
-    (["partition", "sbm:100:80:4:0.5", "--ranks", "2"], "1 <= BLOCKS <= NODES / 2"),
-    (["partition", "missing.txt", "--ranks", "2"], "no such file"),
-    (["partition", "rmat:10:50", "--ranks", "20"], "exceed the number of nodes"),
-    (["train", "--dataset", "pubmed"], "pubmed: no such file, not a dataset in"),
-    (["train", "--dataset", "rmat:100:400"], "rmat:100:400: a graph without node features, labels or split"),
-    (["train", "--ps", "64"], "ps must be an integer in [1, 32]"),
-])
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["train", "--partition", "metis"], "--partition applies to distributed training (torchrun"),
+        (["partition", "sbm:100:80:4:0.5", "--ranks", "2"], "1 <= BLOCKS <= NODES / 2"),
+        (["partition", "missing.txt", "--ranks", "2"], "no such file"),
+        (["partition", "rmat:10:50", "--ranks", "20"], "exceed the number of nodes"),
+        (["train", "--dataset", "pubmed"], "pubmed: no such file, not a dataset in"),
+        (["train", "--dataset", "rmat:100:400"], "rmat:100:400: a graph without node features, labels or split"),
+        (["train", "--ps", "64"], "ps must be an integer in [1, 32]"),
+    ],
+)
 def test_errors_are_one_line(args, msg):
     r = mgg(*args, check=False)
     assert r.returncode == 2
@@ -133,8 +143,15 @@ def test_train_on_every_dataset_kind(tmp_path):
     write_reddit_raw(tmp_path / "Reddit" / "raw")
     (tmp_path / "CiteSeer" / "raw").mkdir(parents=True)
     write_planetoid(tmp_path / "CiteSeer" / "raw", "citeseer", [542, 540, 541])
-    np.savez(tmp_path / "toy.npz", edge_index=np.array([[0, 1, 2], [1, 2, 0]]), x=np.eye(3), y=np.array([0, 1, 0]),
-             train_mask=np.array([0, 1]), val_mask=np.array([2]), test_mask=np.array([2]))
+    np.savez(
+        tmp_path / "toy.npz",
+        edge_index=np.array([[0, 1, 2], [1, 2, 0]]),
+        x=np.eye(3),
+        y=np.array([0, 1, 0]),
+        train_mask=np.array([0, 1]),
+        val_mask=np.array([2]),
+        test_mask=np.array([2]),
+    )
     for name in ("ogbn-arxiv", "reddit", "citeseer", "toy.npz", str(tmp_path / "ogbn_arxiv")):
         r = mgg("train", "--data-dir", str(tmp_path), "--dataset", name, "--epochs", "2", "--seeds", "1", "--quiet")
         train_accuracy(r.stdout)

@@ -4,6 +4,7 @@ context healthy. Each test runs on the GPU ("cuda", skipped without one; run on 
 bench/gpu_verify.sh) and emulated ("emu": the same op calls on CPU tensors through the CUDA
 host code and kernels under the SIMT emulator, tests/emulator.py), except what needs a GPU's
 memory or context (marked cuda only)."""
+
 import emulator
 import pytest
 import torch
@@ -29,7 +30,7 @@ def test_halo_and_peers_agree_and_large_blocks_tile_columns(dtype, device):
     x = torch.randn(n, 2100, device=device).to(dtype)
     plan = Plan(g, 2)
     cfg = Config(32, 16, 16)
-    tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])] for r in range(2)]
+    tables = [x[int(plan.bounds[r]) : int(plan.bounds[r + 1])] for r in range(2)]
     outs, fast = [], []
     for r in range(2):
         rp = plan.rank_plan(r, cfg)
@@ -113,13 +114,14 @@ def test_peer_tables_in_host_or_managed_memory(placement):
     x = torch.randn(2000, 48, device="cuda")
     plan = Plan(g, 3)
     b = plan.bounds
-    own = [x[int(b[r]):int(b[r + 1])] for r in range(3)]
+    own = [x[int(b[r]) : int(b[r + 1])] for r in range(3)]
     out = []
     for r in range(3):
         make = memory.pinned_table if placement == "uva" else memory.managed_table
         peers = [t if q == r else make(t) for q, t in enumerate(own)]
-        out.append(run_peers(own[r], peers, r, plan.rank_plan(r, Config(8, 2, 4)),
-                             "uva" if placement == "uva" else "direct"))
+        out.append(
+            run_peers(own[r], peers, r, plan.rank_plan(r, Config(8, 2, 4)), "uva" if placement == "uva" else "direct")
+        )
     assert_matches_reference(torch.cat(out), g, x)
     # rank 0's step with its own rows on the device and both peers' in pinned host memory: the
     # gradient of sum(y) is A^T G, G one on rank 0's rows and zero elsewhere, every row of it

@@ -1,5 +1,6 @@
 """The import paths of 0.1.0 that the package layout moved still work for one release, and each
 name taken through one warns with its new home."""
+
 import subprocess
 import sys
 
@@ -11,19 +12,22 @@ from mgg.data import stats, synthetic
 from mgg.partitioning import methods
 
 
-@pytest.mark.parametrize("old, name, new", [
-    ("mgg.io", "load_graph", data.load_graph),
-    ("mgg.io", "NodeDataset", data.NodeDataset),
-    ("mgg.datasets", "resolve", data.resolve),
-    ("mgg.datasets", "bundled_planetoid_dir", data.bundled_planetoid_dir),
-    ("mgg.synthetic", "rmat", synthetic.rmat),
-    ("mgg.synthetic", "degree_stats", stats.degree_stats),
-    ("mgg.partition", "METHODS", partitioning.METHODS),
-    ("mgg.partition", "Partition", partitioning.Partition),
-    ("mgg.partition_cache", "PartitionCache", partitioning.PartitionCache),
-    ("mgg.partition_stats", "partition_stats", partitioning.partition_stats),
-    ("mgg.partitioners", "metis_parts", methods.metis_parts),
-])
+@pytest.mark.parametrize(
+    "old, name, new",
+    [
+        ("mgg.io", "load_graph", data.load_graph),
+        ("mgg.io", "NodeDataset", data.NodeDataset),
+        ("mgg.datasets", "resolve", data.resolve),
+        ("mgg.datasets", "bundled_planetoid_dir", data.bundled_planetoid_dir),
+        ("mgg.synthetic", "rmat", synthetic.rmat),
+        ("mgg.synthetic", "degree_stats", stats.degree_stats),
+        ("mgg.partition", "METHODS", partitioning.METHODS),
+        ("mgg.partition", "Partition", partitioning.Partition),
+        ("mgg.partition_cache", "PartitionCache", partitioning.PartitionCache),
+        ("mgg.partition_stats", "partition_stats", partitioning.partition_stats),
+        ("mgg.partitioners", "metis_parts", methods.metis_parts),
+    ],
+)
 def test_old_paths_give_the_same_objects_with_a_warning(old, name, new):
     module = __import__(old, fromlist=[name])
     with pytest.warns(DeprecationWarning, match=f"{old}.{name} moved to"):
@@ -39,8 +43,12 @@ def test_partition_stays_the_function():
 
 
 def test_importing_mgg_warns_nothing():
-    r = subprocess.run([sys.executable, "-W", "error", "-c", "import mgg, mgg.nn, mgg.distributed, mgg.runtime"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-W", "error", "-c", "import mgg, mgg.nn, mgg.distributed, mgg.runtime"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
 
 
@@ -49,8 +57,10 @@ def test_renamed_modules_and_names():
     from mgg.distributed.backends import halo
     from mgg.runtime import limits
 
-    for old, name, new in (("mgg.runtime.model", "grid", limits.grid),
-                           ("mgg.distributed.halo", "HaloExchange", halo.HaloExchange)):
+    for old, name, new in (
+        ("mgg.runtime.model", "grid", limits.grid),
+        ("mgg.distributed.halo", "HaloExchange", halo.HaloExchange),
+    ):
         with pytest.warns(DeprecationWarning, match=f"{old}.{name} moved to"):
             assert getattr(__import__(old, fromlist=[name]), name) is new
     with pytest.warns(DeprecationWarning, match="RankShard"):

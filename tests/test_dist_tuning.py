@@ -3,6 +3,7 @@ broadcasts it, every rank times its own step, the step time is the slowest rank'
 (tune_worker.py) injects a synthetic, deterministic per-rank cost with one slow rank, so the
 max-over-ranks surface is known exactly and nothing depends on wall time. The nvshmem backend's
 side runs with threads as PEs (as in test_distributed.py)."""
+
 import itertools
 import json
 import os
@@ -26,8 +27,17 @@ WORKER = os.path.join(os.path.dirname(__file__), "tune_worker.py")
 
 def run_tune_worker(mode: str, nproc: int, tmp_path) -> list:
     out = tmp_path / f"{mode}.pkl"
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--standalone", WORKER, mode,
-           str(out), str(tmp_path / "cache.json")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={nproc}",
+        "--standalone",
+        WORKER,
+        mode,
+        str(out),
+        str(tmp_path / "cache.json"),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=worker_env())
     assert r.returncode == 0, r.stderr[-3000:]
     return pickle.load(open(out, "rb"))
@@ -47,8 +57,9 @@ def test_ranks_tune_together_and_training_is_unchanged(tmp_path, nproc):
         f = step_surface(kind, nproc)
         runs = [p["tuners"][layer] for p in ranks]
         # the ranks agree at every iteration: one config, one step time (the max), one choice
-        assert all([(c, step) for c, _, step in t["probes"]] == [(c, step) for c, _, step in runs[0]["probes"]]
-                   for t in runs)
+        assert all(
+            [(c, step) for c, _, step in t["probes"]] == [(c, step) for c, _, step in runs[0]["probes"]] for t in runs
+        )
         assert len({t["chosen"] for t in runs}) == 1 and len({t["key"] for t in runs}) == 1
         for r, t in enumerate(runs):
             for c, own, step in t["probes"]:
@@ -61,8 +72,14 @@ def test_ranks_tune_together_and_training_is_unchanged(tmp_path, nproc):
         assert chosen == Config(*min(probes, key=lambda p: p[2])[0])
         # the key of the distributed case, and the cache entry rank 0 wrote
         key = parse_key(runs[0]["key"])
-        assert (key["ranks"], key["device_name"], key["dim"], key["dtype"], key["backend"], key["fetch"]) == \
-            (nproc, "cpu", dim, "float64", "halo", "none")
+        assert (key["ranks"], key["device_name"], key["dim"], key["dtype"], key["backend"], key["fetch"]) == (
+            nproc,
+            "cpu",
+            dim,
+            "float64",
+            "halo",
+            "none",
+        )
         assert "/" in key["fingerprint"]  # the graph's and its node ranges'
         entry = json.loads((tmp_path / "cache.json").read_text())["entries"][runs[0]["key"]]
         assert tuple(entry["config"]) == chosen.as_tuple()
@@ -97,9 +114,28 @@ def test_torchrun_train_autotune_prints_and_second_seed_starts_tuned(tmp_path):
     """`mgg train --autotune` under torchrun tunes (no longer ignored): rank 0 prints each layer's
     trajectory and choice; the next seed's layers start from the cache."""
     env = worker_env(dict(MGG_CACHE=str(tmp_path / "tuned.json")))
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
-                        "-m", "mgg", "train", "--epochs", "12", "--seeds", "2", "--quiet", "--autotune"],
-                       capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node=2",
+            "--standalone",
+            "-m",
+            "mgg",
+            "train",
+            "--epochs",
+            "12",
+            "--seeds",
+            "2",
+            "--quiet",
+            "--autotune",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "2 ranks, backend halo" in r.stdout
     assert_above_chance(r.stdout, CORA_CLASSES)
@@ -162,11 +198,15 @@ def test_nvshmem_backend_tunes_with_threads_as_pes(monkeypatch):
     def pe_main(pe):
         local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
         dp = DistPlan(g, pe, bounds, backend="nvshmem", fetch="direct")
-        tuner = OnlineTuner(8, use_cache=False, coordinator=_ThreadCoordinator(shared, pe, pes),
-                            timer=lambda step, c: (step(), rank_cost("bowl", pe, pes, c)))
+        tuner = OnlineTuner(
+            8,
+            use_cache=False,
+            coordinator=_ThreadCoordinator(shared, pe, pes),
+            timer=lambda step, c: (step(), rank_cost("bowl", pe, pes, c)),
+        )
         outs = []
         while not tuner.done:
-            outs.append(tuner.aggregate(x[bounds[pe]:bounds[pe + 1]], dp))
+            outs.append(tuner.aggregate(x[bounds[pe] : bounds[pe + 1]], dp))
         kept = {c for (_, c) in itertools.chain(dp.plan._plans, dp.plan_t._plans)}
         results[pe] = (tuner.summary(), [p.config for p in tuner.probes], outs, kept)
 

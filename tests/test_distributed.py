@@ -2,6 +2,7 @@
 every partition method (the ranks own a relabelled graph; tensors go in and come out in the
 user's node order); the worker (dist_worker.py) is shared with the GPU tests of the nvshmem
 backend (test_nvshmem.py)."""
+
 import os
 import pickle
 import subprocess
@@ -37,8 +38,11 @@ def worker_env(extra=None) -> dict:
 
 
 def run_worker(args, nproc=None, env=None):
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--standalone"] \
-        if nproc else [sys.executable]
+    cmd = (
+        [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--standalone"]
+        if nproc
+        else [sys.executable]
+    )
     r = subprocess.run(cmd + [WORKER, *args], capture_output=True, text=True, timeout=TIMEOUT, env=worker_env(env))
     assert r.returncode == 0, r.stderr[-3000:]
 
@@ -47,8 +51,11 @@ def compare(ref_path, dist_path):
     ref, got = pickle.load(open(ref_path, "rb")), pickle.load(open(dist_path, "rb"))
     # float64 (the worker's default on the CPU): sums in another order across ranks change only
     # the last bits, on any CPU; float32 (CUDA, test_nvshmem.py): to about 1e-5 relative
-    check = assert_same_formula if ref[0].dtype == torch.float64 else \
-        (lambda a, b, msg: torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=msg))
+    check = (
+        assert_same_formula
+        if ref[0].dtype == torch.float64
+        else (lambda a, b, msg: torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=msg))
+    )
     check(got[0], ref[0], msg="logits")
     check(got[1], ref[1], msg="input gradients")
     for name, g in ref[2].items():
@@ -66,6 +73,7 @@ def references(tmp_path_factory, *extra):
             done[kind] = tmp_path_factory.mktemp("reference") / f"{kind}.pkl"
             run_worker([kind, str(done[kind]), "--single", *extra])
         return done[kind]
+
     return get
 
 
@@ -79,8 +87,11 @@ def reference(tmp_path_factory):
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_ranks_match_single_process(tmp_path, reference, kind, nproc, partition):
     dist_path = tmp_path / "dist.pkl"
-    run_worker([kind, str(dist_path), "--partition", partition], nproc,
-               env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")})
+    run_worker(
+        [kind, str(dist_path), "--partition", partition],
+        nproc,
+        env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")},
+    )
     compare(reference(kind), dist_path)
 
 
@@ -100,16 +111,22 @@ def test_allgather_ranks_match_single_process(tmp_path, reference, kind, nproc):
     range split, where the dropout mask's global ids are the user's)."""
     dist_path = tmp_path / "dist.pkl"
     part = "range" if kind == "cora-gat" else PARTITIONS[-1]
-    run_worker([kind, str(dist_path), "--backend", "allgather", "--partition", part], nproc,
-               env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")})
+    run_worker(
+        [kind, str(dist_path), "--backend", "allgather", "--partition", part],
+        nproc,
+        env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")},
+    )
     compare(reference(kind), dist_path)
 
 
 def test_precomputed_partition_matches(tmp_path, reference):
     """DistGraph(partition=an mgg.Partition) computed by the caller (here a seeded one)."""
     dist_path = tmp_path / "dist.pkl"
-    run_worker(["directed-gin", str(dist_path), "--partition", PARTITIONS[-1], "--precomputed"], 2,
-               env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")})
+    run_worker(
+        ["directed-gin", str(dist_path), "--partition", PARTITIONS[-1], "--precomputed"],
+        2,
+        env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")},
+    )
     compare(reference("directed-gin"), dist_path)
 
 
@@ -119,9 +136,29 @@ def test_partition_error_reaches_every_rank(tmp_path):
     (tmp_path / "pymetis.py").write_text("raise ImportError('simulated: not installed')\n")
     env = worker_env()
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
-                        "-m", "mgg", "train", "--epochs", "2", "--seeds", "1", "--quiet", "--partition", "metis"],
-                       capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node=2",
+            "--standalone",
+            "-m",
+            "mgg",
+            "train",
+            "--epochs",
+            "2",
+            "--seeds",
+            "1",
+            "--quiet",
+            "--partition",
+            "metis",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+    )
     assert r.returncode != 0
     errors = [line for line in r.stderr.splitlines() if line.startswith("mgg train: error:")]
     assert len(errors) == 2, r.stderr[-3000:]
@@ -130,10 +167,29 @@ def test_partition_error_reaches_every_rank(tmp_path):
 
 @pytest.mark.parametrize("partition", ["range", PARTITIONS[-1]])
 def test_torchrun_train_cli(tmp_path, partition):
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
-                        "-m", "mgg", "train", "--epochs", "30", "--seeds", "1", "--quiet", "--partition", partition],
-                       capture_output=True, text=True, timeout=TIMEOUT,
-                       env=worker_env({"MGG_PARTITION_CACHE": str(tmp_path / "partitions")}))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node=2",
+            "--standalone",
+            "-m",
+            "mgg",
+            "train",
+            "--epochs",
+            "30",
+            "--seeds",
+            "1",
+            "--quiet",
+            "--partition",
+            partition,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=worker_env({"MGG_PARTITION_CACHE": str(tmp_path / "partitions")}),
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"2 ranks, backend halo, partition {partition}" in r.stdout
     assert_above_chance(r.stdout, CORA_CLASSES)
@@ -153,12 +209,54 @@ def test_needs_initialised_group():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where no GPU is visible")
 def test_nvshmem_backend_without_a_gpu_is_one_clear_error():
     env = worker_env()
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
-                        "-m", "mgg", "train", "--epochs", "2", "--seeds", "1", "--quiet", "--backend", "nvshmem",
-                        "--device", "cuda"], capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node=2",
+            "--standalone",
+            "-m",
+            "mgg",
+            "train",
+            "--epochs",
+            "2",
+            "--seeds",
+            "1",
+            "--quiet",
+            "--backend",
+            "nvshmem",
+            "--device",
+            "cuda",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+    )
     assert r.returncode != 0
     assert "needs a CUDA GPU" in r.stderr or "has no NVSHMEM" in r.stderr or "no CUDA" in r.stderr, r.stderr[-2000:]
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone",
-                        "-m", "mgg", "train", "--epochs", "2", "--seeds", "1", "--quiet", "--backend", "nvshmem"],
-                       capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node=2",
+            "--standalone",
+            "-m",
+            "mgg",
+            "train",
+            "--epochs",
+            "2",
+            "--seeds",
+            "1",
+            "--quiet",
+            "--backend",
+            "nvshmem",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+    )
     assert r.returncode != 0 and "add --device cuda" in r.stderr, r.stderr[-2000:]

@@ -1,6 +1,7 @@
 """ShardedEmbeddingBag and its collection on one process: forward and backward equal to
 torch.nn.EmbeddingBag in float64 (assert_same_formula) for every mode and option, with the rows
 split across PEs through the mgg ops; the per-batch plan; bad input."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -30,10 +31,27 @@ def _dense(g):
 
 def _pair(mode, pes, sparse=False, padding_idx=None, include_last_offset=False, config=None, seed=0):
     w = torch.randn(N, D, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    m = ShardedEmbeddingBag(N, D, mode=mode, padding_idx=padding_idx, include_last_offset=include_last_offset,
-                            sparse=sparse, num_pes=pes, config=config, dtype=torch.float64, _weight=w)
-    ref = torch.nn.EmbeddingBag(N, D, mode=mode, padding_idx=padding_idx, include_last_offset=include_last_offset,
-                                sparse=sparse and mode != "max", _weight=w.clone())  # torch: no sparse max
+    m = ShardedEmbeddingBag(
+        N,
+        D,
+        mode=mode,
+        padding_idx=padding_idx,
+        include_last_offset=include_last_offset,
+        sparse=sparse,
+        num_pes=pes,
+        config=config,
+        dtype=torch.float64,
+        _weight=w,
+    )
+    ref = torch.nn.EmbeddingBag(
+        N,
+        D,
+        mode=mode,
+        padding_idx=padding_idx,
+        include_last_offset=include_last_offset,
+        sparse=sparse and mode != "max",
+        _weight=w.clone(),
+    )  # torch: no sparse max
     return m, ref
 
 
@@ -112,8 +130,9 @@ def test_rows_split_across_pes_through_the_op():
 @pytest.mark.parametrize("sparse", [False, True])
 def test_collection(sharding, mode, sparse):
     sizes = [30, 7, 50, 12, 9]
-    c = ShardedEmbeddingBagCollection(sizes, D, mode=mode, sharding=sharding, num_pes=3, sparse=sparse,
-                                      dtype=torch.float64, row_wise_min_rows=20)
+    c = ShardedEmbeddingBagCollection(
+        sizes, D, mode=mode, sharding=sharding, num_pes=3, sparse=sparse, dtype=torch.float64, row_wise_min_rows=20
+    )
     tables = [c.table_weight(t).clone() for t in range(len(sizes))]
     g = torch.Generator().manual_seed(9)
     inputs, offsets, psw = [], [], []
@@ -132,8 +151,9 @@ def test_collection(sharding, mode, sparse):
     gw = _dense(c.weight.grad)
     for t in range(len(sizes)):
         w = tables[t].clone().requires_grad_()
-        ref = F.embedding_bag(inputs[t], w, offsets[t], mode=mode, per_sample_weights=None if weights is None
-                              else weights[t])
+        ref = F.embedding_bag(
+            inputs[t], w, offsets[t], mode=mode, per_sample_weights=None if weights is None else weights[t]
+        )
         ref.backward(grad[:, t])
         assert_same_formula(out[:, t], ref.detach(), msg=f"table {t}")
         assert_same_formula(gw[c.virtual_rows(t, torch.arange(sizes[t]))], w.grad, msg=f"gradient of table {t}")
@@ -146,19 +166,24 @@ def _fresh(pes=2, **kw):
     return ShardedEmbeddingBag(N, D, num_pes=pes, dtype=torch.float64, **kw)
 
 
-@pytest.mark.parametrize("case, names", [
-    (lambda m: m(torch.tensor([0, N]), torch.tensor([0])), "input"),
-    (lambda m: m(torch.tensor([0, -1]), torch.tensor([0])), "input"),
-    (lambda m: m(torch.tensor([1, 2, 3]), torch.tensor([0, -1])), "offsets"),
-    (lambda m: m(torch.tensor([1, 2, 3]), torch.tensor([0, 2, 1])), "offsets"),
-    (lambda m: m(torch.tensor([1, 2, 3]), torch.tensor([1, 2])), "offsets"),
-    (lambda m: m(torch.tensor([1, 2, 3]), torch.tensor([0, 4])), "offsets"),
-    (lambda m: m(torch.tensor([1, 2, 3])), "offsets"),
-    (lambda m: m(torch.tensor([[1, 2]]), torch.tensor([0])), "offsets"),
-    (lambda m: m(torch.tensor([1, 2, 3]), torch.tensor([0]), torch.ones(2, dtype=torch.float64)),
-     "per_sample_weights"),
-    (lambda m: m(torch.tensor([1.0]), torch.tensor([0])), "input"),
-])
+@pytest.mark.parametrize(
+    "case, names",
+    [
+        (lambda m: m(torch.tensor([0, N]), torch.tensor([0])), "input"),
+        (lambda m: m(torch.tensor([0, -1]), torch.tensor([0])), "input"),
+        (lambda m: m(torch.tensor([1, 2, 3]), torch.tensor([0, -1])), "offsets"),
+        (lambda m: m(torch.tensor([1, 2, 3]), torch.tensor([0, 2, 1])), "offsets"),
+        (lambda m: m(torch.tensor([1, 2, 3]), torch.tensor([1, 2])), "offsets"),
+        (lambda m: m(torch.tensor([1, 2, 3]), torch.tensor([0, 4])), "offsets"),
+        (lambda m: m(torch.tensor([1, 2, 3])), "offsets"),
+        (lambda m: m(torch.tensor([[1, 2]]), torch.tensor([0])), "offsets"),
+        (
+            lambda m: m(torch.tensor([1, 2, 3]), torch.tensor([0]), torch.ones(2, dtype=torch.float64)),
+            "per_sample_weights",
+        ),
+        (lambda m: m(torch.tensor([1.0]), torch.tensor([0])), "input"),
+    ],
+)
 def test_bad_input(case, names):
     m = _fresh(mode="sum")
     before = m.weight.detach().clone()

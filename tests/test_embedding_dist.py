@@ -1,6 +1,7 @@
 """ShardedEmbeddingBag and its collection under torchrun (gloo, CPU): every rank's bags and the
 gradient of its rows equal torch.nn.EmbeddingBag's over the whole batch on one process, with the
 `halo` backend (mgg) and the `alltoall` baseline (tests/embedding_worker.py does the checks)."""
+
 import json
 import os
 import subprocess

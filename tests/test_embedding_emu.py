@@ -2,6 +2,7 @@
 the CPU (tests/emulator.py): the kernels' own source aggregates bags from a table whose rows are
 not the output rows (a non-square step), reads peers' rows by (PE, offset) with aggregate_peers,
 and runs the compact backward step; fp32 against torch.nn.EmbeddingBag."""
+
 import emulator
 import pytest
 import torch

@@ -2,6 +2,7 @@
 PEs over the stand-in symmetric heap of test_nvshmem_runtime.py: each PE's bags read peers' rows
 in place through aggregate_peers, and the backward returns remote rows' gradients through the
 symmetric outboxes; outputs and row gradients equal torch.nn.EmbeddingBag's (float64)."""
+
 import threading
 
 import pytest
@@ -54,7 +55,7 @@ def test_nvshmem_lookup_with_threads_as_pes(monkeypatch, mode, weighted, sparse)
 
     def pe_main(pe):
         local.rt = nvshmem.Runtime(_Heap(world, pe))
-        shard = w[bounds[pe]:bounds[pe + 1]].clone().requires_grad_()
+        shard = w[bounds[pe] : bounds[pe + 1]].clone().requires_grad_()
         b0, b1 = 3 * pe, 3 * pe + 3
         i, o, p = _share(inp, offsets, psw, b0, b1)
         for _ in range(3):  # the tables ping-pong, the outbox is reused

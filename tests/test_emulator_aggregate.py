@@ -3,6 +3,7 @@
 source (halo table, peer pointers, NVSHMEM get at thread, warp and block scope, completed over
 loads/stores or by a proxy), fp32/fp16/bf16, P = 1, 2, 4 from real mgg.Plan objects, against the
 float64 reference (mgg.testing.assert_matches_reference). MGG_EMU_FULL=1 widens the matrices."""
+
 import itertools
 
 import emulator
@@ -42,13 +43,13 @@ def local_first_graph(n: int = 300, seed: int = 0) -> Graph:
     return Graph.from_edges(src, dst, n)
 
 
-def check(tmp_path, g, x, ranks, config, source="table", completion="loadstore", deterministic=False,
-          seeds=(1, 2)):
+def check(tmp_path, g, x, ranks, config, source="table", completion="loadstore", deterministic=False, seeds=(1, 2)):
     """Every rank's step under each scheduling seed equals the float64 reference."""
     plan = Plan(g, ranks)
     for seed in seeds:
-        assert_matches_reference(aggregate(tmp_path / f"seed{seed}", plan, x, config, source, completion,
-                                           deterministic, seed), g, x)
+        assert_matches_reference(
+            aggregate(tmp_path / f"seed{seed}", plan, x, config, source, completion, deterministic, seed), g, x
+        )
 
 
 @pytest.mark.parametrize("deterministic", [False, True], ids=["blocks", "rows"])
@@ -73,9 +74,16 @@ SHAPES = {  # name -> (graph, dim, ranks, config)
 }
 
 
-@pytest.mark.parametrize("source,completion", [("table", "loadstore"), ("direct", "loadstore"),
-                                               ("get-thread", "proxy"), ("get-warp", "proxy"),
-                                               ("get-block", "proxy")])
+@pytest.mark.parametrize(
+    "source,completion",
+    [
+        ("table", "loadstore"),
+        ("direct", "loadstore"),
+        ("get-thread", "proxy"),
+        ("get-warp", "proxy"),
+        ("get-block", "proxy"),
+    ],
+)
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_shapes_that_break_kernels(tmp_path, shape, source, completion):
     make, dim, ranks, config = SHAPES[shape]

@@ -3,6 +3,7 @@ emulator (tests/emulator.py): the forward pass, d a_dst and the source-gradient 
 source (halo table, peer pointers, NVSHMEM get at thread, warp and block scope, completed over
 loads/stores or by a proxy), fp32/fp16/bf16, P = 1, 2, 4 from real mgg.Plan objects, against the
 CPU executor in float64 on the same plan lists."""
+
 import emulator
 import pytest
 import torch
@@ -29,12 +30,28 @@ def assert_close(name, got, ref, deg, storage, channels):
     bad = ~(err <= tol)  # NaN is bad
     if bool(bad.any()):
         r, c = (int(i) for i in bad.nonzero()[0])
-        raise AssertionError(f"{name}[{r}, {c}] = {float(got[r, c])}, reference {float(ref[r, c])} (degree "
-                             f"{int(deg[r])}, tolerance {float(tol[r, c]):.3g}); {int(bad.sum())} entries off")
+        raise AssertionError(
+            f"{name}[{r}, {c}] = {float(got[r, c])}, reference {float(ref[r, c])} (degree "
+            f"{int(deg[r])}, tolerance {float(tol[r, c]):.3g}); {int(bad.sum())} entries off"
+        )
 
 
-def run(tmp_path, n, e, ranks, heads, channels, dtype, source, completion, wpb=4, dropout=0.0, seed=0, gseed=0,
-        self_loops=True):
+def run(
+    tmp_path,
+    n,
+    e,
+    ranks,
+    heads,
+    channels,
+    dtype,
+    source,
+    completion,
+    wpb=4,
+    dropout=0.0,
+    seed=0,
+    gseed=0,
+    self_loops=True,
+):
     g = attention_graph(random_graph(n, e, seed=gseed, skew=0.4), add_self_loops=self_loops)
     gen = torch.Generator().manual_seed(gseed)
     h = torch.randn(n, heads, channels, generator=gen).to(dtype)
@@ -42,8 +59,9 @@ def run(tmp_path, n, e, ranks, heads, channels, dtype, source, completion, wpb=4
     grad = torch.randn(n, heads * channels, generator=gen).to(dtype)
     plan = Plan(g, ranks)
     plan_t = Plan(g.transpose(), bounds=plan.bounds)
-    for name, got, ref, deg in attention(tmp_path, plan, plan_t, h, a_src, a_dst, grad, Config(4, 2, wpb), source,
-                                         completion, dropout, seed):
+    for name, got, ref, deg in attention(
+        tmp_path, plan, plan_t, h, a_src, a_dst, grad, Config(4, 2, wpb), source, completion, dropout, seed
+    ):
         assert_close(name, got, ref, deg, got.dtype, channels)
 
 
@@ -64,13 +82,27 @@ SHAPES = {  # name -> (nodes, edges, heads, channels, wpb, self-loops)
 }
 
 
-@pytest.mark.parametrize("source,completion", [("table", "loadstore"), ("direct", "loadstore"),
-                                               ("get-thread", "proxy"), ("get-block", "proxy")])
+@pytest.mark.parametrize(
+    "source,completion",
+    [("table", "loadstore"), ("direct", "loadstore"), ("get-thread", "proxy"), ("get-block", "proxy")],
+)
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_attention_shapes(tmp_path, shape, source, completion):
     n, e, heads, channels, wpb, self_loops = SHAPES[shape]
-    run(tmp_path, n, e, 2, heads, channels, torch.float32, source, completion, wpb=wpb, dropout=0.2,
-        self_loops=self_loops)
+    run(
+        tmp_path,
+        n,
+        e,
+        2,
+        heads,
+        channels,
+        torch.float32,
+        source,
+        completion,
+        wpb=wpb,
+        dropout=0.2,
+        self_loops=self_loops,
+    )
 
 
 @pytest.mark.parametrize("source,completion", [("table", "loadstore"), ("get-warp", "proxy")])
@@ -78,12 +110,19 @@ def test_attention_is_bit_identical_across_schedules(tmp_path, source, completio
     """A warp owns its row and walks its edges in plan order: no schedule changes a bit."""
     g = attention_graph(random_graph(150, 1500, seed=3, skew=0.5))
     gen = torch.Generator().manual_seed(3)
-    h, a_src, a_dst = torch.randn(150, 2, 9, generator=gen), torch.randn(150, 2, generator=gen), torch.randn(
-        150, 2, generator=gen)
+    h, a_src, a_dst = (
+        torch.randn(150, 2, 9, generator=gen),
+        torch.randn(150, 2, generator=gen),
+        torch.randn(150, 2, generator=gen),
+    )
     grad = torch.randn(150, 18, generator=gen)
     plan = Plan(g, 2)
     plan_t = Plan(g.transpose(), bounds=plan.bounds)
-    runs = [attention(tmp_path / str(s), plan, plan_t, h, a_src, a_dst, grad, Config(4, 2, 4), source, completion,
-                      0.1, seed=s) for s in (1, 2)]
+    runs = [
+        attention(
+            tmp_path / str(s), plan, plan_t, h, a_src, a_dst, grad, Config(4, 2, 4), source, completion, 0.1, seed=s
+        )
+        for s in (1, 2)
+    ]
     for (name, a, _, _), (_, b, _, _) in zip(*runs, strict=True):
         assert torch.equal(a, b), name

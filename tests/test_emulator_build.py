@@ -1,6 +1,7 @@
 """The emulator's build cache (tests/emulator.py): a binary is rebuilt when any source it compiles
 changes, so every file its translation units include (transitively, by quoted #include) must be
 one that names the build. A header left out would let the tests run a stale binary."""
+
 import re
 from pathlib import Path
 
@@ -25,6 +26,7 @@ def _included(sources: list) -> set:
 @pytest.mark.parametrize("target", sorted(emulator.TARGETS))
 def test_every_included_file_names_the_build(target):
     hashed = {p.resolve() for p in emulator.digest_files()}
-    missing = sorted(str(p.relative_to(emulator.CSRC)) for p in _included([s for s, _ in emulator.TARGETS[target]])
-                     - hashed)
+    missing = sorted(
+        str(p.relative_to(emulator.CSRC)) for p in _included([s for s, _ in emulator.TARGETS[target]]) - hashed
+    )
     assert not missing, f"{target} includes files its build digest does not hash: {missing}"

@@ -2,6 +2,7 @@
 bug it exists to catch and stays quiet on the fixed kernel. A check that cannot fail would let
 the emulated kernel tests (test_emulator_aggregate.py, test_emulator_attention.py) pass on
 broken kernels."""
+
 import subprocess
 
 import emulator
@@ -9,13 +10,23 @@ import pytest
 
 pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 
-CASES = ["half-warp-shuffle", "barrier-after-return", "divergent-calls", "missing-syncwarp", "read-before-quiet",
-         "get-never-quieted", "warp-call-args", "shared-opt-in", "pe-queries"]
+CASES = [
+    "half-warp-shuffle",
+    "barrier-after-return",
+    "divergent-calls",
+    "missing-syncwarp",
+    "read-before-quiet",
+    "get-never-quieted",
+    "warp-call-args",
+    "shared-opt-in",
+    "pe-queries",
+]
 
 
 def selftest(case: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(emulator.build("simt_selftest")), case], capture_output=True, text=True,
-                          env=emulator.ENV)
+    return subprocess.run(
+        [str(emulator.build("simt_selftest")), case], capture_output=True, text=True, env=emulator.ENV
+    )
 
 
 @pytest.mark.parametrize("case", CASES)

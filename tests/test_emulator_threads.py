@@ -2,6 +2,7 @@
 protocol tests run PEs: each launch must use the launching thread's `__shared__` storage and
 nothing of a thread that has exited (its thread_local blocks are freed with it). Run in a child
 process under glibc's malloc checks, where a write into a freed block fails the process."""
+
 import os
 import subprocess
 import sys
@@ -40,10 +41,15 @@ def test_launches_from_threads_that_exited():
     thread's shared array it had ever seen, freed ones included: a segfault here, and
     `munmap_chunk(): invalid pointer` at exit without the malloc checks)."""
     emulator.load_ops()  # built here, not in the child (the build's time is not the child's)
-    env = dict(os.environ, MALLOC_CHECK_="3", MALLOC_PERTURB_="165",
-               PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        MALLOC_CHECK_="3",
+        MALLOC_PERTURB_="165",
+        PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+    )
     if MALLOC_DEBUG.exists():
         env["LD_PRELOAD"] = str(MALLOC_DEBUG)
-    r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=300,
-                       cwd=emulator.ROOT)
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=300, cwd=emulator.ROOT
+    )
     assert r.returncode == 0 and r.stdout.strip() == "ok", f"exit {r.returncode}\n{r.stdout[-2000:]}{r.stderr[-4000:]}"

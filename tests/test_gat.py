@@ -2,6 +2,7 @@
 input and weight gradients, attention weights, in float64 with mgg.testing.assert_same_formula) on
 graphs with every quirk and on Cora, and training on Cora. The op itself, without PyG, is tested
 in test_attend.py."""
+
 import pytest
 import torch
 
@@ -33,9 +34,15 @@ def assert_same_step(ref, ours, x, ei):
         assert_same_formula(q.grad, p.grad, msg=name)
 
 
-KWARGS = [dict(heads=1), dict(heads=4), dict(heads=3, concat=False), dict(heads=2, residual=True),
-          dict(heads=2, add_self_loops=False), dict(heads=2, bias=False, negative_slope=0.1),
-          dict(heads=2, concat=False, residual=True, add_self_loops=False)]
+KWARGS = [
+    dict(heads=1),
+    dict(heads=4),
+    dict(heads=3, concat=False),
+    dict(heads=2, residual=True),
+    dict(heads=2, add_self_loops=False),
+    dict(heads=2, bias=False, negative_slope=0.1),
+    dict(heads=2, concat=False, residual=True, add_self_loops=False),
+]
 
 
 @pytest.mark.parametrize("kw", KWARGS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
@@ -74,8 +81,7 @@ def test_graph_inputs_agree():
     _, ours = pair(in_channels=4, out_channels=3, heads=2)
     x = torch.randn(80, 4, dtype=torch.float64)
     want = ours(x, ei)
-    adj = torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), torch.ones(ei.size(1)), (80, 80),
-                                  check_invariants=True)
+    adj = torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), torch.ones(ei.size(1)), (80, 80), check_invariants=True)
     assert_same_formula(ours(x, adj), want)
     assert_same_formula(ours(x, g), want)
 
@@ -102,7 +108,6 @@ def test_gat_trains_on_cora_like_pygs(cora):
     assert abs(ours.test_acc - theirs.test_acc) < 0.06
 
 
-
 def _bipartite(n_src=30, n_dst=17, seed=22):
     """Sources < n_src, destinations < n_dst, with duplicates, edges i -> i and destinations
     without in-edges (the self-loops PyG adds give those one)."""
@@ -112,9 +117,11 @@ def _bipartite(n_src=30, n_dst=17, seed=22):
 
 
 @pytest.mark.parametrize("inputs", ["pair-widths", "int-width", "x-none", "size"])
-@pytest.mark.parametrize("kw", [dict(heads=2), dict(heads=2, add_self_loops=False),
-                                dict(heads=3, concat=False, residual=True)],
-                         ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
+@pytest.mark.parametrize(
+    "kw",
+    [dict(heads=2), dict(heads=2, add_self_loops=False), dict(heads=3, concat=False, residual=True)],
+    ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()),
+)
 def test_bipartite_matches_pyg(kw, inputs):
     """30 sources, 17 destinations: (x_src, x_dst) with in_channels (6, 4) (lin_src, lin_dst) or 6
     (one lin), (x_src, None) (no destination term), and size=(30, 17) with self-loops on the
@@ -140,7 +147,7 @@ def test_bipartite_matches_pyg(kw, inputs):
     pa, pb = dict(ours.named_parameters()), dict(ref.named_parameters())
     ga = torch.autograd.grad(out, leaves + [pa[n] for n in names], g)
     gb = torch.autograd.grad(out_r, leaves + [pb[n] for n in names], g)
-    for name, u, v in zip(["x_src", "x_dst"][:len(leaves)] + names, ga, gb, strict=True):
+    for name, u, v in zip(["x_src", "x_dst"][: len(leaves)] + names, ga, gb, strict=True):
         assert_same_formula(u, v, msg=lambda m, name=name: f"grad of {name}: {m}")
 
 

@@ -1,4 +1,5 @@
 """Graph type, loaders, synthetic generators and normalisation."""
+
 import pickle
 import re
 import tracemalloc
@@ -33,13 +34,16 @@ def test_edge_list_undirected_and_num_nodes(tmp_path):
     assert g.num_nodes == 5 and g.num_edges == 4 and g.is_symmetric()
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("0 1\n1 x\n", ":2: non-numeric"),
-    ("0 1\n-1 2\n", ":2: node ids must be non-negative"),
-    ("0 1\n1 2 3 4\n", ":2: expected 'src dst'"),
-    ("0 1\n1.5 2\n", ":2: node ids must be non-negative integers"),
-    ("# only comments\n", "empty graph"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("0 1\n1 x\n", ":2: non-numeric"),
+        ("0 1\n-1 2\n", ":2: node ids must be non-negative"),
+        ("0 1\n1 2 3 4\n", ":2: expected 'src dst'"),
+        ("0 1\n1.5 2\n", ":2: node ids must be non-negative integers"),
+        ("# only comments\n", "empty graph"),
+    ],
+)
 def test_edge_list_errors_name_file_and_line(tmp_path, text, fragment):
     f = tmp_path / "bad.txt"
     f.write_text(text)
@@ -94,11 +98,14 @@ def test_graph_from_edges_refuses_huge_counts_without_allocating():
     assert Graph.from_edges(np.array([0]), np.array([1]), num_nodes=2_000_000).num_nodes == 2_000_000
 
 
-@pytest.mark.parametrize("e, n, weighted, presorted", [
-    (5000, 300, True, False),
-    (5000, 300, False, True),  # already sorted by destination: no sort at all
-    (1 << 22, 100_000, False, False),  # large enough for the two-pass (bucket, then row) sort
-])
+@pytest.mark.parametrize(
+    "e, n, weighted, presorted",
+    [
+        (5000, 300, True, False),
+        (5000, 300, False, True),  # already sorted by destination: no sort at all
+        (1 << 22, 100_000, False, False),  # large enough for the two-pass (bucket, then row) sort
+    ],
+)
 def test_from_edges_matches_a_stable_sort_by_destination(e, n, weighted, presorted):
     """The counting sort keeps each row's edges in input order, as a stable argsort."""
     rng = np.random.default_rng(5)
@@ -122,8 +129,13 @@ def test_from_edges_refuses_non_integer_ids():
 def test_features_must_match_graph():
     g = random_graph(10, 20)
     with pytest.raises(GraphError, match="x has 9 rows but the graph has 10 nodes"):
-        NodeDataset("toy", g, torch.zeros(9, 3), torch.zeros(10, dtype=torch.long),
-                    *(torch.zeros(10, dtype=torch.bool) for _ in range(3)))
+        NodeDataset(
+            "toy",
+            g,
+            torch.zeros(9, 3),
+            torch.zeros(10, dtype=torch.long),
+            *(torch.zeros(10, dtype=torch.bool) for _ in range(3)),
+        )
 
 
 def test_planetoid_cora(cora):
@@ -137,9 +149,14 @@ def _write_planetoid(root, name, n_train, n_other, test_index, feats=4, classes=
     rng = np.random.default_rng(0)
     onehot = lambda k: np.eye(classes)[rng.integers(0, classes, k)]  # noqa: E731
     nt = len(test_index)
-    objs = dict(x=sp.csr_matrix(rng.random((n_train, feats))), y=onehot(n_train),
-                allx=sp.csr_matrix(rng.random((n_train + n_other, feats))), ally=onehot(n_train + n_other),
-                tx=sp.csr_matrix(rng.random((nt, feats))), ty=onehot(nt))
+    objs = dict(
+        x=sp.csr_matrix(rng.random((n_train, feats))),
+        y=onehot(n_train),
+        allx=sp.csr_matrix(rng.random((n_train + n_other, feats))),
+        ally=onehot(n_train + n_other),
+        tx=sp.csr_matrix(rng.random((nt, feats))),
+        ty=onehot(nt),
+    )
     n = n_train + n_other + (max(test_index) - min(test_index) + 1)
     objs["graph"] = graph if graph is not None else {i: [(i + 1) % n, (i + 1) % n, i] for i in range(n)}
     for k, v in objs.items():
@@ -269,12 +286,15 @@ def test_sbm_is_simple_undirected_with_its_share_inside_communities():
     assert from_spec("sbm:100:1:4:1").num_edges == 400
 
 
-@pytest.mark.parametrize("spec, msg", [
-    ("sbm:100:1:4:0.5", "one block has no pairs between communities"),
-    ("sbm:100:80:4:0.5", "1 <= BLOCKS <= NODES / 2"),
-    ("sbm:20:2:15:0.5", "too many for a sparse block model"),
-    ("sbm:100:2:4:1.5", "P_IN in [0, 1]"),
-])
+@pytest.mark.parametrize(
+    "spec, msg",
+    [
+        ("sbm:100:1:4:0.5", "one block has no pairs between communities"),
+        ("sbm:100:80:4:0.5", "1 <= BLOCKS <= NODES / 2"),
+        ("sbm:20:2:15:0.5", "too many for a sparse block model"),
+        ("sbm:100:2:4:1.5", "P_IN in [0, 1]"),
+    ],
+)
 def test_sbm_refuses_impossible_specs(spec, msg):
     with pytest.raises(GraphError, match=re.escape(msg)):
         from_spec(spec)

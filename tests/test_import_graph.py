@@ -3,6 +3,7 @@ inside functions count too), and the library never imports the repository's benc
 
 The graph is read with ast, not by importing, so that a lazy import in a function that no test
 calls is seen as well."""
+
 import ast
 from pathlib import Path
 from typing import Optional
@@ -25,8 +26,9 @@ def _modules(root: Path) -> dict[str, Optional[Path]]:
 
 
 def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
@@ -35,8 +37,13 @@ def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets = set()
     tree = ast.parse(path.read_text(), str(path))
-    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
-                   for stmt in block.body for n in ast.walk(stmt)}  # `if TYPE_CHECKING:` imports never run
+    typing_only = {
+        id(n)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and _is_type_checking(block.test)
+        for stmt in block.body
+        for n in ast.walk(stmt)
+    }  # `if TYPE_CHECKING:` imports never run
     for node in ast.walk(tree):
         if id(node) in typing_only:
             continue
@@ -45,7 +52,7 @@ def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
+                base = base[: len(base) - (node.level - 1)]
                 stem = ".".join(base + ([node.module] if node.module else []))
             else:
                 stem = node.module
@@ -109,8 +116,13 @@ def test_no_import_circle():
 
 def test_the_library_imports_neither_bench_nor_tests():
     graph = import_graph()
-    wrong = sorted((name, target) for name, targets in graph.items() if name.split(".")[0] == "mgg"
-                   for target in targets if target.split(".")[0] in ("bench", "tests"))
+    wrong = sorted(
+        (name, target)
+        for name, targets in graph.items()
+        if name.split(".")[0] == "mgg"
+        for target in targets
+        if target.split(".")[0] in ("bench", "tests")
+    )
     assert wrong == []
 
 

@@ -2,6 +2,7 @@
 layouts: Planetoid (torch_geometric.io.read_planetoid_data), Matrix Market (scipy.io.mmread),
 scipy .npz (scipy.sparse.load_npz), PyG Reddit (torch_geometric.datasets.Reddit), OGB
 (ogb's NodePropPredDataset); SNAP edge lists; PyG inputs; dataset resolution."""
+
 import gzip
 import os
 import pickle
@@ -35,8 +36,9 @@ def edges_of_index(ei, w=None) -> np.ndarray:
 
 
 # ---- Planetoid ------------------------------------------------------------------------------------
-def write_planetoid(root, name, test_index, n_train=20, n_other=520, feats=6, classes=4, seed=0,
-                    isolated=(), extra_edges=()):
+def write_planetoid(
+    root, name, test_index, n_train=20, n_other=520, feats=6, classes=4, seed=0, isolated=(), extra_edges=()
+):
     """Planetoid raw files as Kipf's: allx = the first n_train + n_other nodes (x, y = its first
     n_train), tx/ty row k for the k-th node listed in test.index (listed unsorted), and a graph
     dict with duplicate edges, self-loops, one-way edges and isolated nodes."""
@@ -45,8 +47,12 @@ def write_planetoid(root, name, test_index, n_train=20, n_other=520, feats=6, cl
     nt = len(test_index)
     onehot = lambda k: np.eye(classes)[rng.integers(0, classes, k)]  # noqa: E731
     n_all = n_train + n_other
-    objs = dict(allx=sp.csr_matrix(rng.random((n_all, feats)) * (rng.random((n_all, feats)) < 0.5)),
-                ally=onehot(n_all), tx=sp.csr_matrix(rng.random((nt, feats))), ty=onehot(nt))
+    objs = dict(
+        allx=sp.csr_matrix(rng.random((n_all, feats)) * (rng.random((n_all, feats)) < 0.5)),
+        ally=onehot(n_all),
+        tx=sp.csr_matrix(rng.random((nt, feats))),
+        ty=onehot(nt),
+    )
     objs["x"], objs["y"] = objs["allx"][:n_train], objs["ally"][:n_train]
     n = n_all + max(test_index) - min(test_index) + 1
     graph = {}
@@ -74,12 +80,15 @@ def assert_same_as_pyg(ds, data):
     assert np.array_equal(edges_of(ds.graph), edges_of_index(data.edge_index.numpy()))
 
 
-@pytest.mark.parametrize("name, test_index, isolated", [
-    # Citeseer-style: gaps in the test range (isolated nodes without a row), listed unsorted
-    ("citeseer", [557, 540, 541, 549, 546, 552, 545, 543, 556, 542, 550, 548], (544, 547, 551, 553)),
-    # no gaps, unsorted (Cora/Pubmed style), with isolated nodes elsewhere
-    ("toy", [545, 540, 543, 541, 544, 542, 546], (3, 100, 541)),
-])
+@pytest.mark.parametrize(
+    "name, test_index, isolated",
+    [
+        # Citeseer-style: gaps in the test range (isolated nodes without a row), listed unsorted
+        ("citeseer", [557, 540, 541, 549, 546, 552, 545, 543, 556, 542, 550, 548], (544, 547, 551, 553)),
+        # no gaps, unsorted (Cora/Pubmed style), with isolated nodes elsewhere
+        ("toy", [545, 540, 543, 541, 544, 542, 546], (3, 100, 541)),
+    ],
+)
 def test_planetoid_matches_pyg_on_every_quirk(tmp_path, name, test_index, isolated):
     pyg = pytest.importorskip("torch_geometric.io.planetoid")
     write_planetoid(tmp_path, name, test_index, isolated=isolated, extra_edges=[(0, 5), (0, 5), (9, 9)])
@@ -115,9 +124,9 @@ def test_planetoid_pyg_directory_layout(tmp_path):
 # ---- Matrix Market ------------------------------------------------------------------------------
 MTX = {
     "pattern-general": "%%MatrixMarket matrix coordinate pattern general\n% a comment\n%\n4 4 5\n1 2\n2 3\n3 1\n4 4\n"
-                       "1 2\n",
+    "1 2\n",
     "real-symmetric": "%%MatrixMarket matrix coordinate real symmetric\n% SuiteSparse: lower triangle\n5 5 5\n"
-                      "2 1 0.5\n3 1 1.5\n4 3 2\n4 4 3\n5 2 -1e-1\n",
+    "2 1 0.5\n3 1 1.5\n4 3 2\n4 4 3\n5 2 -1e-1\n",
     "integer-general": "%%MatrixMarket matrix coordinate integer general\n\n3\t3\t3\n1\t2\t7\n\n2 3 1\n3 3 -2\n",
     "skew-symmetric": "%%MatrixMarket matrix coordinate real skew-symmetric\n3 3 2\n2 1 4\n3 2 1\n",
     "pattern-symmetric": "%%MatrixMarket matrix coordinate pattern symmetric\n3 3 3\n2 1\n3 3\n3 1\n",
@@ -129,7 +138,7 @@ MTX = {
 @pytest.mark.parametrize("gz", [False, True])
 def test_mtx_matches_scipy(tmp_path, case, gz):
     f = tmp_path / (f"{case}.mtx.gz" if gz else f"{case}.mtx")
-    with (gzip.open(f, "wt") if gz else open(f, "w")) as fh:
+    with gzip.open(f, "wt") if gz else open(f, "w") as fh:
         fh.write(MTX[case])
     g = load_mtx(f)
     ref = sio.mmread(str(f)).tocoo()
@@ -151,18 +160,21 @@ def test_mtx_size_line_is_never_an_edge(tmp_path):
     assert np.array_equal(edges_of(load_graph(str(f2))), edges_of(g))
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("%%MatrixMarket matrix coordinate pattern general\n3 3 1\n4 1\n", "g.mtx:3: index > rows 3"),
-    ("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n0 1\n1 1\n", "g.mtx:3: node ids must be positive"),
-    ("%%MatrixMarket matrix coordinate pattern general\n3 3 3\n1 2\n", "g.mtx:2: the size line declares 3 entries"),
-    ("%%MatrixMarket matrix coordinate pattern general\n3 4 1\n1 2\n", "g.mtx:2: a graph's matrix must be square"),
-    ("%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 2\n", "g.mtx:1: expected a Matrix Market banner"),
-    ("%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n", "g.mtx:1: 'array' (dense)"),
-    ("%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 2 1 0\n", "field 'complex' is not supported"),
-    ("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 2 1\n2 x 1\n", "g.mtx:4: non-numeric"),
-    ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 2\n", "g.mtx:3: a 'real' file has 3 fields"),
-    ("%%MatrixMarket matrix coordinate pattern general\n% c\n3 3\n", "g.mtx:3: expected the size line"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("%%MatrixMarket matrix coordinate pattern general\n3 3 1\n4 1\n", "g.mtx:3: index > rows 3"),
+        ("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n0 1\n1 1\n", "g.mtx:3: node ids must be positive"),
+        ("%%MatrixMarket matrix coordinate pattern general\n3 3 3\n1 2\n", "g.mtx:2: the size line declares 3 entries"),
+        ("%%MatrixMarket matrix coordinate pattern general\n3 4 1\n1 2\n", "g.mtx:2: a graph's matrix must be square"),
+        ("%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 2\n", "g.mtx:1: expected a Matrix Market banner"),
+        ("%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n", "g.mtx:1: 'array' (dense)"),
+        ("%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 2 1 0\n", "field 'complex' is not supported"),
+        ("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 2 1\n2 x 1\n", "g.mtx:4: non-numeric"),
+        ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 2\n", "g.mtx:3: a 'real' file has 3 fields"),
+        ("%%MatrixMarket matrix coordinate pattern general\n% c\n3 3\n", "g.mtx:3: expected the size line"),
+    ],
+)
 def test_mtx_errors_name_file_and_line(tmp_path, text, fragment):
     f = tmp_path / "g.mtx"
     f.write_text(text)
@@ -219,16 +231,23 @@ def write_reddit_raw(raw, n=30, seed=0):
     row = np.concatenate([row, col, [3, 3, 5], [0]]).astype(np.int32)
     col = np.concatenate([col, row[:200], [4, 4, 5], [9]]).astype(np.int32)
     sp.save_npz(raw / "reddit_graph.npz", sp.coo_matrix((np.ones(row.size, np.float32), (row, col)), shape=(n, n)))
-    np.savez(raw / "reddit_data.npz", feature=rng.random((n, 5)).astype(np.float32),
-             label=rng.integers(0, 41, n), node_types=rng.integers(1, 4, n))
+    np.savez(
+        raw / "reddit_data.npz",
+        feature=rng.random((n, 5)).astype(np.float32),
+        label=rng.integers(0, 41, n),
+        node_types=rng.integers(1, 4, n),
+    )
 
 
 def test_reddit_matches_pyg(tmp_path):
     datasets = pytest.importorskip("torch_geometric.datasets")
     write_reddit_raw(tmp_path / "Reddit" / "raw")
     data = datasets.Reddit(str(tmp_path / "Reddit"))[0]  # runs PyG's process() on the raw files
-    for spec, data_dir in ((str(tmp_path / "Reddit"), None), (str(tmp_path / "Reddit" / "raw"), None),
-                           ("reddit", tmp_path)):
+    for spec, data_dir in (
+        (str(tmp_path / "Reddit"), None),
+        (str(tmp_path / "Reddit" / "raw"), None),
+        ("reddit", tmp_path),
+    ):
         src = resolve(spec, data_dir)
         assert src.kind == "reddit"
         ds = src.dataset()
@@ -251,8 +270,12 @@ def _csv_gz(path, arr, fmt):
         np.savetxt(f, np.asarray(arr).reshape(len(arr), -1), fmt=fmt, delimiter=",")
 
 
-OGB_SPLIT = {"ogbn-arxiv": "time", "ogbn-products": "sales_ranking", "ogbn-proteins": "species",
-             "ogbn-papers100M": "time"}
+OGB_SPLIT = {
+    "ogbn-arxiv": "time",
+    "ogbn-products": "sales_ranking",
+    "ogbn-proteins": "species",
+    "ogbn-papers100M": "time",
+}
 
 
 def write_ogb(root, name, n=40, e=120, seed=0):
@@ -270,8 +293,14 @@ def write_ogb(root, name, n=40, e=120, seed=0):
         raw.mkdir(parents=True)
         lab = rng.integers(0, 172, (n, 1)).astype(np.float64)
         lab[perm[36:]] = np.nan  # unlabelled nodes
-        np.savez_compressed(raw / "data.npz", edge_index=edges.T.astype(np.int64), num_nodes_list=np.array([n]),
-                            num_edges_list=np.array([e]), node_feat=feat, node_year=np.full((n, 1), 2019))
+        np.savez_compressed(
+            raw / "data.npz",
+            edge_index=edges.T.astype(np.int64),
+            num_nodes_list=np.array([n]),
+            num_edges_list=np.array([e]),
+            node_feat=feat,
+            node_year=np.full((n, 1), 2019),
+        )
         np.savez_compressed(raw / "node-label.npz", node_label=lab)
     else:
         _csv_gz(d / "raw" / "edge.csv.gz", edges, "%d")
@@ -368,20 +397,23 @@ def test_ogb_bad_csv_names_line(tmp_path):
 
 
 # ---- SNAP edge lists ------------------------------------------------------------------------------
-SNAP = ("# Directed graph (each unordered pair of nodes is saved once): web-Toy.txt\n# Nodes: 6 Edges: 7\n"
-        "# FromNodeId\tToNodeId\n1\t2\n2\t3\n0\t0\n5\t1\n2\t3\n4\t5\n3\t1\n")
+SNAP = (
+    "# Directed graph (each unordered pair of nodes is saved once): web-Toy.txt\n# Nodes: 6 Edges: 7\n"
+    "# FromNodeId\tToNodeId\n1\t2\n2\t3\n0\t0\n5\t1\n2\t3\n4\t5\n3\t1\n"
+)
 
 
 @pytest.mark.parametrize("gz", [False, True])
 def test_snap_edge_list_plain_and_gz(tmp_path, gz):
     f = tmp_path / ("web-Toy.txt.gz" if gz else "web-Toy.txt")
-    with (gzip.open(f, "wt") if gz else open(f, "w")) as fh:
+    with gzip.open(f, "wt") if gz else open(f, "w") as fh:
         fh.write(SNAP)
     g = load_edge_list(f)
     pairs = np.array([[int(t) for t in ln.split()] for ln in SNAP.splitlines() if not ln.startswith("#")])
     assert g.num_nodes == 6 and np.array_equal(edges_of(g), edges_of_index(pairs.T))
-    assert np.array_equal(edges_of(load_edge_list(f, undirected=True)),
-                          edges_of_index(np.concatenate([pairs, pairs[:, ::-1]]).T))
+    assert np.array_equal(
+        edges_of(load_edge_list(f, undirected=True)), edges_of_index(np.concatenate([pairs, pairs[:, ::-1]]).T)
+    )
 
 
 def test_edge_list_fast_and_line_by_line_paths_agree(tmp_path):
@@ -405,10 +437,13 @@ def test_edge_list_error_late_in_file_names_its_line(tmp_path):
         load_edge_list(f)
 
 
-@pytest.mark.parametrize("text, line, what", [
-    ("0 1\n1 3000000000\n", 2, "more than the 2,147,483,647 a plan can index"),
-    ("# c\n0 1\n5 2\n99999999 1\n", 4, "node id 99,999,999 would make 100,000,000 nodes for 3 edges"),
-])
+@pytest.mark.parametrize(
+    "text, line, what",
+    [
+        ("0 1\n1 3000000000\n", 2, "more than the 2,147,483,647 a plan can index"),
+        ("# c\n0 1\n5 2\n99999999 1\n", 4, "node id 99,999,999 would make 100,000,000 nodes for 3 edges"),
+    ],
+)
 def test_huge_or_sparse_ids_fail_before_allocating(tmp_path, text, line, what):
     f = tmp_path / "ids.txt"
     f.write_text(text)
@@ -432,9 +467,15 @@ def test_relabel_keeps_the_map(tmp_path):
 def test_node_dataset_from_pyg():
     tg = pytest.importorskip("torch_geometric.data")
     ei = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
-    data = tg.Data(x=torch.randn(4, 3), y=torch.tensor([[0.0], [1.0], [float("nan")], [2.0]]), edge_index=ei,
-                   edge_weight=torch.tensor([1.0, 2.0, 3.0, 4.0]), train_mask=torch.tensor([1, 1, 0, 0]).bool(),
-                   val_mask=torch.tensor([2]), test_mask=torch.tensor([False, False, False, True]))
+    data = tg.Data(
+        x=torch.randn(4, 3),
+        y=torch.tensor([[0.0], [1.0], [float("nan")], [2.0]]),
+        edge_index=ei,
+        edge_weight=torch.tensor([1.0, 2.0, 3.0, 4.0]),
+        train_mask=torch.tensor([1, 1, 0, 0]).bool(),
+        val_mask=torch.tensor([2]),
+        test_mask=torch.tensor([False, False, False, True]),
+    )
     ds = NodeDataset.from_pyg(data, "toy")
     assert torch.equal(ds.x, data.x) and ds.y.tolist() == [0, 1, -1, 2]
     assert ds.val_mask.tolist() == [False, False, True, False]
@@ -501,19 +542,38 @@ def test_resolve_every_kind(tmp_path):
     write_reddit_raw(tmp_path / "Reddit" / "raw")
     write_ogb(tmp_path, "ogbn-arxiv")
     (tmp_path / "e.txt").write_text("0 1\n1 2\n")
-    np.savez(tmp_path / "d.npz", edge_index=np.array([[0, 1], [1, 0]]), x=np.ones((2, 3)), y=np.array([0, 1]),
-             train_mask=np.array([True, False]), val_mask=np.array([1]), test_mask=np.array([1]))
-    kinds = {s: resolve(s, tmp_path).kind for s in ("toy", "reddit", "ogbn-arxiv", "e.txt", "d.npz", "cora",
-                                                      "rmat-reddit:scale=0.001", "rmat:10:20")}
-    assert kinds == {"toy": "planetoid", "reddit": "reddit", "ogbn-arxiv": "ogb", "e.txt": "file",
-                     "d.npz": "npz-dataset", "cora": "planetoid", "rmat-reddit:scale=0.001": "synthetic",
-                     "rmat:10:20": "synthetic"}
+    np.savez(
+        tmp_path / "d.npz",
+        edge_index=np.array([[0, 1], [1, 0]]),
+        x=np.ones((2, 3)),
+        y=np.array([0, 1]),
+        train_mask=np.array([True, False]),
+        val_mask=np.array([1]),
+        test_mask=np.array([1]),
+    )
+    kinds = {
+        s: resolve(s, tmp_path).kind
+        for s in ("toy", "reddit", "ogbn-arxiv", "e.txt", "d.npz", "cora", "rmat-reddit:scale=0.001", "rmat:10:20")
+    }
+    assert kinds == {
+        "toy": "planetoid",
+        "reddit": "reddit",
+        "ogbn-arxiv": "ogb",
+        "e.txt": "file",
+        "d.npz": "npz-dataset",
+        "cora": "planetoid",
+        "rmat-reddit:scale=0.001": "synthetic",
+        "rmat:10:20": "synthetic",
+    }
     ds = resolve("d.npz", tmp_path).dataset()
     assert ds.val_mask.tolist() == [False, True] and ds.x.shape == (2, 3)
     with pytest.raises(GraphError, match="e.txt: a graph without node features, labels or split"):
         resolve("e.txt", tmp_path).dataset()
-    with pytest.raises(GraphError, match=r"nope: no such file, not a dataset in .* \(found there: "
-                                         r"ogbn-arxiv, reddit, toy\)"):
+    with pytest.raises(
+        GraphError,
+        match=r"nope: no such file, not a dataset in .* \(found there: "
+        r"ogbn-arxiv, reddit, toy\)",
+    ):
         resolve("nope", tmp_path)
 
 

@@ -1,6 +1,7 @@
 """mgg.nn's layers where PyG is not needed (the comparisons with PyG's layers are in test_nn.py,
 test_sage.py and test_gat.py, skipped without PyG): the plan cache, and the one-line refusals of
 what a layer does not implement."""
+
 import pytest
 import torch
 
@@ -27,38 +28,61 @@ def test_plan_is_cached_per_input(cora):
     assert len(plans._CACHE) == 2
 
 
-@pytest.mark.parametrize("make, err, msg", [
-    (lambda: mnn.GCNConv(4, 4, aggr="max"), "MggError", "aggr must be one of"),
-    (lambda: mnn.GCNConv(4, 4, node_dim=1), "MggError", "node_dim must be -2 or 0"),
-    (lambda: mnn.GCNConv(4, 4, flow="sideways"), "MggError", "flow must be one of"),
-    (lambda: mnn.GCNConv(4, 4, normalize=False, add_self_loops=True), "MggError", "add_self_loops=True needs"),
-    (lambda: mnn.GCNConv(4, 4, bogus=1), "TypeError", "unexpected keyword argument"),
-    (lambda: mnn.GINConv(torch.nn.Identity(), aggr="max"), "MggError", "aggr must be one of"),
-])
+@pytest.mark.parametrize(
+    "make, err, msg",
+    [
+        (lambda: mnn.GCNConv(4, 4, aggr="max"), "MggError", "aggr must be one of"),
+        (lambda: mnn.GCNConv(4, 4, node_dim=1), "MggError", "node_dim must be -2 or 0"),
+        (lambda: mnn.GCNConv(4, 4, flow="sideways"), "MggError", "flow must be one of"),
+        (lambda: mnn.GCNConv(4, 4, normalize=False, add_self_loops=True), "MggError", "add_self_loops=True needs"),
+        (lambda: mnn.GCNConv(4, 4, bogus=1), "TypeError", "unexpected keyword argument"),
+        (lambda: mnn.GINConv(torch.nn.Identity(), aggr="max"), "MggError", "aggr must be one of"),
+    ],
+)
 def test_gcn_gin_refuse_what_they_do_not_implement_in_one_line(make, err, msg):
     with pytest.raises(getattr(mgg, err, TypeError), match=msg) as e:
         make()
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("make, err, msg", [
-    (lambda: mnn.SAGEConv(4, 4, aggr="max"), "MggError", r"aggr must be one of \('mean', 'add', 'sum'\)"),
-    (lambda: mnn.SAGEConv(4, 4, aggr=["mean", "max"]), "MggError", "aggr must be one of"),
-    (lambda: mnn.SAGEConv(-1, 4, project=True), "MggError", "does not support lazy initialization with project=True"),
-    (lambda: mnn.SAGEConv((4, 6, 2), 4), "MggError", "in_channels must be"),
-    (lambda: mnn.SAGEConv(0, 4), "MggError", "in_channels must be"),
-    (lambda: mnn.SAGEConv(4, 4, flow="sideways"), "MggError", "flow must be one of"),
-    (lambda: mnn.SAGEConv(4, 4, bogus=1), "TypeError", "unexpected keyword argument"),
-    (lambda: mnn.SAGEConv(4, 4, flow="target_to_source")((torch.ones(3, 4), torch.ones(2, 4)),
-                                                         torch.tensor([[0], [1]])),
-     "MggError", "bipartite input needs flow='source_to_target'"),
-    (lambda: mnn.SAGEConv(4, 4)((torch.ones(3, 4), torch.ones(2, 4)), torch.tensor([[0], [2]])), "MggError",
-     "destination >= 2"),
-    (lambda: mnn.SAGEConv(4, 4)(torch.ones(3, 4), torch.tensor([[0], [1]]), size=(3, 2)), "MggError",
-     r"size \(3, 2\) does not match"),
-    (lambda: mnn.SAGEConv(4, 4)((torch.ones(3, 4), torch.ones(2, 4)), torch.eye(3).to_sparse()), "MggError",
-     r"adjacency is \(3, 3\)"),
-])
+@pytest.mark.parametrize(
+    "make, err, msg",
+    [
+        (lambda: mnn.SAGEConv(4, 4, aggr="max"), "MggError", r"aggr must be one of \('mean', 'add', 'sum'\)"),
+        (lambda: mnn.SAGEConv(4, 4, aggr=["mean", "max"]), "MggError", "aggr must be one of"),
+        (
+            lambda: mnn.SAGEConv(-1, 4, project=True),
+            "MggError",
+            "does not support lazy initialization with project=True",
+        ),
+        (lambda: mnn.SAGEConv((4, 6, 2), 4), "MggError", "in_channels must be"),
+        (lambda: mnn.SAGEConv(0, 4), "MggError", "in_channels must be"),
+        (lambda: mnn.SAGEConv(4, 4, flow="sideways"), "MggError", "flow must be one of"),
+        (lambda: mnn.SAGEConv(4, 4, bogus=1), "TypeError", "unexpected keyword argument"),
+        (
+            lambda: mnn.SAGEConv(4, 4, flow="target_to_source")(
+                (torch.ones(3, 4), torch.ones(2, 4)), torch.tensor([[0], [1]])
+            ),
+            "MggError",
+            "bipartite input needs flow='source_to_target'",
+        ),
+        (
+            lambda: mnn.SAGEConv(4, 4)((torch.ones(3, 4), torch.ones(2, 4)), torch.tensor([[0], [2]])),
+            "MggError",
+            "destination >= 2",
+        ),
+        (
+            lambda: mnn.SAGEConv(4, 4)(torch.ones(3, 4), torch.tensor([[0], [1]]), size=(3, 2)),
+            "MggError",
+            r"size \(3, 2\) does not match",
+        ),
+        (
+            lambda: mnn.SAGEConv(4, 4)((torch.ones(3, 4), torch.ones(2, 4)), torch.eye(3).to_sparse()),
+            "MggError",
+            r"adjacency is \(3, 3\)",
+        ),
+    ],
+)
 def test_sage_refuses_what_it_does_not_implement_in_one_line(make, err, msg):
     with pytest.raises(getattr(mgg, err, TypeError), match=msg) as e:
         make()
@@ -68,36 +92,77 @@ def test_sage_refuses_what_it_does_not_implement_in_one_line(make, err, msg):
 EI = torch.tensor([[0, 1, 2], [1, 2, 0]])
 
 
-@pytest.mark.parametrize("make, err, msg", [
-    (lambda: mnn.GCNConv((4, 4), 4), "MggError", "GCNConv takes one node set"),
-    (lambda: mnn.GCNConv(4, 4)((torch.ones(3, 4), torch.ones(3, 4)), EI), "MggError", "bipartite"),
-    (lambda: mnn.GCNConv(4, 4)(torch.ones(3, 4), torch.sparse_coo_tensor(EI.flip(0), torch.ones(3), (3, 3)),
-                               torch.ones(3, requires_grad=True)), "MggError", "requires grad needs edge_index"),
-    (lambda: mnn.GCNConv(4, 4, cached=True)(torch.ones(3, 4), EI, torch.ones(3, requires_grad=True)), "MggError",
-     "cannot learn edge_weight"),
-    (lambda: mnn.GINConv(torch.nn.Identity())((torch.ones(3, 4), torch.ones(2, 4)), [[0], [1]]), "MggError",
-     "bipartite input needs edge_index"),
-    (lambda: mnn.GATConv(4, 4, edge_dim=2), "MggError", "edge_dim"),
-    (lambda: mnn.GATConv(4, 4)(torch.ones(3, 4), EI, edge_attr=torch.ones(3, 2)), "MggError", "edge_attr"),
-    (lambda: mnn.GATConv(4, 4)((torch.ones(3, 4), torch.ones(2, 4)),
-                               torch.sparse_coo_tensor(EI[:, :1].flip(0), torch.ones(1), (2, 3)),
-                               return_attention_weights=True), "MggError", "bipartite sparse adjacency"),
-    (lambda: mnn.SAGEConv(4, 4)((torch.ones(3, 4), None), torch.sparse_coo_tensor(EI[:, :1].flip(0), torch.ones(1),
-                                                                                   (2, 4))), "MggError",
-     "adjacency is"),
-    (lambda: mnn.GATConv(4, 4)(torch.ones(2, 3, 4), EI), "MggError", "static graphs"),
-    (lambda: mnn.GATConv(4, 4, aggr="max"), "MggError", "aggr must be 'add'"),
-    (lambda: mnn.GATConv((4, 4, 4), 4), "MggError", "in_channels must be"),
-    (lambda: mnn.SAGEConv(4, 4, aggr_kwargs={"semi_grad": True}), "MggError", "aggr_kwargs is not supported"),
-    (lambda: mnn.GATConv(4, 4, aggr_kwargs={"a": 1}), "MggError", "aggr_kwargs is not supported"),
-] + [(lambda make=make: make()(torch.ones(3, 4), torch.sparse_coo_tensor(EI.flip(0), torch.ones(3), (3, 3))),
-      "MggError", "target_to_source' does not apply to a sparse adjacency") for make in (
-    lambda: mnn.GCNConv(4, 4, flow="target_to_source"), lambda: mnn.SAGEConv(4, 4, flow="target_to_source"),
-    lambda: mnn.GINConv(torch.nn.Identity(), flow="target_to_source"),
-    lambda: mnn.GATConv(4, 4, flow="target_to_source"))
-] + [(lambda make=make: torch.jit.script(make()), "MggError", "use torch.compile") for make in (
-    lambda: mnn.GCNConv(4, 4), lambda: mnn.GINConv(torch.nn.Identity()), lambda: mnn.SAGEConv(4, 4),
-    lambda: mnn.GATConv(4, 4))])
+@pytest.mark.parametrize(
+    "make, err, msg",
+    [
+        (lambda: mnn.GCNConv((4, 4), 4), "MggError", "GCNConv takes one node set"),
+        (lambda: mnn.GCNConv(4, 4)((torch.ones(3, 4), torch.ones(3, 4)), EI), "MggError", "bipartite"),
+        (
+            lambda: mnn.GCNConv(4, 4)(
+                torch.ones(3, 4),
+                torch.sparse_coo_tensor(EI.flip(0), torch.ones(3), (3, 3)),
+                torch.ones(3, requires_grad=True),
+            ),
+            "MggError",
+            "requires grad needs edge_index",
+        ),
+        (
+            lambda: mnn.GCNConv(4, 4, cached=True)(torch.ones(3, 4), EI, torch.ones(3, requires_grad=True)),
+            "MggError",
+            "cannot learn edge_weight",
+        ),
+        (
+            lambda: mnn.GINConv(torch.nn.Identity())((torch.ones(3, 4), torch.ones(2, 4)), [[0], [1]]),
+            "MggError",
+            "bipartite input needs edge_index",
+        ),
+        (lambda: mnn.GATConv(4, 4, edge_dim=2), "MggError", "edge_dim"),
+        (lambda: mnn.GATConv(4, 4)(torch.ones(3, 4), EI, edge_attr=torch.ones(3, 2)), "MggError", "edge_attr"),
+        (
+            lambda: mnn.GATConv(4, 4)(
+                (torch.ones(3, 4), torch.ones(2, 4)),
+                torch.sparse_coo_tensor(EI[:, :1].flip(0), torch.ones(1), (2, 3)),
+                return_attention_weights=True,
+            ),
+            "MggError",
+            "bipartite sparse adjacency",
+        ),
+        (
+            lambda: mnn.SAGEConv(4, 4)(
+                (torch.ones(3, 4), None), torch.sparse_coo_tensor(EI[:, :1].flip(0), torch.ones(1), (2, 4))
+            ),
+            "MggError",
+            "adjacency is",
+        ),
+        (lambda: mnn.GATConv(4, 4)(torch.ones(2, 3, 4), EI), "MggError", "static graphs"),
+        (lambda: mnn.GATConv(4, 4, aggr="max"), "MggError", "aggr must be 'add'"),
+        (lambda: mnn.GATConv((4, 4, 4), 4), "MggError", "in_channels must be"),
+        (lambda: mnn.SAGEConv(4, 4, aggr_kwargs={"semi_grad": True}), "MggError", "aggr_kwargs is not supported"),
+        (lambda: mnn.GATConv(4, 4, aggr_kwargs={"a": 1}), "MggError", "aggr_kwargs is not supported"),
+    ]
+    + [
+        (
+            lambda make=make: make()(torch.ones(3, 4), torch.sparse_coo_tensor(EI.flip(0), torch.ones(3), (3, 3))),
+            "MggError",
+            "target_to_source' does not apply to a sparse adjacency",
+        )
+        for make in (
+            lambda: mnn.GCNConv(4, 4, flow="target_to_source"),
+            lambda: mnn.SAGEConv(4, 4, flow="target_to_source"),
+            lambda: mnn.GINConv(torch.nn.Identity(), flow="target_to_source"),
+            lambda: mnn.GATConv(4, 4, flow="target_to_source"),
+        )
+    ]
+    + [
+        (lambda make=make: torch.jit.script(make()), "MggError", "use torch.compile")
+        for make in (
+            lambda: mnn.GCNConv(4, 4),
+            lambda: mnn.GINConv(torch.nn.Identity()),
+            lambda: mnn.SAGEConv(4, 4),
+            lambda: mnn.GATConv(4, 4),
+        )
+    ],
+)
 def test_layers_refuse_what_they_do_not_implement_in_one_line(make, err, msg):
     with pytest.raises(getattr(mgg, err, TypeError), match=msg) as e:
         make()
@@ -119,6 +184,7 @@ def test_aggregate_edges_gradients_pass_gradcheck():
 
 class _FakeSparseTensor:
     """What mgg reads of a torch_sparse.SparseTensor (csr(), sparse_sizes()), under its module name."""
+
     __module__ = "torch_sparse.tensor"
 
     def __init__(self, rowptr, col, value, n):
@@ -131,8 +197,11 @@ class _FakeSparseTensor:
         return self.n, self.n
 
 
-@pytest.mark.parametrize("make", [lambda: mnn.SAGEConv(4, 3), lambda: mnn.SAGEConv(4, 3, aggr="sum"),
-                                  lambda: mnn.GINConv(torch.nn.Identity())], ids=["sage-mean", "sage-sum", "gin"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: mnn.SAGEConv(4, 3), lambda: mnn.SAGEConv(4, 3, aggr="sum"), lambda: mnn.GINConv(torch.nn.Identity())],
+    ids=["sage-mean", "sage-sum", "gin"],
+)
 def test_sparse_tensor_values_are_dropped_by_sage_and_gin_as_in_pyg(make):
     """PyG's SAGEConv and GINConv call adj_t.set_value(None) on a SparseTensor: its values do not
     weight the messages (a torch sparse tensor's do)."""

@@ -1,5 +1,6 @@
 """mgg.nn layers replace PyG's: same constructors, state_dict layout, outputs and gradients
 (compared in float64, where the tolerance holds on every CPU: mgg.testing.assert_same_formula)."""
+
 import pytest
 import torch
 
@@ -13,8 +14,9 @@ def _edge_index(cora):
     return cora.graph.edge_index()
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(improved=True), dict(add_self_loops=False), dict(bias=False),
-                                dict(normalize=False)])
+@pytest.mark.parametrize(
+    "kw", [dict(), dict(improved=True), dict(add_self_loops=False), dict(bias=False), dict(normalize=False)]
+)
 def test_gcnconv_loads_pyg_state_and_matches(cora, kw):
     torch.manual_seed(0)
     ref = pyg_nn.GCNConv(1433, 16, **kw).double()
@@ -25,7 +27,7 @@ def test_gcnconv_loads_pyg_state_and_matches(cora, kw):
     x = cora.x.double().requires_grad_()
     # PyG 2.8 ignores improved=True when edge_weight is None (its loops are added before the
     # weights default to ones) and applies A + 2I with explicit unit weights: mgg does the same
-    for w in ([None, torch.ones(ei.size(1), dtype=torch.float64)] if kw.get("improved") else []):
+    for w in [None, torch.ones(ei.size(1), dtype=torch.float64)] if kw.get("improved") else []:
         assert_same_formula(ours(x, ei, w), ref(x, ei, w))
     a, b = ours(x, ei), ref(x, ei)
     assert_same_formula(a, b)
@@ -78,8 +80,9 @@ def test_drop_in_replacement_in_a_pyg_model(cora):
     assert_same_formula(ours(x, ei), ref(x, ei))
 
 
-@pytest.mark.parametrize("kw", [dict(flow="target_to_source"), dict(aggr="mean"), dict(node_dim=0),
-                                dict(aggr="sum", decomposed_layers=2)])
+@pytest.mark.parametrize(
+    "kw", [dict(flow="target_to_source"), dict(aggr="mean"), dict(node_dim=0), dict(aggr="sum", decomposed_layers=2)]
+)
 def test_message_passing_arguments_match_pyg(kw):
     """PyG's MessagePassing arguments do what they do in PyG (on a directed graph, where flow
     matters)."""
@@ -152,9 +155,18 @@ def test_gcnconv_self_loops_and_improved_follow_pygs_gcn_norm(improved, kind):
     assert_same_formula(ours(x, *args), ref(x, *args))
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(improved=True), dict(add_self_loops=False), dict(normalize=False),
-                                dict(aggr="mean"), dict(flow="target_to_source")],
-                         ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()) or "default")
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(improved=True),
+        dict(add_self_loops=False),
+        dict(normalize=False),
+        dict(aggr="mean"),
+        dict(flow="target_to_source"),
+    ],
+    ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()) or "default",
+)
 def test_gcnconv_learned_edge_weights_match_pyg(kw):
     """An edge_weight that requires grad (learned weights, explainers' edge masks): outputs and the
     gradients in x, the edge weights (through gcn_norm's loops and normalisation) and the weight
@@ -201,8 +213,13 @@ def test_gcnconv_cache_attributes_as_pyg(cora, normalize):
         assert_same_formula(ours(x, graph), ref(x, graph))
 
 
-LAZY = [lambda m: m.GCNConv(-1, 5), lambda m: m.SAGEConv(-1, 5), lambda m: m.SAGEConv((-1, -1), 5, aggr="sum"),
-        lambda m: m.GATConv(-1, 5, heads=2, residual=True), lambda m: m.GATConv((-1, -1), 3, heads=2)]
+LAZY = [
+    lambda m: m.GCNConv(-1, 5),
+    lambda m: m.SAGEConv(-1, 5),
+    lambda m: m.SAGEConv((-1, -1), 5, aggr="sum"),
+    lambda m: m.GATConv(-1, 5, heads=2, residual=True),
+    lambda m: m.GATConv((-1, -1), 3, heads=2),
+]
 
 
 @pytest.mark.parametrize("make", LAZY, ids=["gcn", "sage", "sage-pair", "gat", "gat-pair"])
@@ -231,8 +248,12 @@ def test_lazy_in_channels_as_pyg(make):
     assert_same_formula(fresh(x.double(), ei), ref(x.double(), ei))
 
 
-BATCHED = [lambda m: m.GCNConv(6, 4), lambda m: m.GCNConv(6, 4, aggr="mean", flow="target_to_source"),
-           lambda m: m.SAGEConv(6, 4), lambda m: m.GINConv(torch.nn.Linear(6, 4))]
+BATCHED = [
+    lambda m: m.GCNConv(6, 4),
+    lambda m: m.GCNConv(6, 4, aggr="mean", flow="target_to_source"),
+    lambda m: m.SAGEConv(6, 4),
+    lambda m: m.GINConv(torch.nn.Linear(6, 4)),
+]
 
 
 @pytest.mark.parametrize("make", BATCHED, ids=["gcn", "gcn-mean-t2s", "sage", "gin"])

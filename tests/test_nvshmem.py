@@ -3,6 +3,7 @@ logits and gradients as one process for every fetch policy, and bit-identical re
 deterministic mode. One torchrun per (graph, PEs) runs every fetch policy after one NVSHMEM
 start-up, and the single-process reference is computed once per graph. Skipped without a GPU;
 run on the H100/H200 (bench/gpu_verify.sh)."""
+
 import pickle
 
 import pytest
@@ -12,8 +13,11 @@ from mgg.testing import requires_cuda
 
 pytestmark = [requires_cuda, pytest.mark.gpu]
 
-NVSHMEM_ENV = {"NVSHMEM_REMOTE_TRANSPORT": "none", "NVSHMEM_SYMMETRIC_SIZE": "512M",
-               "NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME": "lo"}
+NVSHMEM_ENV = {
+    "NVSHMEM_REMOTE_TRANSPORT": "none",
+    "NVSHMEM_SYMMETRIC_SIZE": "512M",
+    "NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME": "lo",
+}
 FETCHES = ["get-warp", "get-thread", "get-block", "direct"]
 
 
@@ -27,8 +31,11 @@ def reference(tmp_path_factory):
 @pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin", "cora-sage", "cora-gat"])
 def test_pes_on_one_gpu_match_single_process(reference, tmp_path, kind, nproc):
     out = tmp_path / "dist.pkl"
-    run_worker([kind, str(out), "--device", "cuda", "--backend", "nvshmem", "--fetch", ",".join(FETCHES)], nproc,
-               env=NVSHMEM_ENV)
+    run_worker(
+        [kind, str(out), "--device", "cuda", "--backend", "nvshmem", "--fetch", ",".join(FETCHES)],
+        nproc,
+        env=NVSHMEM_ENV,
+    )
     for fetch in FETCHES:
         compare(reference(kind), f"{out}.{fetch}")
 
@@ -40,16 +47,22 @@ def test_pes_on_one_gpu_with_a_partition(tmp_path, kind, partition):
     the relabelled rows, the results come back in the user's node order."""
     ref_path, dist_path = tmp_path / "ref.pkl", tmp_path / "dist.pkl"
     run_worker([kind, str(ref_path), "--single", "--device", "cuda"])
-    run_worker([kind, str(dist_path), "--device", "cuda", "--backend", "nvshmem", "--partition", partition], 4,
-               env=dict(NVSHMEM_ENV, MGG_PARTITION_CACHE=str(tmp_path / "partitions")))
+    run_worker(
+        [kind, str(dist_path), "--device", "cuda", "--backend", "nvshmem", "--partition", partition],
+        4,
+        env=dict(NVSHMEM_ENV, MGG_PARTITION_CACHE=str(tmp_path / "partitions")),
+    )
     compare(ref_path, dist_path)
 
 
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_deterministic_100_iterations_bit_identical(tmp_path, nproc):
     out = tmp_path / "det.pkl"
-    run_worker(["cora-gcn", str(out), "--device", "cuda", "--backend", "nvshmem", "--deterministic",
-                "--repeat", "100"], nproc, env=NVSHMEM_ENV)
+    run_worker(
+        ["cora-gcn", str(out), "--device", "cuda", "--backend", "nvshmem", "--deterministic", "--repeat", "100"],
+        nproc,
+        env=NVSHMEM_ENV,
+    )
     assert pickle.load(open(out, "rb"))[3] is True
 
 

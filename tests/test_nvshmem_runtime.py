@@ -2,6 +2,7 @@
 PEs over a fake symmetric heap (the layer protocol: ping-pong tables, barriers, reads in place),
 and a fake nvshmem.core that checks the start-up and shutdown order against nvshmem4py's rules.
 The same code runs on a GPU with nvshmem4py (tests/test_nvshmem.py)."""
+
 import threading
 
 import emulator
@@ -101,8 +102,9 @@ def test_layer_protocol_with_threads_as_pes_emulated(monkeypatch, tmp_path, fetc
     directly or by NVSHMEM gets (the PEs' tables as symmetric heaps; a get lands at the quiet)."""
     before = emulator.CALLS["aggregate_peers"]
     with emulator.emulated_ops(seed=2):
-        _layer_protocol(monkeypatch, tmp_path, "metis" if "metis" in PARTITIONS else PARTITIONS[0], torch.float32,
-                        fetch)
+        _layer_protocol(
+            monkeypatch, tmp_path, "metis" if "metis" in PARTITIONS else PARTITIONS[0], torch.float32, fetch
+        )
     assert emulator.CALLS["aggregate_peers"] - before == 3 * 4  # every PE's every layer ran emulated
 
 
@@ -121,8 +123,7 @@ def _layer_protocol(monkeypatch, tmp_path, partition, dtype, fetch="direct"):
     def pe_main(pe):
         local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
         rp = plan.rank_plan(pe, Config(4, 2, 2))
-        results[pe] = [nvshmem.aggregate(x[perm][b[pe]:b[pe + 1]], rp, rp, range_rows, fetch, False)
-                       for x in xs]
+        results[pe] = [nvshmem.aggregate(x[perm][b[pe] : b[pe + 1]], rp, rp, range_rows, fetch, False) for x in xs]
         assert len(local.rt.tables) == 1 and len(next(iter(local.rt.tables.values()))) == 2
         local.rt.destroy()
         assert local.rt.heap.freed == 2
@@ -131,8 +132,11 @@ def _layer_protocol(monkeypatch, tmp_path, partition, dtype, fetch="direct"):
     assert world.barriers == [layers] * pes
     for i, x in enumerate(xs):
         got = part.to_user(torch.cat([results[pe][i] for pe in range(pes)]))
-        torch.testing.assert_close(got.double(), g.to_torch_sparse(torch.float64) @ x.double(),
-                                   **({} if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)))
+        torch.testing.assert_close(
+            got.double(),
+            g.to_torch_sparse(torch.float64) @ x.double(),
+            **({} if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)),
+        )
 
 
 def test_attention_protocol_with_threads_as_pes(monkeypatch):
@@ -166,8 +170,10 @@ def _attention_protocol(monkeypatch, dtype, fetch="direct"):
     b = plan.bounds
     range_rows = [int(n) for n in np.diff(b)]
     gen = torch.Generator().manual_seed(0)
-    h, a_src, a_dst = (torch.randn(*shape, dtype=torch.float64, generator=gen)
-                       for shape in ((150, heads, c), (150, heads), (150, heads)))
+    h, a_src, a_dst = (
+        torch.randn(*shape, dtype=torch.float64, generator=gen)
+        for shape in ((150, heads, c), (150, heads), (150, heads))
+    )
     w = torch.randn(150, heads * c, dtype=torch.float64, generator=gen)
     seeds = (11, 12)
     ref = [t.clone().requires_grad_() for t in (h, a_src, a_dst)]
@@ -305,9 +311,22 @@ def test_start_use_and_shutdown_in_nvshmem4py_order(one_rank_group, monkeypatch)
         out = nvshmem.aggregate(x, rp, rp, [40], "direct", False)
         torch.testing.assert_close(out, g.to_torch_sparse(torch.float64) @ x)
     nvshmem.finalize()
-    assert core.calls == ["get_version", "get_unique_id", "get_unique_id", "init", "attach", "tensor", "tensor",
-                          "barrier_all", "barrier_all", "barrier_all", "free_tensor", "free_tensor", "detach",
-                          "finalize"]
+    assert core.calls == [
+        "get_version",
+        "get_unique_id",
+        "get_unique_id",
+        "init",
+        "attach",
+        "tensor",
+        "tensor",
+        "barrier_all",
+        "barrier_all",
+        "barrier_all",
+        "free_tensor",
+        "free_tensor",
+        "detach",
+        "finalize",
+    ]
     nvshmem.finalize()  # a second finalize (atexit) does nothing
     assert core.calls[-1] == "finalize" and core.calls.count("finalize") == 1
 

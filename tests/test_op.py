@@ -3,6 +3,7 @@ on every available device (one body for CPU and CUDA): autograd registered on th
 torch.compile, multi-rank plans, deterministic mode, and bad input. Tests marked
 with_devices_emulated run a third time, "emu": the CUDA host code and kernels under the SIMT
 emulator on CPU tensors (tests/emulator.py)."""
+
 import emulator
 import numpy as np
 import pytest
@@ -162,8 +163,10 @@ def test_opcheck(device):
     g = random_graph(60, 500, weighted=True)
     for dtype in (torch.float32, torch.bfloat16):
         for rg in (False, True):
-            torch.library.opcheck(torch.ops.mgg.aggregate.default,
-                                  _op_args(g, dtype=dtype, device=device, requires_grad=rg and dtype == torch.float32))
+            torch.library.opcheck(
+                torch.ops.mgg.aggregate.default,
+                _op_args(g, dtype=dtype, device=device, requires_grad=rg and dtype == torch.float32),
+            )
 
 
 @with_devices
@@ -172,7 +175,7 @@ def test_opcheck_peers(device):
     plan = Plan(g, 3)
     for rg in (False, True):
         x = torch.randn(60, 8, device=device)
-        tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])].clone().requires_grad_(rg) for r in range(3)]
+        tables = [x[int(plan.bounds[r]) : int(plan.bounds[r + 1])].clone().requires_grad_(rg) for r in range(3)]
         p, params = plan.rank_plan(1, Config(4, 2, 2)).op_args(device, peers=True)
         torch.library.opcheck(torch.ops.mgg.aggregate_peers.default, (tables[1], tables, 1, p, params, 0, False))
 
@@ -182,8 +185,9 @@ def test_torch_compile_forward_and_backward(device):
     g = random_graph(80, 600, weighted=True)
     x, x_remote, plan, params, det = _op_args(g, device=device, requires_grad=True)
     backend = "aot_eager" if device == "cpu" else "inductor"
-    f = torch.compile(lambda t: torch.ops.mgg.aggregate(t, x_remote, plan, params, det).relu() * 2, fullgraph=True,
-                      backend=backend)
+    f = torch.compile(
+        lambda t: torch.ops.mgg.aggregate(t, x_remote, plan, params, det).relu() * 2, fullgraph=True, backend=backend
+    )
     out = f(x)
     ref = (dense_reference(g, x).float().relu() * 2).to(device)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
@@ -248,12 +252,12 @@ def test_multi_rank_plan_reassembles_and_differentiates(device, ranks):
     go = torch.randn(150, 20, device=device)
     for r in range(ranks):
         p = plan.shard(r)
-        own = x[p.row_begin:p.row_end].clone().requires_grad_()
+        own = x[p.row_begin : p.row_end].clone().requires_grad_()
         halo = x[torch.from_numpy(p.halo_nodes).to(device)].clone().requires_grad_()
         out = run_step(own, halo, plan.rank_plan(r, Config(3, 2, 2)))
         parts.append(out.detach())
-        out.backward(go[p.row_begin:p.row_end])
-        grad[p.row_begin:p.row_end] += own.grad
+        out.backward(go[p.row_begin : p.row_end])
+        grad[p.row_begin : p.row_end] += own.grad
         grad.index_add_(0, torch.from_numpy(p.halo_nodes).to(device), halo.grad)
     assert_matches_reference(torch.cat(parts), g, x)
     assert_matches_reference(grad, g.transpose(), go)
@@ -281,9 +285,13 @@ def test_peers_op_reads_each_pes_table(device, ranks, deterministic):
     dtype = torch.float64 if device == "cpu" and not emulator.ACTIVE else torch.float32
     x = torch.randn(120, 19, dtype=dtype, device=device)
     plan = Plan(g, ranks)
-    tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])].clone().requires_grad_() for r in range(ranks)]
-    out = torch.cat([run_peers(tables[r], tables, r, plan.rank_plan(r, Config(3, 2, 2)), "direct", deterministic)
-                     for r in range(ranks)])
+    tables = [x[int(plan.bounds[r]) : int(plan.bounds[r + 1])].clone().requires_grad_() for r in range(ranks)]
+    out = torch.cat(
+        [
+            run_peers(tables[r], tables, r, plan.rank_plan(r, Config(3, 2, 2)), "direct", deterministic)
+            for r in range(ranks)
+        ]
+    )
     assert_matches_reference(out, g, x)
     go = torch.randn_like(out)
     out.backward(go)
@@ -291,9 +299,13 @@ def test_peers_op_reads_each_pes_table(device, ranks, deterministic):
     assert_matches_reference(grad, g.transpose(), go)
     ge, xe = exact_inputs(g, 19, dtype, seed=3, device=device)  # and an exact case, bit for bit
     plan = Plan(ge, ranks)
-    tables = [xe[int(plan.bounds[r]):int(plan.bounds[r + 1])] for r in range(ranks)]
-    out = torch.cat([run_peers(tables[r], tables, r, plan.rank_plan(r, Config(3, 2, 2)), "direct", deterministic)
-                     for r in range(ranks)])
+    tables = [xe[int(plan.bounds[r]) : int(plan.bounds[r + 1])] for r in range(ranks)]
+    out = torch.cat(
+        [
+            run_peers(tables[r], tables, r, plan.rank_plan(r, Config(3, 2, 2)), "direct", deterministic)
+            for r in range(ranks)
+        ]
+    )
     assert_exact_reference(out, ge, xe)
 
 
@@ -351,21 +363,39 @@ def _corrupt(plan, field, fn):
 B = {name: i for i, name in enumerate(mgg.plan.BLOCK_FIELDS)}
 
 
-@pytest.mark.parametrize("field, fn, msg", [
-    ("blocks", lambda b: b.__setitem__((0, B["row_end"]), b[0, B["row_end"]] + 1),
-     r"block 0 has rows|written 2 times|lie outside its rows"),
-    ("blocks", lambda b: b.__setitem__((-1, B["row_end"]), b[-1, B["row_end"]] - 1),
-     r"lie outside its rows|is written 0 times"),
-    ("blocks", lambda b: b.__setitem__((0, B["local_end"]), b[0, B["local_end"]] + 100),
-     r"local partitions; the schedule allows 0 to"),
-    ("blocks", lambda b: b.__setitem__((1, B["local_begin"]), b[1, B["local_begin"]] + 1),
-     r"partitions do not follow block 0"),
-    ("blocks", lambda b: b.__setitem__((1, B["local_first"]), b[1, B["local_first"]] + 1),
-     r"block 1's local_first is"),
-    ("remote_col", lambda r: r.__setitem__(0, 10**6), r"remote_col\[0\] = 1000000 is outside"),
-    ("local_rowptr", lambda p: p.__setitem__(3, p[2] - 1), r"local_rowptr decreases at entry"),
-    ("fixups", lambda f: None, None),
-])
+@pytest.mark.parametrize(
+    "field, fn, msg",
+    [
+        (
+            "blocks",
+            lambda b: b.__setitem__((0, B["row_end"]), b[0, B["row_end"]] + 1),
+            r"block 0 has rows|written 2 times|lie outside its rows",
+        ),
+        (
+            "blocks",
+            lambda b: b.__setitem__((-1, B["row_end"]), b[-1, B["row_end"]] - 1),
+            r"lie outside its rows|is written 0 times",
+        ),
+        (
+            "blocks",
+            lambda b: b.__setitem__((0, B["local_end"]), b[0, B["local_end"]] + 100),
+            r"local partitions; the schedule allows 0 to",
+        ),
+        (
+            "blocks",
+            lambda b: b.__setitem__((1, B["local_begin"]), b[1, B["local_begin"]] + 1),
+            r"partitions do not follow block 0",
+        ),
+        (
+            "blocks",
+            lambda b: b.__setitem__((1, B["local_first"]), b[1, B["local_first"]] + 1),
+            r"block 1's local_first is",
+        ),
+        ("remote_col", lambda r: r.__setitem__(0, 10**6), r"remote_col\[0\] = 1000000 is outside"),
+        ("local_rowptr", lambda p: p.__setitem__(3, p[2] - 1), r"local_rowptr decreases at entry"),
+        ("fixups", lambda f: None, None),
+    ],
+)
 def test_bad_schedule_is_an_error(field, fn, msg):
     """A schedule that would read outside the plan or leave a row unwritten is refused."""
     g = random_graph(40, 600, seed=4)
@@ -375,7 +405,7 @@ def test_bad_schedule_is_an_error(field, fn, msg):
     p = rp.shard
     x = torch.randn(g.num_nodes, 8)
     args, params = rp.op_args("cpu")
-    own, halo = x[p.row_begin:p.row_end].contiguous(), x[torch.from_numpy(p.halo_nodes)].contiguous()
+    own, halo = x[p.row_begin : p.row_end].contiguous(), x[torch.from_numpy(p.halo_nodes)].contiguous()
     torch.ops.mgg.aggregate(own, halo, args, params, False)  # the plan itself is fine
     if msg is None:  # num_slots that disagrees with the fixups
         bad_params = list(params)
@@ -392,7 +422,7 @@ def test_peers_op_bad_input():
     plan = Plan(g, 2)
     rp = plan.rank_plan(0, Config(2, 1, 2))
     x = torch.randn(50, 4)
-    tables = [x[:int(plan.bounds[1])].contiguous(), x[int(plan.bounds[1]):].contiguous()]
+    tables = [x[: int(plan.bounds[1])].contiguous(), x[int(plan.bounds[1]) :].contiguous()]
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="NVSHMEM get, which needs CUDA tensors"):
             run_peers(tables[0], tables, 0, rp, "get-warp")
@@ -437,12 +467,19 @@ def test_configs_share_one_copy_of_the_edges(device):
         mgg.aggregate(x, plan, c).sum().backward()
     storages = _edge_storages(plan, device)
     assert {k: len(v) for k, v in storages.items()} == {
-        "forward local_col": 1, "forward local_weight": 1, "transposed local_col": 1, "transposed local_weight": 1}
+        "forward local_col": 1,
+        "forward local_weight": 1,
+        "transposed local_col": 1,
+        "transposed local_weight": 1,
+    }
     assert len(plan._plans) <= plan.max_cached_plans
     if device == "cuda":  # what grew is the cached plans' schedules, not copies of the edges
         torch.cuda.synchronize()
-        schedules = sum((t.numel() * 8) for rp in plan._plans.values()
-                        for t in (rp.blocks, rp.fixups, rp.schedule_t.blocks, rp.schedule_t.fixups))
+        schedules = sum(
+            (t.numel() * 8)
+            for rp in plan._plans.values()
+            for t in (rp.blocks, rp.fixups, rp.schedule_t.blocks, rp.schedule_t.fixups)
+        )
         grown = torch.cuda.memory_allocated() - base
         assert grown <= schedules + (1 << 20), f"device memory grew by {grown} bytes; schedules hold {schedules}"
 
@@ -455,7 +492,7 @@ def test_gpu_only_placements_are_refused_on_the_cpu_in_one_line():
     g = random_graph(50, 400, seed=2)
     plan = Plan(g, 2)
     x = torch.randn(50, 4)
-    tables = [x[:int(plan.bounds[1])].contiguous(), x[int(plan.bounds[1]):].contiguous()]
+    tables = [x[: int(plan.bounds[1])].contiguous(), x[int(plan.bounds[1]) :].contiguous()]
     with pytest.raises(RuntimeError, match="fetch 'uva' reads pinned host memory from a GPU kernel") as e:
         run_peers(tables[0], tables, 0, plan.rank_plan(0, Config()), "uva")
     assert "use fetch 'direct'" in str(e.value).splitlines()[0]

@@ -2,6 +2,7 @@
 another source, in a hub row of thousands of edges and in a row of a few, makes each of them fail,
 under every config; an exact case holds bit for bit in every dtype; the attention oracle fails the
 same way."""
+
 import numpy as np
 import pytest
 import torch
@@ -102,8 +103,9 @@ def test_exact_inputs_are_exact():
 def test_one_wrong_edge_fails_the_attention_oracle(dtype):
     g = ops.attention_graph(random_graph(2000, 30000, seed=9, skew=0.9))
     gen = torch.Generator().manual_seed(5)
-    h, a_src, a_dst = (torch.randn(*s, generator=gen, dtype=torch.float64).to(dtype)
-                       for s in ((2000, 2, 16), (2000, 2), (2000, 2)))
+    h, a_src, a_dst = (
+        torch.randn(*s, generator=gen, dtype=torch.float64).to(dtype) for s in ((2000, 2, 16), (2000, 2), (2000, 2))
+    )
     src, dst = g.edge_index()
     assert_attention_matches_reference(ops.attend(h, a_src, a_dst, g), h, a_src, a_dst, src, dst, 0.2)
     for row in _rows(g).values():

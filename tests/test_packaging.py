@@ -1,5 +1,6 @@
 """Packaging: the default archs, the import-time check of the torch the extension was built for,
 and the one-line refusals of the build (setup.py)."""
+
 import json
 import os
 import shutil
@@ -27,8 +28,9 @@ def test_documented_gpu_commands_name_real_stages():
     import re
 
     script = (ROOT / "bench" / "gpu_verify.sh").read_text()
-    stages = {name.strip() for pattern in re.findall(r"^    ([a-z0-9| -]+)\)", script, re.M)
-              for name in pattern.split("|")}
+    stages = {
+        name.strip() for pattern in re.findall(r"^    ([a-z0-9| -]+)\)", script, re.M) for name in pattern.split("|")
+    }
     assert {"versions", "build", "cuda", "memcheck", "kernel"} <= stages
     for doc in ("README.md", "bench/README.md", "bench/gpu_verify.sh"):
         for command in re.findall(r"gpu_verify\.sh((?: [a-z][a-z0-9-]*)+)", (ROOT / doc).read_text()):
@@ -42,19 +44,21 @@ def _import_with_build_record(tmp_path, torch_version: str):
     """`import mgg` from a copy of the package whose build record names torch_version."""
     pkg = tmp_path / "mgg"
     shutil.copytree(ROOT / "mgg", pkg, ignore=shutil.ignore_patterns("__pycache__", "planetoid"))
-    (pkg / "_build.py").write_text(f"torch = {torch_version!r}\ncuda = None\nnvcc = None\narchs = []\n"
-                                   "nvshmem = None\n")
+    (pkg / "_build.py").write_text(f"torch = {torch_version!r}\ncuda = None\nnvcc = None\narchs = []\nnvshmem = None\n")
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    return subprocess.run([sys.executable, "-c", "import mgg"], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", "import mgg"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+    )
 
 
 def test_an_extension_built_for_another_torch_is_one_clear_line(tmp_path):
     r = _import_with_build_record(tmp_path, "1.0.0+other")
     assert r.returncode != 0
     last = r.stderr.strip().splitlines()[-1]
-    assert last == (f"ImportError: mgg was built for torch 1.0.0+other but torch {torch.__version__} is installed: "
-                    "reinstall mgg with `pip install --no-build-isolation .` in this environment")
+    assert last == (
+        f"ImportError: mgg was built for torch 1.0.0+other but torch {torch.__version__} is installed: "
+        "reinstall mgg with `pip install --no-build-isolation .` in this environment"
+    )
 
 
 def test_the_torch_it_was_built_for_imports(tmp_path):

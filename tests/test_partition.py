@@ -1,6 +1,7 @@
 """mgg.partition: every method gives a valid relabelling whose plans compute the user's answer,
 the statistics match hand counts (halo rows = km1), the disk cache, and bad input.
 The multi-process equality tests are in test_distributed.py."""
+
 import json
 import sys
 
@@ -26,8 +27,9 @@ def _have(name):
 
 
 # the external methods are tested where their packages are installed (the `test` extra has them)
-AVAILABLE = [m for m in METHODS if m not in ("metis", "hypergraph") or _have({"metis": "pymetis",
-                                                                                "hypergraph": "mtkahypar"}[m])]
+AVAILABLE = [
+    m for m in METHODS if m not in ("metis", "hypergraph") or _have({"metis": "pymetis", "hypergraph": "mtkahypar"}[m])
+]
 
 
 @pytest.fixture(autouse=True)
@@ -61,8 +63,8 @@ def test_every_method_gives_a_relabelling(method, p):
     rp, hp = g.rowptr.numpy(), h.rowptr.numpy()
     for i in range(0, g.num_nodes, 7):
         old = res.perm[i]
-        assert np.array_equal(h.col.numpy()[hp[i]:hp[i + 1]], res.inverse[g.col.numpy()[rp[old]:rp[old + 1]]])
-        assert np.array_equal(h.weight.numpy()[hp[i]:hp[i + 1]], g.weight.numpy()[rp[old]:rp[old + 1]])
+        assert np.array_equal(h.col.numpy()[hp[i] : hp[i + 1]], res.inverse[g.col.numpy()[rp[old] : rp[old + 1]]])
+        assert np.array_equal(h.weight.numpy()[hp[i] : hp[i + 1]], g.weight.numpy()[rp[old] : rp[old + 1]])
     a, b = g.to_scipy().toarray(), h.to_scipy().toarray()
     np.testing.assert_array_equal(b, a[np.ix_(res.perm, res.perm)])
 
@@ -79,9 +81,8 @@ def test_aggregate_peers_over_a_relabelled_plan(method, p):
     plan = res.plan(g)
     xr = x[torch.from_numpy(res.perm)]
     b = res.bounds
-    tables = [xr[b[r]:b[r + 1]].clone().requires_grad_() for r in range(p)]
-    out = torch.cat([run_peers(tables[r], tables, r, plan.rank_plan(r, Config(3, 2, 2)), "direct")
-                     for r in range(p)])
+    tables = [xr[b[r] : b[r + 1]].clone().requires_grad_() for r in range(p)]
+    out = torch.cat([run_peers(tables[r], tables, r, plan.rank_plan(r, Config(3, 2, 2)), "direct") for r in range(p)])
     a = g.to_torch_sparse(torch.float64)
     torch.testing.assert_close(res.to_user(out.detach()), a @ x)
     go = torch.randn(160, 11, dtype=torch.float64)
@@ -156,8 +157,14 @@ def test_halo_rows_are_km1(method):
         import pymetis
 
         xadj, adjncy, ew = partitioners.metis_input(g)
-        r = pymetis.part_graph(4, adjacency=pymetis.CSRAdjacency(xadj, adjncy), vweights=partitioners.node_weights(g),
-                               eweights=ew, recursive=False, options=pymetis.Options(seed=0, ufactor=30))
+        r = pymetis.part_graph(
+            4,
+            adjacency=pymetis.CSRAdjacency(xadj, adjncy),
+            vweights=partitioners.node_weights(g),
+            eweights=ew,
+            recursive=False,
+            options=pymetis.Options(seed=0, ufactor=30),
+        )
         assert r.edge_cuts == total["remote_edges"]
 
 
@@ -201,12 +208,15 @@ def test_one_rank_is_the_identity_whatever_the_method(monkeypatch):
         assert res.identity and res.bounds.tolist() == [0, 30] and res.method == method
 
 
-@pytest.mark.parametrize("kwargs, err, msg", [
-    (dict(num_ranks=11), PlanError, r"ranks \(11\) exceed the number of nodes \(10\)"),
-    (dict(num_ranks=0), PlanError, "ranks must be a positive integer"),
-    (dict(num_ranks=2, method="spectral"), PlanError, "partition method must be one of"),
-    (dict(num_ranks=2, seed=-1), PlanError, r"seed must be an integer in \[0, 2\^31\)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, err, msg",
+    [
+        (dict(num_ranks=11), PlanError, r"ranks \(11\) exceed the number of nodes \(10\)"),
+        (dict(num_ranks=0), PlanError, "ranks must be a positive integer"),
+        (dict(num_ranks=2, method="spectral"), PlanError, "partition method must be one of"),
+        (dict(num_ranks=2, seed=-1), PlanError, r"seed must be an integer in \[0, 2\^31\)"),
+    ],
+)
 def test_bad_input(kwargs, err, msg):
     with pytest.raises(err, match=msg):
         mgg.partition(random_graph(10, 30), **kwargs)

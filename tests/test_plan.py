@@ -1,5 +1,6 @@
 """Properties of the MGG plan (hypothesis): Algorithm 1's balance, exact edge coverage, MGG's
 address translation, neighbor partitions and the block schedule."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -94,9 +95,11 @@ def test_plan_covers_every_edge_once(g, p, ps, dist, wpb):
 def check_transposed(part):
     """The backward's step is the transpose of [local | remote] (remote sources after the rows)."""
     n, h = part.num_rows, part.num_halo
+
     def dense(c, cols):
         w = c.weight if c.weight is not None else np.ones(c.num_edges, np.float32)
         return sp.csr_matrix((w, c.col, c.rowptr), shape=(c.num_rows, cols)).toarray()
+
     fwd = np.hstack([dense(part.local, n), dense(part.remote, h)]) if h else dense(part.local, n)
     t = part.transposed
     assert t.num_rows == n + h
@@ -147,8 +150,13 @@ def test_block_schedule_example():
     local = torch.tensor([0, 9, 9, 10, 11])
     remote = torch.tensor([0, 0, 0, 1, 2])
     blocks, fixups = torch.ops.mgg.block_schedule(local, remote, 2, 2, 1)
-    assert blocks.tolist() == [[0, 1, 0, 1, 0, 0, 0, 0, 0], [0, 1, 1, 3, 0, 0, 1, 0, 0], [0, 1, 3, 5, 0, 0, 2, 0, 0],
-                               [1, 3, 5, 6, 0, 1, -1, 5, 0], [3, 4, 6, 7, 1, 2, -1, 6, 1]]
+    assert blocks.tolist() == [
+        [0, 1, 0, 1, 0, 0, 0, 0, 0],
+        [0, 1, 1, 3, 0, 0, 1, 0, 0],
+        [0, 1, 3, 5, 0, 0, 2, 0, 0],
+        [1, 3, 5, 6, 0, 1, -1, 5, 0],
+        [3, 4, 6, 7, 1, 2, -1, 6, 1],
+    ]
     assert fixups.tolist() == [[0, 0, 3]]
 
 
@@ -165,9 +173,15 @@ def test_ablation_switches():
     assert params[STEP_PARAMS.index("interleave")] == 0  # the kernel's interleave switch
 
 
-@pytest.mark.parametrize("kw, msg", [(dict(ps=-1), "ps must be an integer in \\[1, 32\\] or 0"),
-                                     (dict(ps=33), "ps must be an integer in \\[1, 32\\]"),
-                                     (dict(dist=17), "dist must be"), (dict(wpb=2.5), "wpb must be")])
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        (dict(ps=-1), "ps must be an integer in \\[1, 32\\] or 0"),
+        (dict(ps=33), "ps must be an integer in \\[1, 32\\]"),
+        (dict(dist=17), "dist must be"),
+        (dict(wpb=2.5), "wpb must be"),
+    ],
+)
 def test_config_validation(kw, msg):
     with pytest.raises(PlanError, match=msg):
         Config(**kw)

@@ -2,6 +2,7 @@
 each run twice in one test, with PyG's layers and with mgg's (same seed, same initial weights,
 same batches): mini-batch SAGE on sampled subgraphs, and a GCN that learns its edge weights.
 mgg must reach PyG's test accuracy within 1.5 points (the issue's bar) and train at all."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -45,7 +46,7 @@ def test_sage_trains_on_sampled_minibatches_as_with_pygs_layers(cora):
             for seeds in train[torch.randperm(train.numel(), generator=order)].split(64):
                 sub = sampler.sample(seeds)
                 opt.zero_grad()
-                out = model(cora.x[sub.n_id], sub.edge_index)[:sub.batch_size]
+                out = model(cora.x[sub.n_id], sub.edge_index)[: sub.batch_size]
                 F.cross_entropy(out, cora.y[seeds]).backward()
                 opt.step()
         model.eval()

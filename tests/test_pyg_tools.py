@@ -1,6 +1,7 @@
 """mgg's layers under PyG's own tools, against the same script with PyG's layers (float64):
 to_hetero's per-edge-type calls, the explainers' edge masks (GNNExplainer on a GCN; set_masks on
 SAGE and GIN), and the propagate/message hooks they refuse in one line."""
+
 import pytest
 import torch
 
@@ -90,10 +91,14 @@ def test_gnnexplainer_explains_an_mgg_gcn_as_pygs():
     for nn in (pnn, mnn):
         torch.manual_seed(2)
         model = _GCN(nn).double()
-        explainer = Explainer(model, algorithm=GNNExplainer(epochs=30), explanation_type="model",
-                              node_mask_type="attributes", edge_mask_type="object",
-                              model_config=dict(mode="multiclass_classification", task_level="node",
-                                                return_type="log_probs"))
+        explainer = Explainer(
+            model,
+            algorithm=GNNExplainer(epochs=30),
+            explanation_type="model",
+            node_mask_type="attributes",
+            edge_mask_type="object",
+            model_config=dict(mode="multiclass_classification", task_level="node", return_type="log_probs"),
+        )
         torch.manual_seed(3)
         default = torch.get_default_dtype()
         torch.set_default_dtype(torch.float64)  # GNNExplainer draws its masks in the default dtype
@@ -107,11 +112,19 @@ def test_gnnexplainer_explains_an_mgg_gcn_as_pygs():
     assert_same_formula(ours, ref)
 
 
-@pytest.mark.parametrize("layer", [
-    lambda nn: nn.SAGEConv(8, 5), lambda nn: nn.SAGEConv(8, 5, aggr="sum"), lambda nn: nn.SAGEConv(8, 5, project=True),
-    lambda nn: nn.GINConv(torch.nn.Linear(8, 5)), lambda nn: nn.GINConv(torch.nn.Linear(8, 5), aggr="mean"),
-    lambda nn: nn.GCNConv(8, 5), lambda nn: nn.GCNConv(8, 5, add_self_loops=False, normalize=False),
-], ids=["sage-mean", "sage-sum", "sage-project", "gin-add", "gin-mean", "gcn", "gcn-plain"])
+@pytest.mark.parametrize(
+    "layer",
+    [
+        lambda nn: nn.SAGEConv(8, 5),
+        lambda nn: nn.SAGEConv(8, 5, aggr="sum"),
+        lambda nn: nn.SAGEConv(8, 5, project=True),
+        lambda nn: nn.GINConv(torch.nn.Linear(8, 5)),
+        lambda nn: nn.GINConv(torch.nn.Linear(8, 5), aggr="mean"),
+        lambda nn: nn.GCNConv(8, 5),
+        lambda nn: nn.GCNConv(8, 5, add_self_loops=False, normalize=False),
+    ],
+    ids=["sage-mean", "sage-sum", "sage-project", "gin-add", "gin-mean", "gcn", "gcn-plain"],
+)
 def test_an_edge_mask_scales_messages_as_pygs_explain_message(layer):
     x, ei = _graph()
     mask = torch.randn(ei.size(1), dtype=torch.float64)
@@ -157,10 +170,15 @@ def test_torch_forward_hooks_run():
     assert seen == [torch.Size([30, 4])]
 
 
-@pytest.mark.parametrize("layer", [
-    lambda nn: nn.GINConv(torch.nn.Linear(6, 5)), lambda nn: nn.SAGEConv((6, 6), 5),
-    lambda nn: nn.GATConv((6, 6), 5, heads=2),
-], ids=["gin", "sage", "gat"])
+@pytest.mark.parametrize(
+    "layer",
+    [
+        lambda nn: nn.GINConv(torch.nn.Linear(6, 5)),
+        lambda nn: nn.SAGEConv((6, 6), 5),
+        lambda nn: nn.GATConv((6, 6), 5, heads=2),
+    ],
+    ids=["gin", "sage", "gat"],
+)
 @pytest.mark.parametrize("with_dst", [True, False])
 def test_a_sparse_adjacency_gives_the_destination_count(layer, with_dst):
     """PyG takes N_dst from a sparse adjacency adj_t [N_dst, N_src] when neither size nor x_dst

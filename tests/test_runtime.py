@@ -1,5 +1,6 @@
 """The tuner on CPU: MGG's search against deterministic synthetic latency surfaces, the resource
 model, the config cache, and online tuning inside a layer."""
+
 import itertools
 import json
 import math
@@ -95,10 +96,15 @@ def test_cache_round_trip_and_second_run_starts_tuned(tmp_path):
     assert again.get(cache_key("abc", 4, "NVIDIA H100", 64, "float32")) is None
 
 
-@pytest.mark.parametrize("content", ["{not json", json.dumps({"format": "other", "entries": {}}),
-                                     json.dumps({"format": "mgg-config-cache/1", "entries": {"k": {"config": [99, 1, 1],
-                                                                                                  "latency_ms": 1}}}),
-                                     json.dumps([1, 2, 3])])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        json.dumps({"format": "other", "entries": {}}),
+        json.dumps({"format": "mgg-config-cache/1", "entries": {"k": {"config": [99, 1, 1], "latency_ms": 1}}}),
+        json.dumps([1, 2, 3]),
+    ],
+)
 def test_corrupt_or_foreign_cache_is_ignored_with_warning(tmp_path, content):
     path = tmp_path / "c.json"
     path.write_text(content)
@@ -136,9 +142,31 @@ def test_tune_cli(tmp_path):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "mgg", "tune", "--dataset", "rmat:500:4000", "--dim", "8",
-                        "--iterations", "6", "--repeat", "2", "--exhaustive", "--out", str(tmp_path), "--quiet",
-                        "--cache", str(tmp_path / "c.json")], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mgg",
+            "tune",
+            "--dataset",
+            "rmat:500:4000",
+            "--dim",
+            "8",
+            "--iterations",
+            "6",
+            "--repeat",
+            "2",
+            "--exhaustive",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+            "--cache",
+            str(tmp_path / "c.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert "chosen: ps=" in r.stdout and "grid best" in r.stdout
     csvs, pngs = list(tmp_path.glob("tune-*.csv")), list(tmp_path.glob("tune-*.png"))
@@ -179,11 +207,11 @@ def test_cost_model_is_eq2_eq3_against_sms_and_occupancy():
     gpu = DeviceLimits(name="gpu", sm_count=10, max_warps_per_sm=64, max_blocks_per_sm=32)
     m = CostModel([shape], 64, grid(64, gpu), gpu)
     q = m.quantities(Config(4, 2, 8))
-    assert q["wpw"] == 2 * 4 * 64 * 2                                      # WPW = 2 ps D dist
-    assert q["num_warps"] == math.ceil(3000 / 2)                           # eq. 2: max(L, R) / dist
-    assert q["num_blocks"] == math.ceil(1500 / 8)                          # eq. 3
-    assert q["blocks_per_sm"] == pytest.approx(188 / 10)                   # eq. 3
-    assert q["resident"] == 64 // 8                                        # warp slots bind at wpb 8
+    assert q["wpw"] == 2 * 4 * 64 * 2  # WPW = 2 ps D dist
+    assert q["num_warps"] == math.ceil(3000 / 2)  # eq. 2: max(L, R) / dist
+    assert q["num_blocks"] == math.ceil(1500 / 8)  # eq. 3
+    assert q["blocks_per_sm"] == pytest.approx(188 / 10)  # eq. 3
+    assert q["resident"] == 64 // 8  # warp slots bind at wpb 8
     fill = 18_000 / (4 * (3000 + 1500))
     assert q["work"] == pytest.approx(q["wpw"] * fill + 2 * 2 * 64 * PARTIAL_ROWS)
     assert q["estimate"] == pytest.approx((18.8 / 8) * q["work"] * (8 * 8 / 32))  # waves x work x crowding
@@ -289,8 +317,15 @@ def test_cache_keeps_what_another_writer_put(tmp_path):
     a.put(ka, Config(8, 2, 4), 1.0)
     b.put(kb, Config(4, 1, 2), 2.0, trajectory=[Config(1, 1, 1), Config(4, 1, 2)])
     assert a.get(kb) == Config(4, 1, 2) and ConfigCache(tmp_path / "c.json").get(ka) == Config(8, 2, 4)
-    assert parse_key(kb) == dict(fingerprint="g/r", ranks=4, device_name="NVIDIA H100", dim=16, dtype="float32",
-                                 backend="nvshmem", fetch="get-warp")
+    assert parse_key(kb) == dict(
+        fingerprint="g/r",
+        ranks=4,
+        device_name="NVIDIA H100",
+        dim=16,
+        dtype="float32",
+        backend="nvshmem",
+        fetch="get-warp",
+    )
     assert json.loads((tmp_path / "c.json").read_text())["entries"][kb]["trajectory"] == [[1, 1, 1], [4, 1, 2]]
 
 
@@ -330,9 +365,33 @@ def test_tune_cli_on_ranks(tmp_path):
 
     from mgg.runtime.config_cache import parse_key
 
-    r = subprocess.run([sys.executable, "-m", "mgg", "tune", "--dataset", "rmat:500:4000", "--dim", "8", "--ranks", "2",
-                        "--iterations", "6", "--repeat", "2", "--exhaustive", "--out", str(tmp_path), "--quiet",
-                        "--cache", str(tmp_path / "c.json")], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mgg",
+            "tune",
+            "--dataset",
+            "rmat:500:4000",
+            "--dim",
+            "8",
+            "--ranks",
+            "2",
+            "--iterations",
+            "6",
+            "--repeat",
+            "2",
+            "--exhaustive",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+            "--cache",
+            str(tmp_path / "c.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert "chosen: ps=" in r.stdout and "2 rank(s), inproc-peers" in r.stdout and "grid best" in r.stdout
     (csv_path,) = list(tmp_path.glob("tune-*-p2-peers-*.csv"))

@@ -2,6 +2,7 @@
 for every option both implement, on multigraphs with isolated nodes, duplicate edges and self
 loops and on Cora, compared in float64 (mgg.testing.assert_same_formula: a tolerance that holds
 on every CPU); what mgg does not implement is refused in one line."""
+
 import itertools
 
 import numpy as np
@@ -14,8 +15,10 @@ from mgg.testing import assert_same_formula, random_graph
 
 pyg_nn = pytest.importorskip("torch_geometric.nn")
 
-OPTIONS = [dict(aggr=a, normalize=n, root_weight=r, project=p, bias=b)
-           for a, n, r, p, b in itertools.product(["mean", "sum", "add"], *[[False, True]] * 4)]
+OPTIONS = [
+    dict(aggr=a, normalize=n, root_weight=r, project=p, bias=b)
+    for a, n, r, p, b in itertools.product(["mean", "sum", "add"], *[[False, True]] * 4)
+]
 
 
 def _id(kw):
@@ -73,8 +76,9 @@ def test_options_match_pyg_on_a_multigraph(multigraph, kw, dims):
     assert repr(ours) == repr(ref)
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(project=True, normalize=True), dict(aggr="sum", root_weight=False)],
-                         ids=_id)
+@pytest.mark.parametrize(
+    "kw", [dict(), dict(project=True, normalize=True), dict(aggr="sum", root_weight=False)], ids=_id
+)
 def test_cora_matches_pyg(cora, kw):
     ref, ours = _pair(kw, 1433, 16)
     ours.load_state_dict(ref.state_dict())
@@ -91,8 +95,9 @@ def test_pyg_state_dict_loads_into_a_fresh_layer(cora):
     assert_same_formula(ours(x, ei), ref(x, ei))
 
 
-@pytest.mark.parametrize("kw", [dict(flow="target_to_source"), dict(node_dim=0),
-                                dict(aggr="sum", flow="target_to_source")], ids=_id)
+@pytest.mark.parametrize(
+    "kw", [dict(flow="target_to_source"), dict(node_dim=0), dict(aggr="sum", flow="target_to_source")], ids=_id
+)
 def test_message_passing_arguments_match_pyg(multigraph, kw):
     """(PyG 2.8's SAGEConv fails with decomposed_layers > 1: its x is a pair; mgg ignores it.)"""
     ref, ours = _pair(kw, 6, 4)
@@ -139,8 +144,9 @@ def _bipartite(n_src=30, n_dst=17, seed=20):
 
 
 @pytest.mark.parametrize("graph", ["edge_index", "coo", "csr"])
-@pytest.mark.parametrize("kw", [dict(), dict(aggr="sum"), dict(project=True, normalize=True),
-                                dict(root_weight=False)], ids=_id)
+@pytest.mark.parametrize(
+    "kw", [dict(), dict(aggr="sum"), dict(project=True, normalize=True), dict(root_weight=False)], ids=_id
+)
 def test_bipartite_matches_pyg(kw, graph):
     """(x_src, x_dst) with in_channels (6, 4) on 30 sources and 17 destinations, and (x_src, None)
     with size: outputs and gradients of both inputs and every parameter equal PyG's; a torch
@@ -164,5 +170,5 @@ def test_bipartite_matches_pyg(kw, graph):
         r = torch.randn(a.shape, dtype=torch.float64, generator=gen)  # (normalize: |out|^2 has no gradient)
         ga = torch.autograd.grad((a * r).sum(), inputs + list(pa.values()))
         gb = torch.autograd.grad((b * r).sum(), inputs + [pb[k] for k in pa])
-        for name, u, v in zip(["x_src", "x_dst"][:len(inputs)] + list(pa), ga, gb, strict=True):
+        for name, u, v in zip(["x_src", "x_dst"][: len(inputs)] + list(pa), ga, gb, strict=True):
             assert_same_formula(u, v, msg=lambda m, name=name: f"grad of {name}: {m}")

@@ -1,6 +1,7 @@
 """mgg.sampling.NeighborSampler against a brute-force replay of NeighborLoader's semantics: the
 seeds first, per hop min(fan-out, in-degree) distinct in-edges of each node first reached at the
 previous hop, new nodes in order of first appearance, only the sampled edges; and uniform."""
+
 import collections
 
 import pytest
@@ -16,7 +17,7 @@ def check(g: Graph, seeds: list, sub, fanouts: list) -> None:
     """Replays the sample edge by edge with Python lists and asserts every property."""
     rowptr, col = g.rowptr.tolist(), g.col.tolist()
     n_id = sub.n_id.tolist()
-    assert n_id[:sub.batch_size] == seeds and sub.batch_size == len(seeds)
+    assert n_id[: sub.batch_size] == seeds and sub.batch_size == len(seeds)
     assert len(set(n_id)) == len(n_id)
     assert sum(sub.num_sampled_nodes) == len(n_id) and sum(sub.num_sampled_edges) == sub.e_id.numel()
     assert sub.edge_index.shape == (2, sub.e_id.numel())
@@ -27,16 +28,17 @@ def check(g: Graph, seeds: list, sub, fanouts: list) -> None:
     seen, e = set(seeds), 0
     for k, fanout in enumerate(fanouts):
         m = sub.num_sampled_edges[k]
-        pos = sub.e_id[e:e + m].tolist()
-        src = [n_id[i] for i in sub.edge_index[0, e:e + m].tolist()]
-        dst = [n_id[i] for i in sub.edge_index[1, e:e + m].tolist()]
+        pos = sub.e_id[e : e + m].tolist()
+        src = [n_id[i] for i in sub.edge_index[0, e : e + m].tolist()]
+        dst = [n_id[i] for i in sub.edge_index[1, e : e + m].tolist()]
         e += m
         assert len(set(pos)) == len(pos)  # without replacement
         for p, s, t in zip(pos, src, dst, strict=True):
             assert rowptr[t] <= p < rowptr[t + 1] and col[p] == s  # a real in-edge of its target
         frontier = hop_nodes[k]
-        expect = {v: (rowptr[v + 1] - rowptr[v]) if fanout == -1 else min(fanout, rowptr[v + 1] - rowptr[v])
-                  for v in frontier}
+        expect = {
+            v: (rowptr[v + 1] - rowptr[v]) if fanout == -1 else min(fanout, rowptr[v + 1] - rowptr[v]) for v in frontier
+        }
         got = collections.Counter(dst)
         assert {v: got.get(v, 0) for v in frontier} == expect and set(got) <= set(frontier)
         new = []
@@ -79,7 +81,7 @@ def test_cora_batches_cover_the_training_nodes_once(cora):
     sampler = NeighborSampler(cora.graph, [25, 10], torch.Generator().manual_seed(1))
     seen = []
     for sub in sampler.batches(cora.train_mask, 64):
-        seeds = sub.n_id[:sub.batch_size].tolist()
+        seeds = sub.n_id[: sub.batch_size].tolist()
         check(cora.graph, seeds, sub, [25, 10])
         seen += seeds
     assert sorted(seen) == cora.train_mask.nonzero().view(-1).tolist()
@@ -103,8 +105,10 @@ def test_same_generator_seed_same_sample(cora):
     assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
 
 
-@pytest.mark.parametrize("fanouts, seeds, msg", [([], [0], "num_neighbors"), ([0], [0], "num_neighbors"),
-                                                 ([2], [0, 0], "distinct"), ([2], [9], r"in \[0, 3\)")])
+@pytest.mark.parametrize(
+    "fanouts, seeds, msg",
+    [([], [0], "num_neighbors"), ([0], [0], "num_neighbors"), ([2], [0, 0], "distinct"), ([2], [9], r"in \[0, 3\)")],
+)
 def test_bad_input_is_refused_in_one_line(fanouts, seeds, msg):
     g = Graph.from_edges([0, 1], [1, 2], 3)
     with pytest.raises(MggError, match=msg) as e:

@@ -1,4 +1,5 @@
 """The published GCN accuracy on Cora (Kipf & Welling: 81.5%), reproduced through mgg's op."""
+
 import pytest
 
 from mgg.train import TrainConfig, train
@@ -51,6 +52,11 @@ def test_on_epoch_ends_the_run_and_times_the_training_step(cora):
     from mgg.train import train_once
 
     seen = []
-    res = train_once(cora, TrainConfig(model="gat", epochs=50, conv_module=pyg_nn), 0, progress=False,
-                     on_epoch=lambda e, s, val, test: seen.append((e, s)) or e == 3)
+    res = train_once(
+        cora,
+        TrainConfig(model="gat", epochs=50, conv_module=pyg_nn),
+        0,
+        progress=False,
+        on_epoch=lambda e, s, val, test: seen.append((e, s)) or e == 3,
+    )
     assert res.epochs == 4 and [e for e, _ in seen] == [0, 1, 2, 3] and all(s > 0 for _, s in seen)

@@ -6,6 +6,7 @@ writes what every rank saw.
     torchrun --standalone --nproc-per-node P tune_worker.py train OUT CACHE
     torchrun --standalone --nproc-per-node 2 tune_worker.py disagree OUT CACHE
 """
+
 import math
 import pickle
 import sys
@@ -40,8 +41,14 @@ def rank_cost(kind: str, rank: int, world: int, config: Config) -> float:
     if kind == "bowl":
         base = 1 + 0.3 * sum((a - b) ** 2 for a, b in zip(x, center, strict=True))
     else:
-        base = (1 + 2 / config.ps + 0.1 * config.ps / 8 + 0.2 * abs(x[1] - center[1]) + 0.05 * config.wpb / 4
-                + 0.3 * max(0.0, x[0] - center[0]))
+        base = (
+            1
+            + 2 / config.ps
+            + 0.1 * config.ps / 8
+            + 0.2 * abs(x[1] - center[1])
+            + 0.05 * config.wpb / 4
+            + 0.3 * max(0.0, x[0] - center[0])
+        )
     ripple = 1 + 0.04 * (2 * zlib.crc32(f"{kind}:{rank}:{config.as_tuple()}".encode()) / 2**32 - 1)
     return (1.5 if rank == slow else 1 + 0.05 * rank) * base * ripple
 
@@ -83,8 +90,12 @@ def train(model, x, y, n, dg) -> list:
 
 
 def summary(t: OnlineTuner) -> dict:
-    return dict(key=t.key, chosen=t.chosen.as_tuple(), from_cache=t.from_cache,
-                probes=[(p.config.as_tuple(), p.own_ms, p.step_ms) for p in t.probes])
+    return dict(
+        key=t.key,
+        chosen=t.chosen.as_tuple(),
+        from_cache=t.from_cache,
+        probes=[(p.config.as_tuple(), p.own_ms, p.step_ms) for p in t.probes],
+    )
 
 
 def run_train(out_path: str, cache_path: str) -> dict:
@@ -103,8 +114,15 @@ def run_train(out_path: str, cache_path: str) -> dict:
     untuned = train(untuned_model, x, y, g.num_nodes, dg)
     again = [OnlineTuner(15, ConfigCache(cache_path), timer=synthetic_timer(k, rank, world)) for k in kinds]
     make_model(dg, again)(x, dg)
-    return dict(rank=rank, world=world, kinds=kinds, tuners=[summary(t) for t in tuners], tuned=tuned,
-                untuned=untuned, again=[summary(t) for t in again])
+    return dict(
+        rank=rank,
+        world=world,
+        kinds=kinds,
+        tuners=[summary(t) for t in tuners],
+        tuned=tuned,
+        untuned=untuned,
+        again=[summary(t) for t in again],
+    )
 
 
 def disagreeing_cost(kind: str, rank: int, world: int, config: Config) -> float:
@@ -127,8 +145,9 @@ def run_disagree(out_path: str, cache_path: str) -> dict:
     own_cache = ConfigCache(f"{cache_path}.rank{rank}")
     if rank == 1:  # the same key as rank 0's, another config
         own_cache.put(DistTarget(plan).key(x.size(1), x.dtype, "cpu"), Config(2, 16, 16), 0.001)
-    tuner = OnlineTuner(15 if rank == 0 else 2, own_cache, model=rank == 0,
-                        timer=synthetic_timer("bowl", rank, world, disagreeing_cost))
+    tuner = OnlineTuner(
+        15 if rank == 0 else 2, own_cache, model=rank == 0, timer=synthetic_timer("bowl", rank, world, disagreeing_cost)
+    )
     outs = []
     while not tuner.done:
         outs.append(tuner.aggregate(x, plan))

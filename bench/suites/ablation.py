@@ -1,4 +1,5 @@
 """The ablation suite: MGG Fig. 10, each design switch against the full design."""
+
 from __future__ import annotations
 
 import itertools
@@ -46,6 +47,20 @@ def ablation(opt: Options) -> Iterator[dict]:
             continue
         t, peak = timed(opt, fn)
         gbps = bytes_moved(g, dim, elem_size(opt)) / (t.median_ms * 1e-3) / 1e9
-        yield result_row("ablation", f"{spec}/d{dim}/{name}", spec, g, dim, opt, f"mgg[{name}]", pes, cfg, "fwd", t,
-                         peak, gbps, prep_s)
+        yield result_row(
+            "ablation",
+            f"{spec}/d{dim}/{name}",
+            spec,
+            g,
+            dim,
+            opt,
+            f"mgg[{name}]",
+            pes,
+            cfg,
+            "fwd",
+            t,
+            peak,
+            gbps,
+            prep_s,
+        )
         opt.budget.done("ablation", time.perf_counter() - t0)

@@ -4,6 +4,7 @@ discipline), the check before timing (verified), features, and in-process tuning
 come from bench.cache (made once per process, kept on disk for later processes), plans are shared
 across dims and fetch policies, and every suite stops starting cases when its time budget runs
 out."""
+
 from __future__ import annotations
 
 import functools
@@ -77,15 +78,31 @@ def timed(opt: Options, fn) -> tuple[Timing, float]:
     return t, peak
 
 
-def result_row(suite, case, spec, g, dim, opt, impl, pes, config, pass_, t: Timing, peak, gbps=float("nan"),
-               prep_s=0.0):
-    return dict(suite=suite, case=case, graph=spec, nodes=g.num_nodes, edges=g.num_edges, dim=dim,
-                dtype=str(opt.dtype).split(".")[-1], impl=impl, pes=pes,
-                ps=config.ps if config else "", dist=config.dist if config else "", wpb=config.wpb if config else "",
-                **{"pass": pass_}, median_ms=round(t.median_ms, 5), p10_ms=round(t.p10_ms, 5),
-                p90_ms=round(t.p90_ms, 5), gbps=round(gbps, 3),
-                bw_fraction=round(gbps / opt.copy_gbps, 4) if gbps == gbps else float("nan"),
-                peak_mem_mb=round(peak, 2), prep_s=round(prep_s, 3))
+def result_row(
+    suite, case, spec, g, dim, opt, impl, pes, config, pass_, t: Timing, peak, gbps=float("nan"), prep_s=0.0
+):
+    return dict(
+        suite=suite,
+        case=case,
+        graph=spec,
+        nodes=g.num_nodes,
+        edges=g.num_edges,
+        dim=dim,
+        dtype=str(opt.dtype).split(".")[-1],
+        impl=impl,
+        pes=pes,
+        ps=config.ps if config else "",
+        dist=config.dist if config else "",
+        wpb=config.wpb if config else "",
+        **{"pass": pass_},
+        median_ms=round(t.median_ms, 5),
+        p10_ms=round(t.p10_ms, 5),
+        p90_ms=round(t.p90_ms, 5),
+        gbps=round(gbps, 3),
+        bw_fraction=round(gbps / opt.copy_gbps, 4) if gbps == gbps else float("nan"),
+        peak_mem_mb=round(peak, 2),
+        prep_s=round(prep_s, 3),
+    )
 
 
 def impl_name(name: str, opt: Options) -> str:
@@ -145,6 +162,7 @@ def tuned(opt: Options, target, x: torch.Tensor, record: Optional[list] = None) 
     Returns:
         The finished OnlineTuner (chosen, summary()).
     """
+
     def timer(step, config):
         if record is None:
             return None, measure(step, opt.device, 1, TUNE_REPS).median_ms

@@ -1,4 +1,5 @@
 """The dist suite: the distributed epoch over torchrun processes (bench/workers/dist_epoch.py)."""
+
 from __future__ import annotations
 
 import itertools
@@ -45,30 +46,77 @@ def dist(opt: Options) -> Iterator[dict]:
         prep_s = time.perf_counter() - t0
         if opt.prep_only:
             t, peak = timed(opt, None)
-            yield result_row("dist", f"{spec}/d{dim}/gcn2-h16", spec, g, dim, opt, impl_name(f"mgg-{backend}", opt),
-                             pes, opt.config, "epoch", t, peak, prep_s=prep_s)
+            yield result_row(
+                "dist",
+                f"{spec}/d{dim}/gcn2-h16",
+                spec,
+                g,
+                dim,
+                opt,
+                impl_name(f"mgg-{backend}", opt),
+                pes,
+                opt.config,
+                "epoch",
+                t,
+                peak,
+                prep_s=prep_s,
+            )
             continue
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "r.json"
-            cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={pes}", "--standalone",
-                   str(worker), spec, str(dim), backend, opt.device.type, str(opt.warmup), str(opt.reps), str(out),
-                   str(opt.data_dir or ""), opt.partition]
-            env = dict(os.environ, OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // pes)),
-                       PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+            cmd = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                f"--nproc-per-node={pes}",
+                "--standalone",
+                str(worker),
+                spec,
+                str(dim),
+                backend,
+                opt.device.type,
+                str(opt.warmup),
+                str(opt.reps),
+                str(out),
+                str(opt.data_dir or ""),
+                opt.partition,
+            ]
+            env = dict(
+                os.environ,
+                OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // pes)),
+                PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+            )
             env.setdefault("NVSHMEM_REMOTE_TRANSPORT", "none")
             env.setdefault("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "lo")  # one node: bootstrap over loopback
             timeout = min(opt.worker_timeout_s, max(opt.budget.left(), 1.0))
             r = torchrun(cmd, env, timeout)
             if r.returncode != 0:  # reported and skipped: one failed case does not end the suite
                 err = r.stderr if len(r.stderr) <= 6000 else f"{r.stderr[:3500]}\n[...]\n{r.stderr[-2500:]}"
-                print(f"dist suite: {backend} with {pes} PEs on {spec} failed (exit {r.returncode}):\n{err}",
-                      file=sys.stderr)
+                print(
+                    f"dist suite: {backend} with {pes} PEs on {spec} failed (exit {r.returncode}):\n{err}",
+                    file=sys.stderr,
+                )
                 opt.budget.skipped.append(f"dist {spec} D={dim} P={pes} {backend} (failed: exit {r.returncode})")
                 opt.budget.done("dist", time.perf_counter() - t0)
                 continue
             res = json.loads(out.read_text())
         t = Timing(res["median_ms"], res["p10_ms"], res["p90_ms"], res["epochs"])
-        yield dict(result_row("dist", f"{spec}/d{dim}/gcn2-h16", spec, g, dim, opt, impl_name(f"mgg-{backend}", opt),
-                              pes, opt.config, "epoch", t, res["peak_mem_mb"], prep_s=prep_s + res["prep_s"]),
-                   rank_edges=res["rank_edges"])
+        yield dict(
+            result_row(
+                "dist",
+                f"{spec}/d{dim}/gcn2-h16",
+                spec,
+                g,
+                dim,
+                opt,
+                impl_name(f"mgg-{backend}", opt),
+                pes,
+                opt.config,
+                "epoch",
+                t,
+                res["peak_mem_mb"],
+                prep_s=prep_s + res["prep_s"],
+            ),
+            rank_edges=res["rank_edges"],
+        )
         opt.budget.done("dist", time.perf_counter() - t0)

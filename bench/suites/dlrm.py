@@ -13,6 +13,7 @@ Every case is checked against torch.nn.functional.embedding_bag before it is tim
 
 The plot (one PNG): lookup time and bytes moved per batch against the ranks.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,11 +34,29 @@ IMPLS = {"halo": "mgg-halo", "alltoall": "alltoall-rw", "nvshmem": "mgg-nvshmem"
 
 
 def _row(opt, case, rows, lookups, dim, impl, pes, pass_, t: Timing, **extra):
-    return dict(suite="dlrm", case=case, graph="criteo-kaggle-synth", nodes=rows, edges=lookups, dim=dim,
-                dtype="float32", impl=impl, pes=pes, ps=opt.config.ps, dist=opt.config.dist, wpb=opt.config.wpb,
-                **{"pass": pass_}, median_ms=round(t.median_ms, 5), p10_ms=round(t.p10_ms, 5),
-                p90_ms=round(t.p90_ms, 5), gbps=float("nan"), bw_fraction=float("nan"), peak_mem_mb=float("nan"),
-                prep_s=0.0, **extra)
+    return dict(
+        suite="dlrm",
+        case=case,
+        graph="criteo-kaggle-synth",
+        nodes=rows,
+        edges=lookups,
+        dim=dim,
+        dtype="float32",
+        impl=impl,
+        pes=pes,
+        ps=opt.config.ps,
+        dist=opt.config.dist,
+        wpb=opt.config.wpb,
+        **{"pass": pass_},
+        median_ms=round(t.median_ms, 5),
+        p10_ms=round(t.p10_ms, 5),
+        p90_ms=round(t.p90_ms, 5),
+        gbps=float("nan"),
+        bw_fraction=float("nan"),
+        peak_mem_mb=float("nan"),
+        prep_s=0.0,
+        **extra,
+    )
 
 
 def dlrm(opt) -> Iterator[dict]:
@@ -53,11 +72,27 @@ def dlrm(opt) -> Iterator[dict]:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "r.json"
-            cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={pes}", "--standalone",
-                   str(worker), str(dim), str(opt.dlrm_batch), cap, str(pooling), opt.device.type, str(opt.warmup),
-                   str(opt.reps), str(out)]
-            env = dict(os.environ, OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // pes)),
-                       PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+            cmd = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                f"--nproc-per-node={pes}",
+                "--standalone",
+                str(worker),
+                str(dim),
+                str(opt.dlrm_batch),
+                cap,
+                str(pooling),
+                opt.device.type,
+                str(opt.warmup),
+                str(opt.reps),
+                str(out),
+            ]
+            env = dict(
+                os.environ,
+                OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // pes)),
+                PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+            )
             r = torchrun(cmd, env, min(opt.worker_timeout_s, max(opt.budget.left(), 1.0)))
             if r.returncode != 0:
                 err = r.stderr if len(r.stderr) <= 6000 else f"{r.stderr[:3500]}\n[...]\n{r.stderr[-2500:]}"
@@ -76,9 +111,19 @@ def dlrm(opt) -> Iterator[dict]:
                 continue
             backend, pass_ = key.split(":")
             sent = m["rank_bytes"]
-            yield _row(opt, case, res["rows"], res["lookups"], dim, IMPLS[backend], pes, pass_, t,
-                       traffic_mb=round(sum(sent) / 2**20, 4),
-                       rank_traffic_mb=";".join(f"{b / 2**20:.4f}" for b in sent))
+            yield _row(
+                opt,
+                case,
+                res["rows"],
+                res["lookups"],
+                dim,
+                IMPLS[backend],
+                pes,
+                pass_,
+                t,
+                traffic_mb=round(sum(sent) / 2**20, 4),
+                rank_traffic_mb=";".join(f"{b / 2**20:.4f}" for b in sent),
+            )
         opt.budget.done("dlrm", time.perf_counter() - t0)
 
 
@@ -101,8 +146,9 @@ def plot(rows: list[dict], path: Path) -> None:
             traffic[f"{r['impl']} pool={pool} D={r['dim']}"].append((int(r["pes"]), float(r["traffic_mb"])))
     for label, pts in sorted(series.items()):
         pts.sort()
-        ax_t.plot([p for p, _ in pts], [t for _, t in pts], marker="o", ls="--" if "plan" in label else "-",
-                  label=label)
+        ax_t.plot(
+            [p for p, _ in pts], [t for _, t in pts], marker="o", ls="--" if "plan" in label else "-", label=label
+        )
     for label, pts in sorted(traffic.items()):
         pts.sort()
         ax_b.plot([p for p, _ in pts], [b for _, b in pts], marker="o", label=label)
@@ -128,9 +174,13 @@ def summary_lines(rows: list[dict]) -> list[str]:
     by = defaultdict(dict)
     for r in sel:
         by[(r["case"], int(r["pes"]))][(r["impl"], r["pass"])] = r
-    out = ["## dlrm: sharded embedding lookup per batch (median ms, slowest rank; MB all ranks send, fwd)", "",
-           "| case | ranks | mgg fwd | all-to-all fwd | mgg fwd+bwd | all-to-all fwd+bwd | mgg plan alone | "
-           "mgg MB | all-to-all MB |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out = [
+        "## dlrm: sharded embedding lookup per batch (median ms, slowest rank; MB all ranks send, fwd)",
+        "",
+        "| case | ranks | mgg fwd | all-to-all fwd | mgg fwd+bwd | all-to-all fwd+bwd | mgg plan alone | "
+        "mgg MB | all-to-all MB |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
 
     def ms(c, key):
         return f"{float(c[key]['median_ms']):.1f}" if key in c else "-"
@@ -139,7 +189,9 @@ def summary_lines(rows: list[dict]) -> list[str]:
         return f"{float(c[(impl, 'fwd')]['traffic_mb']):.2f}" if (impl, "fwd") in c else "-"
 
     for (case, pes), c in sorted(by.items()):
-        out.append(f"| {case} | {pes} | {ms(c, ('mgg-halo', 'fwd'))} | {ms(c, ('alltoall-rw', 'fwd'))} | "
-                   f"{ms(c, ('mgg-halo', 'fwd+bwd'))} | {ms(c, ('alltoall-rw', 'fwd+bwd'))} | "
-                   f"{ms(c, ('mgg-plan', 'plan'))} | {mb(c, 'mgg-halo')} | {mb(c, 'alltoall-rw')} |")
+        out.append(
+            f"| {case} | {pes} | {ms(c, ('mgg-halo', 'fwd'))} | {ms(c, ('alltoall-rw', 'fwd'))} | "
+            f"{ms(c, ('mgg-halo', 'fwd+bwd'))} | {ms(c, ('alltoall-rw', 'fwd+bwd'))} | "
+            f"{ms(c, ('mgg-plan', 'plan'))} | {mb(c, 'mgg-halo')} | {mb(c, 'alltoall-rw')} |"
+        )
     return out + [""]

@@ -1,4 +1,5 @@
 """The e2e suite: training epochs of the models end to end."""
+
 from __future__ import annotations
 
 import itertools
@@ -24,6 +25,7 @@ def _epoch_fn(model, optimizer, x, graph_arg, y):
         optimizer.zero_grad()
         torch.nn.functional.cross_entropy(model(x, graph_arg), y).backward()
         optimizer.step()
+
     return epoch
 
 
@@ -54,6 +56,19 @@ def e2e(opt: Options) -> Iterator[dict]:
         for impl, model, graph_arg in (("mgg", ours, plain), ("pyg", ref, ei)):
             epoch = _epoch_fn(model, torch.optim.Adam(model.parameters(), lr=0.01), x, graph_arg, y)
             t, peak = timed(opt, epoch)
-            yield result_row("e2e", f"{spec}/d{dim}/{name}", spec, g, dim, opt, impl, 1,
-                       opt.config if impl == "mgg" else None, "epoch", t, peak, prep_s=prep_s)
+            yield result_row(
+                "e2e",
+                f"{spec}/d{dim}/{name}",
+                spec,
+                g,
+                dim,
+                opt,
+                impl,
+                1,
+                opt.config if impl == "mgg" else None,
+                "epoch",
+                t,
+                peak,
+                prep_s=prep_s,
+            )
         opt.budget.done("e2e", time.perf_counter() - t0)

@@ -15,6 +15,7 @@ rank reads from its peers, computed from the plan (traffic_mb, rank_traffic_mb: 
 
 With --ncu (where Nsight Compute runs) each in-process case is run once more under ncu and the
 mgg kernels' achieved occupancy and SM throughput go into the CSV (Fig. 8's metrics)."""
+
 from __future__ import annotations
 
 import itertools
@@ -39,8 +40,10 @@ IN_PROCESS = ("direct", "uva", "uvm", "halo", "allgather")
 NVSHMEM = ("get-thread", "get-warp", "get-block")
 MODES = NVSHMEM + IN_PROCESS
 GPU_ONLY = ("uva", "uvm") + NVSHMEM
-NCU_METRICS = {"achieved_occupancy": "sm__warps_active.avg.pct_of_peak_sustained_active",
-               "sm_throughput": "sm__throughput.avg.pct_of_peak_sustained_elapsed"}
+NCU_METRICS = {
+    "achieved_occupancy": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "sm_throughput": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+}
 
 
 def _rank_fns(mode: str, g, pes: int, x: torch.Tensor, config) -> tuple[list, list]:
@@ -51,7 +54,7 @@ def _rank_fns(mode: str, g, pes: int, x: torch.Tensor, config) -> tuple[list, li
     elem = x.element_size() * x.size(1)
     plan = cache.plan(g, pes, gathered=mode == "allgather")
     b = plan.bounds
-    tables = [x[int(b[r]):int(b[r + 1])] for r in range(pes)]
+    tables = [x[int(b[r]) : int(b[r + 1])] for r in range(pes)]
     fns, traffic = [], []
     for r in range(pes):
         rp = plan.rank_plan(r, config)
@@ -64,8 +67,9 @@ def _rank_fns(mode: str, g, pes: int, x: torch.Tensor, config) -> tuple[list, li
             else:
                 peers = tables
             rp.op_args(x.device, peers=True, transposed=False)
-            fns.append(lambda r=r, rp=rp, peers=peers: run_peers(tables[r], peers, r, rp,
-                                                                 "uva" if mode == "uva" else "direct"))
+            fns.append(
+                lambda r=r, rp=rp, peers=peers: run_peers(tables[r], peers, r, rp, "uva" if mode == "uva" else "direct")
+            )
             traffic.append(p.num_remote_edges * elem)  # every remote edge reads its row
         elif mode == "halo":
             rp.op_args(x.device, transposed=False)
@@ -85,9 +89,33 @@ def _ncu(opt, spec: str, dim: int, pes: int, mode: str) -> dict:
     if not (opt.ncu and shutil.which("ncu") and opt.device.type == "cuda"):
         return {}
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = ["ncu", "--csv", "--kernel-name", "regex:aggregate_", "--metrics", ",".join(NCU_METRICS.values()),
-               sys.executable, "-m", "bench", "fetch", "--graphs", spec, "--dims", str(dim), "--pes", str(pes),
-               "--fetch-modes", mode, "--reps", "20", "--warmup", "0", "--quiet", "--out", tmp]
+        cmd = [
+            "ncu",
+            "--csv",
+            "--kernel-name",
+            "regex:aggregate_",
+            "--metrics",
+            ",".join(NCU_METRICS.values()),
+            sys.executable,
+            "-m",
+            "bench",
+            "fetch",
+            "--graphs",
+            spec,
+            "--dims",
+            str(dim),
+            "--pes",
+            str(pes),
+            "--fetch-modes",
+            mode,
+            "--reps",
+            "20",
+            "--warmup",
+            "0",
+            "--quiet",
+            "--out",
+            tmp,
+        ]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=opt.worker_timeout_s)
     values = {k: [] for k in NCU_METRICS}
     for line in r.stdout.splitlines():
@@ -106,13 +134,27 @@ def _nvshmem_times(opt, spec: str, dim: int, pes: int) -> dict:
     root = str(Path(__file__).resolve().parents[2])
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "r.json"
-        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={pes}", "--standalone", str(worker),
-               spec, str(dim), ",".join(NVSHMEM), str(opt.warmup), str(opt.reps), str(out), str(opt.data_dir or "")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc-per-node={pes}",
+            "--standalone",
+            str(worker),
+            spec,
+            str(dim),
+            ",".join(NVSHMEM),
+            str(opt.warmup),
+            str(opt.reps),
+            str(out),
+            str(opt.data_dir or ""),
+        ]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         for k, v in (("NVSHMEM_REMOTE_TRANSPORT", "none"), ("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "lo")):
             env.setdefault(k, v)
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                           timeout=min(opt.worker_timeout_s, max(opt.budget.left(), 1.0)))
+        r = subprocess.run(
+            cmd, capture_output=True, text=True, env=env, timeout=min(opt.worker_timeout_s, max(opt.budget.left(), 1.0))
+        )
         if r.returncode != 0:
             raise RuntimeError(r.stderr[-2000:])
         return json.loads(out.read_text())
@@ -151,14 +193,33 @@ def fetch(opt) -> Iterator[dict]:
                 fns, traffic = _rank_fns(mode, g, pes, x, opt.config)
                 if not verified(opt, f"fetch {spec} D={dim} P={pes} {mode}", check_run, fns, g, x):
                     continue
-                per_rank = [measure(f, opt.device, opt.warmup, opt.reps) if not opt.prep_only
-                            else Timing(float("nan"), float("nan"), float("nan"), 0) for f in fns]
+                per_rank = [
+                    measure(f, opt.device, opt.warmup, opt.reps)
+                    if not opt.prep_only
+                    else Timing(float("nan"), float("nan"), float("nan"), 0)
+                    for f in fns
+                ]
             slow = max(per_rank, key=lambda t: t.median_ms)
-            row = result_row("fetch", f"{spec}/d{dim}/P{pes}/{mode}", spec, g, dim, opt, f"fetch-{mode}", pes,
-                             opt.config, "fwd", slow, float("nan"), prep_s=time.perf_counter() - t0)
-            row.update(rank_ms=";".join(f"r{r}:{t.median_ms:.4f}" for r, t in enumerate(per_rank)),
-                       traffic_mb=round(sum(traffic) / 2**20, 3),
-                       rank_traffic_mb=";".join(f"r{r}:{b / 2**20:.3f}" for r, b in enumerate(traffic)))
+            row = result_row(
+                "fetch",
+                f"{spec}/d{dim}/P{pes}/{mode}",
+                spec,
+                g,
+                dim,
+                opt,
+                f"fetch-{mode}",
+                pes,
+                opt.config,
+                "fwd",
+                slow,
+                float("nan"),
+                prep_s=time.perf_counter() - t0,
+            )
+            row.update(
+                rank_ms=";".join(f"r{r}:{t.median_ms:.4f}" for r, t in enumerate(per_rank)),
+                traffic_mb=round(sum(traffic) / 2**20, 3),
+                rank_traffic_mb=";".join(f"r{r}:{b / 2**20:.3f}" for r, b in enumerate(traffic)),
+            )
             if mode in IN_PROCESS:
                 row.update(_ncu(opt, spec, dim, pes, mode))
             yield row

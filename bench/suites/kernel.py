@@ -1,4 +1,5 @@
 """The kernel suite: forward and backward of mgg.aggregate against the peers."""
+
 from __future__ import annotations
 
 import itertools
@@ -36,6 +37,20 @@ def kernel(opt: Options) -> Iterator[dict]:
         for pass_, fn in (("fwd", prep.fwd), ("bwd", prep.bwd)):
             t, peak = timed(opt, fn)
             gbps = bytes_moved(g, dim, elem_size(opt)) / (t.median_ms * 1e-3) / 1e9
-            yield result_row("kernel", f"{spec}/d{dim}", spec, g, dim, opt, impl, 1,
-                       opt.config if impl == "mgg" else None, pass_, t, peak, gbps, prep_s)
+            yield result_row(
+                "kernel",
+                f"{spec}/d{dim}",
+                spec,
+                g,
+                dim,
+                opt,
+                impl,
+                1,
+                opt.config if impl == "mgg" else None,
+                pass_,
+                t,
+                peak,
+                gbps,
+                prep_s,
+            )
         opt.budget.done("kernel", time.perf_counter() - t0)

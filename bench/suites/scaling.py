@@ -1,4 +1,5 @@
 """The scaling suite: in-process ranks at growing rank counts, at the given and the tuned config."""
+
 from __future__ import annotations
 
 import itertools
@@ -48,8 +49,22 @@ def scaling(opt: Options) -> Iterator[dict]:
         remote = sum(s["remote_edges"] for s in stats) / max(g.num_edges, 1)
         case = f"{spec}/d{dim}/remote={remote:.3f}"
         gbps = bytes_moved(g, dim, elem_size(opt)) / (t.median_ms * 1e-3) / 1e9
-        row = result_row("scaling", case, spec, g, dim, opt, impl_name(f"mgg-{via}-inproc", opt),
-                   pes, opt.config, "fwd", t, peak, gbps, prep_s)
+        row = result_row(
+            "scaling",
+            case,
+            spec,
+            g,
+            dim,
+            opt,
+            impl_name(f"mgg-{via}-inproc", opt),
+            pes,
+            opt.config,
+            "fwd",
+            t,
+            peak,
+            gbps,
+            prep_s,
+        )
         yield dict(row, rank_edges=format_rank_edges(stats))
         if not opt.prep_only:
             target = InprocTarget(plan, via) if pes > 1 else LocalTarget(plan)
@@ -58,7 +73,21 @@ def scaling(opt: Options) -> Iterator[dict]:
             if verified(opt, f"{what} tuned {chosen.as_tuple()}", check_run, fn, plan.graph, x):
                 t, peak = timed(opt, fn)
                 gbps = bytes_moved(g, dim, elem_size(opt)) / (t.median_ms * 1e-3) / 1e9
-                row = result_row("scaling", case, spec, g, dim, opt, impl_name(f"mgg-{via}-inproc-tuned", opt),
-                                 pes, chosen, "fwd", t, peak, gbps, prep_s)
+                row = result_row(
+                    "scaling",
+                    case,
+                    spec,
+                    g,
+                    dim,
+                    opt,
+                    impl_name(f"mgg-{via}-inproc-tuned", opt),
+                    pes,
+                    chosen,
+                    "fwd",
+                    t,
+                    peak,
+                    gbps,
+                    prep_s,
+                )
                 yield dict(row, rank_edges=format_rank_edges(stats))
         opt.budget.done("scaling", time.perf_counter() - t0)

@@ -19,6 +19,7 @@ after malloc_trim) minus its RSS at the start of the run.
 Rows: median/p10/p90 of the epoch time, target_acc, epochs, time_to_target_s (the training time
 up to the epoch that reached the target; empty if it did not), reached, best_val_acc, and
 val_curve ('seconds:accuracy' after each epoch, ';'-separated) for the plot."""
+
 from __future__ import annotations
 
 import ctypes
@@ -116,8 +117,13 @@ def _run(step, val_acc, max_epochs: int, target: float, mem: PeakMemory) -> dict
         if curve[-1][1] >= target:
             break
     reached = curve[-1][1] >= target
-    return dict(times=times, curve=curve, reached=reached, peak_mb=mem.mb,
-                time_to_target=sum(times) if reached else float("nan"))
+    return dict(
+        times=times,
+        curve=curve,
+        reached=reached,
+        peak_mb=mem.mb,
+        time_to_target=sum(times) if reached else float("nan"),
+    )
 
 
 def _minibatch_step(s, ds, impl: str, seed: int, layers: int):
@@ -134,8 +140,9 @@ def _minibatch_step(s, ds, impl: str, seed: int, layers: int):
 
                 torch.manual_seed(seed)
                 data = Data(x=s.x.cpu(), y=s.y.cpu(), edge_index=s.graph.cpu(), num_nodes=ds.graph.num_nodes)
-                state["loader"] = NeighborLoader(data, input_nodes=train_nodes, num_neighbors=fan,
-                                                 batch_size=BATCH_SIZE, shuffle=True)
+                state["loader"] = NeighborLoader(
+                    data, input_nodes=train_nodes, num_neighbors=fan, batch_size=BATCH_SIZE, shuffle=True
+                )
             for b in state["loader"]:
                 yield b.n_id, b.edge_index, b.batch_size
         else:
@@ -156,11 +163,13 @@ def _minibatch_step(s, ds, impl: str, seed: int, layers: int):
             s.opt.step()
         if s.device.type == "cuda":
             torch.cuda.synchronize(s.device)
+
     return step
 
 
-def train_to_target(ds, model: str, impl: str, seed: int, target: float, max_epochs: int,
-                    device: torch.device, layers: int = 2) -> dict:
+def train_to_target(
+    ds, model: str, impl: str, seed: int, target: float, max_epochs: int, device: torch.device, layers: int = 2
+) -> dict:
     """One run: trains until the full-graph validation accuracy reaches target.
 
     Args:
@@ -219,13 +228,32 @@ def tta(opt) -> Iterator[dict]:
         ds = loaded[name]
         res = train_to_target(ds, model, impl, seed, targets[model], opt.tta_max_epochs, opt.device)
         ms = [t * 1e3 for t in res["times"]]
-        row = result_row("tta", f"{ds.name}/{model}/seed{seed}", ds.name, ds.graph, ds.x.size(1), opt, impl, 1,
-                   opt.config if impl == "mgg" else None, "train", Timing.of(ms), res["peak_mb"],
-                   prep_s=res["prep_s"])
+        row = result_row(
+            "tta",
+            f"{ds.name}/{model}/seed{seed}",
+            ds.name,
+            ds.graph,
+            ds.x.size(1),
+            opt,
+            impl,
+            1,
+            opt.config if impl == "mgg" else None,
+            "train",
+            Timing.of(ms),
+            res["peak_mb"],
+            prep_s=res["prep_s"],
+        )
         tt = res["time_to_target"]
-        yield dict(row, dtype="float32", target_acc=targets[model], epochs=len(ms),
-                   time_to_target_s="" if math.isnan(tt) else round(tt, 4), reached=res["reached"],
-                   best_val_acc=round(max(a for _, a in res["curve"]), 4), val_curve=_curve(res["curve"]))
+        yield dict(
+            row,
+            dtype="float32",
+            target_acc=targets[model],
+            epochs=len(ms),
+            time_to_target_s="" if math.isnan(tt) else round(tt, 4),
+            reached=res["reached"],
+            best_val_acc=round(max(a for _, a in res["curve"]), 4),
+            val_curve=_curve(res["curve"]),
+        )
         opt.budget.done("tta", time.perf_counter() - t0)
 
 
@@ -238,13 +266,20 @@ def summary_lines(rows: list[dict]) -> list[str]:
     for r in sel:
         groups.setdefault((r["graph"], r["case"].split("/")[1], r["impl"]), []).append(r)
     cpu = str(sel[0].get("device", "")).startswith("cpu")
-    mem = ("peak RSS of the training steps above the run's start (VmHWM reset before each step)" if cpu
-           else "torch.cuda.max_memory_allocated during the training steps above the run's start")
-    lines = ["## tta: time to the target validation accuracy", "",
-             "Training steps only (evaluation excluded); full-graph validation accuracy after every epoch; "
-             f"peak memory: {mem}. Mini-batch: fan-outs [25, 10], batch size {BATCH_SIZE}.", "",
-             "| dataset | model | impl | target | reached | time to target s | epochs | ms/epoch | peak MB |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    mem = (
+        "peak RSS of the training steps above the run's start (VmHWM reset before each step)"
+        if cpu
+        else "torch.cuda.max_memory_allocated during the training steps above the run's start"
+    )
+    lines = [
+        "## tta: time to the target validation accuracy",
+        "",
+        "Training steps only (evaluation excluded); full-graph validation accuracy after every epoch; "
+        f"peak memory: {mem}. Mini-batch: fan-outs [25, 10], batch size {BATCH_SIZE}.",
+        "",
+        "| dataset | model | impl | target | reached | time to target s | epochs | ms/epoch | peak MB |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for (g, model, impl), rs in groups.items():
         hit = [r for r in rs if str(r["reached"]) == "True"]
         tt = [float(r["time_to_target_s"]) for r in hit]
@@ -253,8 +288,10 @@ def summary_lines(rows: list[dict]) -> list[str]:
         e = f"{statistics.mean(ep):.1f}" if ep else "-"
         ms = statistics.median(float(r["median_ms"]) for r in rs)
         peak = max(float(r["peak_mem_mb"]) for r in rs)
-        lines.append(f"| {g} | {model} | {impl} | {float(rs[0]['target_acc']):.3f} | {len(hit)}/{len(rs)} | {t} | "
-                     f"{e} | {ms:.2f} | {peak:.1f} |")
+        lines.append(
+            f"| {g} | {model} | {impl} | {float(rs[0]['target_acc']):.3f} | {len(hit)}/{len(rs)} | {t} | "
+            f"{e} | {ms:.2f} | {peak:.1f} |"
+        )
     return lines + [""]
 
 
@@ -274,14 +311,21 @@ def plot(rows: list[dict], path) -> None:
     for j, impl in enumerate(impls):
         means, lo, hi = [], [], []
         for g, m in keys:
-            tt = [float(r["time_to_target_s"]) for r in sel if r["impl"] == impl and r["graph"] == g
-                  and r["case"].split("/")[1] == m and str(r["reached"]) == "True"]
+            tt = [
+                float(r["time_to_target_s"])
+                for r in sel
+                if r["impl"] == impl
+                and r["graph"] == g
+                and r["case"].split("/")[1] == m
+                and str(r["reached"]) == "True"
+            ]
             mean = statistics.mean(tt) if tt else 0.0
             means.append(mean)
             lo.append(mean - min(tt) if tt else 0.0)
             hi.append(max(tt) - mean if tt else 0.0)
-        bars.bar([i + j * width for i in range(len(keys))], means, width, yerr=[lo, hi], capsize=2,
-                 color=f"C{j}", label=impl)
+        bars.bar(
+            [i + j * width for i in range(len(keys))], means, width, yerr=[lo, hi], capsize=2, color=f"C{j}", label=impl
+        )
     bars.set_xticks([i + width * (len(impls) - 1) / 2 for i in range(len(keys))], [f"{g} {m}" for g, m in keys])
     bars.set_ylabel("training seconds to target (mean, min-max)")
     bars.legend(fontsize=7)
@@ -289,8 +333,9 @@ def plot(rows: list[dict], path) -> None:
     for r in sel:
         pts = [tuple(map(float, p.split(":"))) for p in r["val_curve"].split(";") if p]
         k = keys.index((r["graph"], r["case"].split("/")[1]))
-        curves.plot([t for t, _ in pts], [a for _, a in pts], styles[k % 4], color=f"C{impls.index(r['impl'])}",
-                    lw=1, alpha=0.8)
+        curves.plot(
+            [t for t, _ in pts], [a for _, a in pts], styles[k % 4], color=f"C{impls.index(r['impl'])}", lw=1, alpha=0.8
+        )
     for k, (g, m) in enumerate(keys):
         tgt = next(float(r["target_acc"]) for r in sel if (r["graph"], r["case"].split("/")[1]) == (g, m))
         curves.axhline(tgt, color="gray", ls=styles[k % 4], lw=0.8, label=f"{g} {m} target {tgt:.2f}")

@@ -1,4 +1,5 @@
 """The tune suite: the online tuner against the grid."""
+
 from __future__ import annotations
 
 import itertools
@@ -37,8 +38,9 @@ def tune(opt: Options) -> Iterator[dict]:
         if not opt.prep_only:
             tuned(opt, target, x, probes)
         for i, (c, t, peak) in enumerate(probes):
-            yield result_row("tune", f"{spec}/d{dim}/p{pes}/search{i + 1:02d}", spec, g, dim, opt, impl, pes, c, "fwd",
-                             t, peak)
+            yield result_row(
+                "tune", f"{spec}/d{dim}/p{pes}/search{i + 1:02d}", spec, g, dim, opt, impl, pes, c, "fwd", t, peak
+            )
         for c in grid(dim, DeviceLimits.of(opt.device), get=target.get):
             if not opt.budget.start("tune-grid", f"tune grid {spec} D={dim} P={pes} {c.as_tuple()}"):
                 continue

@@ -10,6 +10,7 @@ Each epoch is forward, loss, backward, weight-gradient all-reduce and optimizer 
 synchronise their device and meet at a barrier around it, so an epoch's time is the slowest
 rank's. Rank 0 writes the median/p10/p90 over the timed epochs as JSON.
 """
+
 import json
 import os
 import sys
@@ -68,13 +69,22 @@ def main():
     if dg.rank == 0:
         a = np.asarray(times)
         with open(out, "w") as f:
-            json.dump(dict(median_ms=float(np.median(a)), p10_ms=float(np.percentile(a, 10)),
-                           p90_ms=float(np.percentile(a, 90)), epochs=len(a), peak_mem_mb=float(max(peaks)),
-                           prep_s=prep_s if prep_s is not None else time.perf_counter() - t_start,
-                           rank_edges=format_rank_edges(stats)), f)
+            json.dump(
+                dict(
+                    median_ms=float(np.median(a)),
+                    p10_ms=float(np.percentile(a, 10)),
+                    p90_ms=float(np.percentile(a, 90)),
+                    epochs=len(a),
+                    peak_mem_mb=float(max(peaks)),
+                    prep_s=prep_s if prep_s is not None else time.perf_counter() - t_start,
+                    rank_edges=format_rank_edges(stats),
+                ),
+                f,
+            )
     dist.barrier()
     if backend == "nvshmem":
         from mgg.distributed import nvshmem
+
         nvshmem.finalize()
     # With torch 2.14.1 and gloo a rank sometimes aborts in interpreter teardown ("terminate called
     # without an active exception", no Python frame): with destroy_process_group() in about half of

@@ -12,6 +12,7 @@ changes every batch; several batches are cycled) forward, then forward and backw
 at a barrier around it, so a step's time is the slowest rank's. Rank 0 writes JSON: per impl and
 pass the median/p10/p90 ms, bytes sent per batch per rank, and the per-batch plan build time.
 """
+
 import functools
 import json
 import os
@@ -74,9 +75,16 @@ def main():
 
     gpu_nvshmem = dev.type == "cuda" and nvshmem.available() is None
     for backend in ("halo", "alltoall") + (("nvshmem",) if gpu_nvshmem else ()):
-        c = ShardedEmbeddingBagCollection(sizes, dim, mode="sum", sharding="mixed", backend=backend, device=dev,
-                                          fetch="get-warp" if backend == "nvshmem" else "direct",
-                                          sparse=True)  # as DLRM trains tables: sparse row gradients
+        c = ShardedEmbeddingBagCollection(
+            sizes,
+            dim,
+            mode="sum",
+            sharding="mixed",
+            backend=backend,
+            device=dev,
+            fetch="get-warp" if backend == "nvshmem" else "direct",
+            sparse=True,
+        )  # as DLRM trains tables: sparse row gradients
         with torch.no_grad():
             c.weight.copy_(row_values(torch.arange(c.row_begin, c.row_end), dim))
         inputs = [([i.to(dev) for i in b.inputs], [o.to(dev) for o in b.offsets]) for b in batches]
@@ -110,8 +118,12 @@ def main():
             dist.all_gather_object(sent, float(np.mean(traffic)))
             a = np.asarray(times)
             result["impls"][f"{backend}:{pass_}"] = dict(
-                median_ms=float(np.median(a)), p10_ms=float(np.percentile(a, 10)), p90_ms=float(np.percentile(a, 90)),
-                reps=len(a), rank_bytes=sent)
+                median_ms=float(np.median(a)),
+                p10_ms=float(np.percentile(a, 10)),
+                p90_ms=float(np.percentile(a, 90)),
+                reps=len(a),
+                rank_bytes=sent,
+            )
         if backend == "halo":  # the per-batch plan alone: edges of 26 tables, merged, this rank's step
             ts = []
             for i in range(warmup + reps):
@@ -120,10 +132,15 @@ def main():
                 if i >= warmup:
                     ts.append((time.perf_counter() - t0) * 1e3)
             a = np.asarray(ts)
-            result["impls"]["plan"] = dict(median_ms=float(np.median(a)), p10_ms=float(np.percentile(a, 10)),
-                                           p90_ms=float(np.percentile(a, 90)), reps=len(a),
-                                           lookups=step.num_local_edges + step.num_remote_edges,
-                                           distinct_rows=int(step.rows.numel()), halo_rows=int(step.halo.numel()))
+            result["impls"]["plan"] = dict(
+                median_ms=float(np.median(a)),
+                p10_ms=float(np.percentile(a, 10)),
+                p90_ms=float(np.percentile(a, 90)),
+                reps=len(a),
+                lookups=step.num_local_edges + step.num_remote_edges,
+                distinct_rows=int(step.rows.numel()),
+                halo_rows=int(step.halo.numel()),
+            )
     result["rows"] = int(sum(sizes))
     result["lookups"] = int(lookups)
     dist.barrier()

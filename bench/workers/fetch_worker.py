@@ -6,6 +6,7 @@ fused kernel of one layer's aggregation for each get scope, every rank its own, 
 MODES is comma-separated (get-thread,get-warp,get-block). Rank 0 writes, per mode, every rank's
 (median, p10, p90, samples) in ms and the bytes each rank reads from its peers, as JSON.
 """
+
 import json
 import sys
 

@@ -1,9 +1,23 @@
 """Graphs and datasets in: file formats (formats) -> dataset loaders (datasets) -> one name
 resolution for every command (resolve); synthetic graphs (synthetic); the files that ship with
 mgg (bundled, beside Cora's files in planetoid/)."""
+
 from .bundled import bundled_planetoid_dir
 from .formats import NodeDataset, from_pyg, load_edge_list, load_mtx, load_npz, load_planetoid, read_edge_list
 from .resolve import Source, available, load_dataset, load_graph, resolve
 
-__all__ = ["NodeDataset", "Source", "available", "bundled_planetoid_dir", "from_pyg", "load_dataset", "load_edge_list",
-           "load_graph", "load_mtx", "load_npz", "load_planetoid", "read_edge_list", "resolve"]
+__all__ = [
+    "NodeDataset",
+    "Source",
+    "available",
+    "bundled_planetoid_dir",
+    "from_pyg",
+    "load_dataset",
+    "load_edge_list",
+    "load_graph",
+    "load_mtx",
+    "load_npz",
+    "load_planetoid",
+    "read_edge_list",
+    "resolve",
+]

@@ -1,4 +1,5 @@
 """Array helpers of the loaders and generators."""
+
 from __future__ import annotations
 
 import numpy as np

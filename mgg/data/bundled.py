@@ -1,5 +1,6 @@
 """The files that ship inside the package, next to this module: Cora in the Planetoid raw format
 and Mt-KaHyPar's deterministic preset (mgg.partitioning.methods)."""
+
 from __future__ import annotations
 
 from pathlib import Path

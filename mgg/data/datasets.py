@@ -1,6 +1,7 @@
 """The dataset loaders beyond single files: PyG Reddit's raw files, OGB node-property datasets
 (raw CSVs or the processed pickle) and .npz datasets (x, y and masks beside the graph). Names
 and directories become loaders in mgg.data.resolve."""
+
 from __future__ import annotations
 
 import pickle
@@ -41,10 +42,13 @@ def load_npz_dataset(path) -> NodeDataset:
         if missing:
             raise GraphError(f"{path}: a dataset .npz needs fields {', '.join(_NPZ_FEATURES)}; missing {missing}")
         n = g.num_nodes
-        masks = [torch.from_numpy(z[k]) if z[k].dtype == bool else mask_of(z[k], n, f"{path}: field {k}")
-                 for k in _NPZ_FEATURES[2:]]
-        return NodeDataset(path.stem, g, torch.from_numpy(np.asarray(z["x"], np.float32)),
-                           labels(z["y"], f"{path}: field y"), *masks)
+        masks = [
+            torch.from_numpy(z[k]) if z[k].dtype == bool else mask_of(z[k], n, f"{path}: field {k}")
+            for k in _NPZ_FEATURES[2:]
+        ]
+        return NodeDataset(
+            path.stem, g, torch.from_numpy(np.asarray(z["x"], np.float32)), labels(z["y"], f"{path}: field y"), *masks
+        )
 
 
 # ---- PyG Reddit ------------------------------------------------------------------------------------
@@ -76,8 +80,10 @@ def load_reddit(path, features: bool = True):
             fmt = z["format"].item() if "format" in z.files else b""
             fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
             if fmt != "coo" or not {"row", "col", "shape"} <= set(z.files):
-                raise GraphError(f"{gpath}: expected a scipy COO matrix (save_npz) with row, col, shape; "
-                                 f"got format {fmt!r}, fields {sorted(z.files)}")
+                raise GraphError(
+                    f"{gpath}: expected a scipy COO matrix (save_npz) with row, col, shape; "
+                    f"got format {fmt!r}, fields {sorted(z.files)}"
+                )
             row, col, shape = z["row"], z["col"], tuple(int(s) for s in z["shape"])
     except (OSError, ValueError, EOFError, KeyError) as e:
         raise GraphError(f"{gpath}: not a readable .npz file ({e})") from None
@@ -108,7 +114,6 @@ def _coalesce(row, col, n: int):
     check first, since a file written coalesced needs no sort."""
     key = row.astype(np.int64) * n + col.astype(np.int64)
     if not (key.size < 2 or bool((key[1:] > key[:-1]).all())):
-
         key = sorted_unique(key)
     return key // n, key % n
 
@@ -127,8 +132,11 @@ OGB_ALIASES = {"arxiv": "ogbn-arxiv", "ogbn-papers100m": "ogbn-papers100M"}
 def ogb_root(path: Path) -> Optional[Path]:
     """The dataset directory (the one with raw/ and split/) for path or its raw/ subdirectory."""
     for d in (path, path.parent):
-        if (d / "raw" / "edge.csv.gz").is_file() or (d / "raw" / "data.npz").is_file() or \
-                (d / "processed" / "data_processed").is_file():
+        if (
+            (d / "raw" / "edge.csv.gz").is_file()
+            or (d / "raw" / "data.npz").is_file()
+            or (d / "processed" / "data_processed").is_file()
+        ):
             return d
     return None
 
@@ -164,8 +172,9 @@ def load_ogb(path, features: bool = True):
     are 112 binary tasks. Unlabelled nodes (papers100M's NaN) get label -1."""
     root = ogb_root(Path(path))
     if root is None:
-        raise GraphError(f"{path}: not an OGB node-property dataset (no raw/edge.csv.gz, raw/data.npz or "
-                         "processed/data_processed)")
+        raise GraphError(
+            f"{path}: not an OGB node-property dataset (no raw/edge.csv.gz, raw/data.npz or processed/data_processed)"
+        )
     name = ogb_name(root)
     meta = OGB_META.get(name, dict(add_inverse_edge=False, split=None, binary=(root / "raw" / "data.npz").is_file()))
     raw = _ogb_processed(root, features) or _ogb_raw(root, meta, features)
@@ -186,8 +195,10 @@ def load_ogb(path, features: bool = True):
     else:
         x = torch.ones(n, 1)
     split_dir = _ogb_split_dir(root, meta["split"])
-    masks = [mask_of(_read_index(split_dir / f"{k}.csv.gz"), n, str(split_dir / f"{k}.csv.gz"))
-             for k in ("train", "valid", "test")]
+    masks = [
+        mask_of(_read_index(split_dir / f"{k}.csv.gz"), n, str(split_dir / f"{k}.csv.gz"))
+        for k in ("train", "valid", "test")
+    ]
     return NodeDataset(name, g, x, y, *masks)
 
 
@@ -255,10 +266,16 @@ def _ogb_raw(root: Path, meta: dict, features: bool) -> _OgbRaw:
             raise GraphError(f"{raw / 'edge.csv.gz'}: expected 2 columns 'src,dst', got {e.shape[1]}")
         ei = np.ascontiguousarray(e.T)
         n = int(_read_csv(raw / "num-node-list.csv.gz", np.int64, "node count").sum())
-        nf = _read_csv(raw / "node-feat.csv.gz", np.float32, "node features") \
-            if features and (raw / "node-feat.csv.gz").is_file() else None
-        ef = _read_csv(raw / "edge-feat.csv.gz", np.float32, "edge features") \
-            if features and (raw / "edge-feat.csv.gz").is_file() else None
+        nf = (
+            _read_csv(raw / "node-feat.csv.gz", np.float32, "node features")
+            if features and (raw / "node-feat.csv.gz").is_file()
+            else None
+        )
+        ef = (
+            _read_csv(raw / "edge-feat.csv.gz", np.float32, "edge features")
+            if features and (raw / "edge-feat.csv.gz").is_file()
+            else None
+        )
         lab = None
         if features and (raw / "node-label.csv.gz").is_file():
             lab = _read_csv(raw / "node-label.csv.gz", np.float64, "node labels")
@@ -280,9 +297,15 @@ def _npz(path: Path):
 # OGB caches its reading as processed/data_processed: torch.save({'graph': dict of numpy arrays,
 # 'labels': ndarray}). It is read here by a pickle reader that can only build numpy arrays and
 # builtin containers, never arbitrary objects.
-_SAFE = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-         ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
-         ("numpy._core.multiarray", "scalar"), ("collections", "OrderedDict")}
+_SAFE = {
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "scalar"),
+    ("collections", "OrderedDict"),
+}
 
 
 class _NumpyUnpickler(pickle.Unpickler):
@@ -307,8 +330,16 @@ def _ogb_processed(root: Path, features: bool) -> Optional[_OgbRaw]:
         gr, lab = d["graph"], d["labels"]
         ei = np.asarray(gr["edge_index"], np.int64)
         n = int(gr["num_nodes"])
-    except (zipfile.BadZipFile, StopIteration, pickle.UnpicklingError, KeyError, TypeError, EOFError,
-            AttributeError, ValueError) as e:
+    except (
+        zipfile.BadZipFile,
+        StopIteration,
+        pickle.UnpicklingError,
+        KeyError,
+        TypeError,
+        EOFError,
+        AttributeError,
+        ValueError,
+    ) as e:
         print(f"mgg: {p}: not readable as OGB's numpy cache ({e.__class__.__name__}); reading raw/", file=sys.stderr)
         return None
     return _OgbRaw(ei, n, gr.get("node_feat") if features else None, gr.get("edge_feat") if features else None, lab)

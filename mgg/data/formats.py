@@ -6,6 +6,7 @@ are resolved in mgg.data.resolve; `mgg.data.load_graph` and `mgg.data.load_datas
 Text is parsed by numpy's C reader (`np.loadtxt` on a path, numpy >= 1.23); only when it fails
 does a line-by-line pass run, to name the offending line (or to read files that mix comment
 styles)."""
+
 from __future__ import annotations
 
 import gzip
@@ -70,8 +71,9 @@ def _loadtxt(path: Path, dtype, skip: int, comment: str):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            a = np.loadtxt(str(path), dtype=dtype, comments=comment, skiprows=skip,
-                           ndmin=1 if isinstance(dtype, list) else 2)
+            a = np.loadtxt(
+                str(path), dtype=dtype, comments=comment, skiprows=skip, ndmin=1 if isinstance(dtype, list) else 2
+            )
         return a, None
     except (ValueError, OSError, EOFError, UnicodeDecodeError, IndexError) as e:
         return None, str(e)
@@ -143,8 +145,12 @@ def _read_table_slow(path: Path, start: int = 0):
             w.append(val)
     if width is None:
         raise GraphError(f"{path}: empty graph (no edges)")
-    return (np.frombuffer(a, np.int64), np.frombuffer(b, np.int64),
-            np.frombuffer(w, np.float32) if width == 3 else None, start)
+    return (
+        np.frombuffer(a, np.int64),
+        np.frombuffer(b, np.int64),
+        np.frombuffer(w, np.float32) if width == 3 else None,
+        start,
+    )
 
 
 def _int_field(tok: str) -> Optional[int]:
@@ -164,13 +170,17 @@ def _check_ids(path: Path, a, b, start: int, num_nodes: Optional[int], relabel: 
     if a.size and min(a.min(), b.min()) < lo:
         k = int(np.flatnonzero((a < lo) | (b < lo))[0])
         ln, s = _line_of_row(path, k, start)
-        raise GraphError(f"{path}:{ln}: node ids must be {'positive (1-based)' if one_based else 'non-negative'} "
-                         f"integers, got {s!r}")
+        raise GraphError(
+            f"{path}:{ln}: node ids must be {'positive (1-based)' if one_based else 'non-negative'} integers, got {s!r}"
+        )
     if num_nodes is not None and a.size and max(a.max(), b.max()) >= num_nodes + lo:
         k = int(np.flatnonzero((a >= num_nodes + lo) | (b >= num_nodes + lo))[0])
         ln, s = _line_of_row(path, k, start)
-        raise GraphError(f"{path}:{ln}: index > rows {num_nodes} in {s!r}" if one_based else
-                         f"{path}:{ln}: node id >= num_nodes {num_nodes} in {s!r}")
+        raise GraphError(
+            f"{path}:{ln}: index > rows {num_nodes} in {s!r}"
+            if one_based
+            else f"{path}:{ln}: node id >= num_nodes {num_nodes} in {s!r}"
+        )
     if relabel or num_nodes is not None or not a.size:
         return
     top = int(max(a.max(), b.max()))
@@ -191,6 +201,7 @@ def _relabel(a, b):
 class EdgeTable:
     """Parsed edges before they become a Graph: src[i] -> dst[i], optional weights, and with
     relabelling the original id of each node (`ids[k]` is node k's id in the file)."""
+
     src: np.ndarray
     dst: np.ndarray
     weight: Optional[np.ndarray]
@@ -221,8 +232,7 @@ def read_edge_list(path, num_nodes: Optional[int] = None, relabel: bool = False)
     return EdgeTable(a, b, w, num_nodes, ids)
 
 
-def load_edge_list(path, num_nodes: Optional[int] = None, undirected: bool = False,
-                   relabel: bool = False) -> Graph:
+def load_edge_list(path, num_nodes: Optional[int] = None, undirected: bool = False, relabel: bool = False) -> Graph:
     """An edge list (see read_edge_list) as a Graph: the line `u v` is the edge u -> v, so row v
     gathers u. undirected=True adds every edge's reverse."""
     return read_edge_list(path, num_nodes, relabel).graph(str(path), undirected)
@@ -247,8 +257,10 @@ def load_mtx(path) -> Graph:
     ln, banner = next(lines, (1, ""))
     t = banner.split()
     if len(t) != 5 or t[0] != "%%MatrixMarket" or t[1].lower() != "matrix":
-        raise GraphError(f"{path}:1: expected a Matrix Market banner '%%MatrixMarket matrix coordinate FIELD "
-                         f"SYMMETRY', got {banner[:80]!r}")
+        raise GraphError(
+            f"{path}:1: expected a Matrix Market banner '%%MatrixMarket matrix coordinate FIELD "
+            f"SYMMETRY', got {banner[:80]!r}"
+        )
     fmt, field, symmetry = (x.lower() for x in t[2:])
     if fmt != "coordinate":
         raise GraphError(f"{path}:1: '{fmt}' (dense) Matrix Market files are not graphs; expected 'coordinate'")
@@ -321,10 +333,12 @@ def load_npz(path) -> Graph:
             n = int(z["num_nodes"]) if "num_nodes" in keys else None
             if ei.dtype == np.int64 and ei.size and 0 <= ei.min() and ei.max() < 2**31:
                 ei = ei.astype(np.int32)  # half the memory while the CSR is built
-            return Graph.from_edges(ei[0], ei[1], n, z["edge_weight"] if "edge_weight" in keys else None,
-                                    what=str(path))
-    raise GraphError(f"{path}: .npz has fields {sorted(keys)}; expected a scipy.sparse matrix (save_npz), "
-                     "rowptr+col, or edge_index")
+            return Graph.from_edges(
+                ei[0], ei[1], n, z["edge_weight"] if "edge_weight" in keys else None, what=str(path)
+            )
+    raise GraphError(
+        f"{path}: .npz has fields {sorted(keys)}; expected a scipy.sparse matrix (save_npz), rowptr+col, or edge_index"
+    )
 
 
 def _scipy_npz(path: Path, z) -> Graph:
@@ -361,6 +375,7 @@ def from_pyg(data) -> Graph:
 class NodeDataset:
     """A graph with node features, labels and the standard split. y is [N] class ids (-1 for
     nodes without a label), or [N, T] for multi-label tasks (ogbn-proteins)."""
+
     name: str
     graph: Graph
     x: torch.Tensor
@@ -397,8 +412,13 @@ class NodeDataset:
             if m.dtype != torch.bool:  # an index list, as OGB's split
                 m = torch.zeros(n, dtype=torch.bool).index_fill_(0, m.long().view(-1), True)
             masks.append(m.cpu())
-        return NodeDataset(name, from_pyg(data), torch.as_tensor(data.x).float().cpu(),
-                           labels(torch.as_tensor(data.y).cpu(), name), *masks)
+        return NodeDataset(
+            name,
+            from_pyg(data),
+            torch.as_tensor(data.x).float().cpu(),
+            labels(torch.as_tensor(data.y).cpu(), name),
+            *masks,
+        )
 
 
 def labels(y, what: str) -> torch.Tensor:
@@ -420,8 +440,9 @@ def labels(y, what: str) -> torch.Tensor:
 def mask_of(index, n: int, what: str) -> torch.Tensor:
     idx = torch.as_tensor(np.asarray(index, dtype=np.int64)).view(-1)
     if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= n):
-        raise GraphError(f"{what}: node index {int(idx.max()) if int(idx.max()) >= n else int(idx.min())} "
-                         f"outside [0, {n})")
+        raise GraphError(
+            f"{what}: node index {int(idx.max()) if int(idx.max()) >= n else int(idx.min())} outside [0, {n})"
+        )
     return torch.zeros(n, dtype=torch.bool).index_fill_(0, idx, True)
 
 
@@ -450,8 +471,11 @@ def planetoid_dir(root, name: str) -> Optional[Path]:
     """The directory holding ind.NAME.* under root: root itself, or PyG's root/NAME/raw (any
     case: PyG writes CiteSeer, PubMed)."""
     root = Path(root)
-    subs = [d / "raw" for d in root.iterdir() if d.is_dir() and d.name.lower() == name.lower()] \
-        if root.is_dir() and name else []
+    subs = (
+        [d / "raw" for d in root.iterdir() if d.is_dir() and d.name.lower() == name.lower()]
+        if root.is_dir() and name
+        else []
+    )
     for d in [root, *subs, root / "raw"]:
         if (d / f"ind.{name.lower()}.graph").is_file():
             return d
@@ -492,16 +516,21 @@ def load_planetoid(root, name: str) -> NodeDataset:
     if test_index.size == 0:
         raise GraphError(f"{p['test.index']}: no test indices")
     if tx.shape[0] != test_index.size or ty.shape[0] != test_index.size:
-        raise GraphError(f"{p['tx']}: {tx.shape[0]} test feature rows and {ty.shape[0]} test labels for "
-                         f"{test_index.size} test indices")
+        raise GraphError(
+            f"{p['tx']}: {tx.shape[0]} test feature rows and {ty.shape[0]} test labels for "
+            f"{test_index.size} test indices"
+        )
     if x.shape[0] != y.shape[0] or allx.shape[0] != ally.shape[0]:
-        raise GraphError(f"{p['x']}: feature and label row counts differ ({x.shape[0]}/{y.shape[0]}, "
-                         f"{allx.shape[0]}/{ally.shape[0]})")
+        raise GraphError(
+            f"{p['x']}: feature and label row counts differ ({x.shape[0]}/{y.shape[0]}, "
+            f"{allx.shape[0]}/{ally.shape[0]})"
+        )
     order = np.sort(test_index)
     lo, hi = int(order[0]), int(order[-1])
     if lo != allx.shape[0]:
-        raise GraphError(f"{p['test.index']}: the smallest test index is {lo}, expected {allx.shape[0]} "
-                         f"(the rows of allx)")
+        raise GraphError(
+            f"{p['test.index']}: the smallest test index is {lo}, expected {allx.shape[0]} (the rows of allx)"
+        )
     span = hi - lo + 1
     if span != test_index.size:  # gaps (Citeseer): tx rows go to the sorted indices (permuted below)
         tx_full = np.zeros((span, tx.shape[1]), np.float32)
@@ -523,7 +552,10 @@ def load_planetoid(root, name: str) -> NodeDataset:
     g = Graph.from_edges(pairs[:, 1], pairs[:, 0], n, what=str(p["graph"]))
     ntrain = y.shape[0]
     return NodeDataset(
-        name=name, graph=g, x=torch.from_numpy(feats), y=torch.from_numpy(labels_1h.argmax(1)).long(),
+        name=name,
+        graph=g,
+        x=torch.from_numpy(feats),
+        y=torch.from_numpy(labels_1h.argmax(1)).long(),
         train_mask=mask_of(np.arange(ntrain), n, name),
         val_mask=mask_of(np.arange(ntrain, min(ntrain + 500, n)), n, name),
         test_mask=mask_of(test_index, n, name),

@@ -10,6 +10,7 @@ by `mgg train`, `mgg partition`, `mgg tune` and `python -m bench`. A spec is, in
    `reddit` and `products` still mean the stand-ins when no real data is found, with a note.
 
 Cora ships with the package (Planetoid raw format, mgg.data.bundled)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from .formats import NodeDataset, load_edge_list, load_mtx, load_npz, load_plane
 class Source:
     """What a spec resolved to: a canonical name, its kind, and loaders for its graph alone and
     (where there is one) its dataset with features, labels and split."""
+
     name: str
     kind: str  # planetoid | reddit | ogb | file | npz-dataset | synthetic
     load_graph: Callable[[], Graph]
@@ -50,9 +52,11 @@ class Source:
 
     def dataset(self) -> NodeDataset:
         if self.load_dataset is None:
-            raise GraphError(f"{self.name}: a graph without node features, labels or split ({self.kind}); training "
-                             "needs a dataset: a Planetoid name, a PyG Reddit directory, an OGB directory (ogbn-*), "
-                             "or an .npz with x, y, train_mask, val_mask, test_mask")
+            raise GraphError(
+                f"{self.name}: a graph without node features, labels or split ({self.kind}); training "
+                "needs a dataset: a Planetoid name, a PyG Reddit directory, an OGB directory (ogbn-*), "
+                "or an .npz with x, y, train_mask, val_mask, test_mask"
+            )
         return self.load_dataset()
 
 
@@ -71,8 +75,11 @@ def resolve(spec: str, data_dir=None, relabel: bool = False) -> Source:
         return _planetoid_source(Path(bundled_planetoid_dir()), spec)
     if synthetic.is_spec(spec):
         return Source(synthetic.canonical(spec), "synthetic", lambda: synthetic.from_spec(spec))
-    where = f"a dataset in {data_dir} (found there: {', '.join(available(data_dir)) or 'none'})" \
-        if data_dir is not None else "a dataset (no --data-dir given)"
+    where = (
+        f"a dataset in {data_dir} (found there: {', '.join(available(data_dir)) or 'none'})"
+        if data_dir is not None
+        else "a dataset (no --data-dir given)"
+    )
     raise GraphError(f"{spec}: no such file, not {where}, and not a synthetic spec ({synthetic.SPEC_HELP})")
 
 
@@ -101,12 +108,15 @@ def _path_source(path: Path, spec: str, relabel: bool) -> Source:
         if kind == "planetoid":
             names = sorted({f.name.split(".")[1] for f in _planetoid_files(path)})
             if len(names) != 1:
-                raise GraphError(f"{path}: several Planetoid datasets ({', '.join(names)}); pass the name with "
-                                 f"--data-dir {path}")
+                raise GraphError(
+                    f"{path}: several Planetoid datasets ({', '.join(names)}); pass the name with --data-dir {path}"
+                )
             return _planetoid_source(path, names[0])
-        raise GraphError(f"{path}: a directory with no dataset mgg reads (PyG Reddit raw files reddit_data.npz + "
-                         "reddit_graph.npz, an OGB node-property dataset with raw/ and split/, or Planetoid "
-                         "ind.* files)")
+        raise GraphError(
+            f"{path}: a directory with no dataset mgg reads (PyG Reddit raw files reddit_data.npz + "
+            "reddit_graph.npz, an OGB node-property dataset with raw/ and split/, or Planetoid "
+            "ind.* files)"
+        )
     name = path.name.lower()
     if name.endswith(".npz"):
         if _npz_has_features(path):

@@ -1,5 +1,6 @@
 """Degree statistics of a graph (`mgg info`, the synthetic stand-ins' comparison with the data
 they stand in for)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,11 +23,17 @@ def degree_stats(g: Graph, exact: bool = True) -> dict:
     n, e = g.num_nodes, g.num_edges
     indeg = g.degree().numpy()
     outdeg = np.bincount(g.col.numpy(), minlength=n)
-    top = np.sort(indeg)[::-1][:max(1, n // 100)]
-    out = dict(nodes=n, edges=e, avg_degree=e / n, max_degree=int(indeg.max()) if n else 0,
-               max_over_avg=(indeg.max() / (e / n)) if e else 0.0,
-               isolated=int(((indeg == 0) & (outdeg == 0)).sum()),
-               top1pct_share=float(top.sum() / e) if e else 0.0, gini=gini(indeg))
+    top = np.sort(indeg)[::-1][: max(1, n // 100)]
+    out = dict(
+        nodes=n,
+        edges=e,
+        avg_degree=e / n,
+        max_degree=int(indeg.max()) if n else 0,
+        max_over_avg=(indeg.max() / (e / n)) if e else 0.0,
+        isolated=int(((indeg == 0) & (outdeg == 0)).sum()),
+        top1pct_share=float(top.sum() / e) if e else 0.0,
+        gini=gini(indeg),
+    )
     out["isolated_fraction"] = out["isolated"] / n
     if exact:
         rows = g.rows().numpy()

@@ -16,6 +16,7 @@
   and simple, NODES * AVG_DEG directed edges, a share P_IN of the pairs inside a community.
 
 Edges are made in chunks, so host memory stays near the size of the CSR itself."""
+
 from __future__ import annotations
 
 import re
@@ -42,30 +43,69 @@ class Preset:
 
 def _real(dataset: str, nodes: int, edges: int, source: str) -> dict:
     """Published statistics; None where a statistic is not published (shown as unknown)."""
-    return dict(dataset=dataset, nodes=nodes, edges=edges, avg_degree=edges / nodes, source=source,
-                **{k: None for k in ("max_degree", "max_over_avg", "isolated", "isolated_fraction",
-                                     "top1pct_share", "gini", "self_loops", "duplicates", "symmetric")})
+    return dict(
+        dataset=dataset,
+        nodes=nodes,
+        edges=edges,
+        avg_degree=edges / nodes,
+        source=source,
+        **{
+            k: None
+            for k in (
+                "max_degree",
+                "max_over_avg",
+                "isolated",
+                "isolated_fraction",
+                "top1pct_share",
+                "gini",
+                "self_loops",
+                "duplicates",
+                "symmetric",
+            )
+        },
+    )
 
 
 PRESETS = {
     # Reddit (PyG / GraphSAGE): 232,965 nodes, 114,615,892 directed edges, symmetric.
-    "rmat-reddit": Preset(232_965, 114_615_892, (0.50, 0.17, 0.17, 0.16), 0.10, _real(
-        "Reddit (PyG)", 232_965, 114_615_892, "232,965 nodes, 114,615,892 edges: PyG's Reddit docstring; "
-        "undirected (GraphSAGE, Hamilton et al. 2017); the other statistics are not published")),
+    "rmat-reddit": Preset(
+        232_965,
+        114_615_892,
+        (0.50, 0.17, 0.17, 0.16),
+        0.10,
+        _real(
+            "Reddit (PyG)",
+            232_965,
+            114_615_892,
+            "232,965 nodes, 114,615,892 edges: PyG's Reddit docstring; "
+            "undirected (GraphSAGE, Hamilton et al. 2017); the other statistics are not published",
+        ),
+    ),
     # ogbn-products: 2,449,029 nodes, 61,859,140 undirected edges = 123,718,280 directed as loaded.
-    "rmat-products": Preset(2_449_029, 123_718_280, (0.47, 0.19, 0.19, 0.15), 0.15, _real(
-        "ogbn-products", 2_449_029, 123_718_280, "2,449,029 nodes, 61,859,140 undirected edges: OGB's "
-        "node-property table (loaded with inverse edges: 123,718,280); the other statistics are not published")),
+    "rmat-products": Preset(
+        2_449_029,
+        123_718_280,
+        (0.47, 0.19, 0.19, 0.15),
+        0.15,
+        _real(
+            "ogbn-products",
+            2_449_029,
+            123_718_280,
+            "2,449,029 nodes, 61,859,140 undirected edges: OGB's "
+            "node-property table (loaded with inverse edges: 123,718,280); the other statistics are not published",
+        ),
+    ),
 }
 ALIASES = {"reddit": "rmat-reddit", "products": "rmat-products"}
-SPEC_HELP = ("'rmat-reddit', 'rmat-products' (optionally ':scale=0.1', ':seed=1'), 'rmat:NODES:EDGES[:SEED]', "
-             "'sbm:NODES:BLOCKS:AVG_DEG:P_IN[:SEED]'")
+SPEC_HELP = (
+    "'rmat-reddit', 'rmat-products' (optionally ':scale=0.1', ':seed=1'), 'rmat:NODES:EDGES[:SEED]', "
+    "'sbm:NODES:BLOCKS:AVG_DEG:P_IN[:SEED]'"
+)
 _PRESET_RE = re.compile(r"(rmat-reddit|rmat-products|reddit|products)(?::scale=([0-9.eE+-]+))?(?::seed=(\d+))?")
 _SBM_RE = re.compile(r"sbm:(\d+):(\d+):([0-9.eE+-]+):([0-9.eE+-]+)(?::(\d+))?")
 
 
-def rmat_edges(num_nodes: int, num_edges: int, seed: int = 0, abcd=(0.57, 0.19, 0.19, 0.05),
-               chunk: int = 1 << 22):
+def rmat_edges(num_nodes: int, num_edges: int, seed: int = 0, abcd=(0.57, 0.19, 0.19, 0.05), chunk: int = 1 << 22):
     """Yields (src, dst) int64 chunks of an R-MAT graph; ids are scrambled by a seeded
     permutation so that high-degree nodes are not all at the front."""
     if num_nodes <= 0 or num_edges < 0:
@@ -130,8 +170,14 @@ def _pairs(rng, n: int, num_nodes: int, scale: int, cut: np.ndarray, uniform: fl
     return u[ok], v[ok]
 
 
-def rmat_undirected(num_nodes: int, num_edges: int, seed: int = 0, abcd=(0.57, 0.19, 0.19, 0.05),
-                    uniform: float = 0.0, chunk: int = 1 << 22) -> Graph:
+def rmat_undirected(
+    num_nodes: int,
+    num_edges: int,
+    seed: int = 0,
+    abcd=(0.57, 0.19, 0.19, 0.05),
+    uniform: float = 0.0,
+    chunk: int = 1 << 22,
+) -> Graph:
     """An undirected simple graph with exactly num_edges directed edges (num_edges / 2 distinct
     pairs, each in both directions; no self-loops): R-MAT pairs, a `uniform` share drawn
     uniformly, ids scrambled by a seeded permutation. Pairs are deduplicated as 64-bit keys,
@@ -243,8 +289,12 @@ def sbm(num_nodes: int, blocks: int, avg_degree: float, p_in: float, seed: int =
         i = (rng.random(k) * (num_nodes - size[b])).astype(np.int64)
         return u, order[i + (i >= start[b]) * size[b]]
 
-    keys = np.concatenate([_distinct_pairs(within, inside, num_nodes, rng, chunk),
-                           _distinct_pairs(between, pairs - inside, num_nodes, rng, chunk)])
+    keys = np.concatenate(
+        [
+            _distinct_pairs(within, inside, num_nodes, rng, chunk),
+            _distinct_pairs(between, pairs - inside, num_nodes, rng, chunk),
+        ]
+    )
     u, v = keys // num_nodes, keys % num_nodes
     return Graph.from_edges(np.concatenate([u, v]), np.concatenate([v, u]), num_nodes, what=what)
 
@@ -253,7 +303,7 @@ def canonical(spec: str) -> str:
     """The name a synthetic spec stands for in outputs: old preset names become rmat-*."""
     m = _PRESET_RE.fullmatch(spec)
     if m and m.group(1) in ALIASES:
-        return ALIASES[m.group(1)] + spec[len(m.group(1)):]
+        return ALIASES[m.group(1)] + spec[len(m.group(1)) :]
     return spec
 
 
@@ -272,9 +322,12 @@ def from_spec(spec: str) -> Graph:
     if m:
         name = m.group(1)
         if name in ALIASES:
-            print(f"mgg: note: '{name}' is {ALIASES[name]}, a synthetic R-MAT stand-in with the size of "
-                  f"{PRESETS[ALIASES[name]].real['dataset']}, not the real data (for that, give its directory or "
-                  f"--data-dir)", file=sys.stderr)
+            print(
+                f"mgg: note: '{name}' is {ALIASES[name]}, a synthetic R-MAT stand-in with the size of "
+                f"{PRESETS[ALIASES[name]].real['dataset']}, not the real data (for that, give its directory or "
+                f"--data-dir)",
+                file=sys.stderr,
+            )
             name = ALIASES[name]
         p = PRESETS[name]
         s = float(m.group(2) or 1.0)

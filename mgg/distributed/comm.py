@@ -1,6 +1,7 @@
 """The collectives of mgg.distributed, written once: every backend, the trainer and the gathers
 use these. gloo (the CPU, or several ranks sharing a GPU) moves host memory, so CUDA tensors are
 staged through the host here and nowhere else."""
+
 from __future__ import annotations
 
 import torch
@@ -36,7 +37,7 @@ def all_gather_rows(rows: torch.Tensor, sizes: list[int], group=None) -> torch.T
     if staged(send, group):
         send = send.cpu()
     padded = send.new_zeros((max(sizes), *send.shape[1:]))
-    padded[:send.size(0)] = send
+    padded[: send.size(0)] = send
     parts = [torch.empty_like(padded) for _ in sizes]
     dist.all_gather(parts, padded, group=group)
     return torch.cat([p[:n] for p, n in zip(parts, sizes, strict=True)]).to(device)

@@ -17,6 +17,7 @@ rows and looks up its own bags (data-parallel batches).
 halo and alltoall count the bytes each rank sends per forward (`Traffic`), the figure the dlrm bench suite
 reports beside the times.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ EMBEDDING_BACKENDS = ("halo", "alltoall", "nvshmem")
 @dataclass
 class Traffic:
     """Bytes this rank sent to other ranks in the last forward (indices and rows)."""
+
     index_bytes: int = 0
     row_bytes: int = 0
 
@@ -117,14 +119,27 @@ class _StepLookup(torch.autograd.Function):
     def backward(ctx, grad):
         step = ctx.step
         own, halo = step.split_grad(step.grad_rows(grad, ctx.det))
-        gw = _scatter_rows(step.local_rows.to(grad.device), own, ctx.rows, ctx.sparse) \
-            if ctx.needs_input_grad[0] else None
+        gw = (
+            _scatter_rows(step.local_rows.to(grad.device), own, ctx.rows, ctx.sparse)
+            if ctx.needs_input_grad[0]
+            else None
+        )
         return gw, halo, None, None, None
 
 
-def halo_lookup(weight: torch.Tensor, edges: Edges, bounds: torch.Tensor, rank: int, world: int, mode: str,
-                config, group=None, sparse: bool = False, deterministic: bool = False,
-                traffic: Optional[Traffic] = None) -> torch.Tensor:
+def halo_lookup(
+    weight: torch.Tensor,
+    edges: Edges,
+    bounds: torch.Tensor,
+    rank: int,
+    world: int,
+    mode: str,
+    config,
+    group=None,
+    sparse: bool = False,
+    deterministic: bool = False,
+    traffic: Optional[Traffic] = None,
+) -> torch.Tensor:
     """This rank's bags [edges.num_bags, D] from the rows of every rank (mgg's path).
 
     Args:
@@ -166,8 +181,17 @@ class _AllToAll(torch.autograd.Function):
         return _a2a(grad.contiguous(), *ctx.args), None, None, None
 
 
-def alltoall_lookup(weight: torch.Tensor, edges: Edges, bounds: torch.Tensor, rank: int, world: int, mode: str,
-                    group=None, sparse: bool = False, traffic: Optional[Traffic] = None) -> torch.Tensor:
+def alltoall_lookup(
+    weight: torch.Tensor,
+    edges: Edges,
+    bounds: torch.Tensor,
+    rank: int,
+    world: int,
+    mode: str,
+    group=None,
+    sparse: bool = False,
+    traffic: Optional[Traffic] = None,
+) -> torch.Tensor:
     """This rank's bags [edges.num_bags, D] the way torchrec's row-wise sharding computes them:
     indices to their owners (all-to-all), pooling there (F.embedding_bag), partial bags back
     (all-to-all) and summed (max: maximised). Differentiable in weight through torch.
@@ -202,11 +226,16 @@ def alltoall_lookup(weight: torch.Tensor, edges: Edges, bounds: torch.Tensor, ra
         pooled = src.new_full((total, src.size(1)), float("-inf"))
         pooled = pooled.scatter_reduce(0, g_bag.unsqueeze(1).expand_as(src), src, "amax")
     else:
-        pooled = F.embedding_bag(r_idx - lo, weight, offsets, mode="sum", sparse=sparse,
-                                 per_sample_weights=None if r_w is None else r_w.to(weight.dtype))
+        pooled = F.embedding_bag(
+            r_idx - lo,
+            weight,
+            offsets,
+            mode="sum",
+            sparse=sparse,
+            per_sample_weights=None if r_w is None else r_w.to(weight.dtype),
+        )
     back = _AllToAll.apply(pooled, their_bags, [edges.num_bags] * world, group)
-    traffic.row_bytes += sum(b for p, b in enumerate(their_bags) if p != rank) * weight.size(1) * \
-        weight.element_size()
+    traffic.row_bytes += sum(b for p, b in enumerate(their_bags) if p != rank) * weight.size(1) * weight.element_size()
     parts = back.view(world, edges.num_bags, weight.size(1))
     if mode != "max":
         return parts.sum(0)

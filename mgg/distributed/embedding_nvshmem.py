@@ -17,6 +17,7 @@ rewritten).
 Tested on the CPU with threads as PEs over a stand-in symmetric heap
 (tests/test_embedding_nvshmem.py); not yet run on GPUs with NVSHMEM.
 """
+
 from __future__ import annotations
 
 import torch
@@ -38,8 +39,10 @@ class _Outbox:
         self.peer_ids = [heap.peer(self.ids, pe) for pe in range(world)]
         self.peer_rows = [heap.peer(self.rows, pe) for pe in range(world)]
         if any(v is None for v in self.peer_ids + self.peer_rows):
-            raise MggError("the nvshmem embedding backward reads peers' outboxes by loads: every PE must be "
-                           "reachable (one node with peer access)")
+            raise MggError(
+                "the nvshmem embedding backward reads peers' outboxes by loads: every PE must be "
+                "reachable (one node with peer access)"
+            )
 
     def free(self, heap) -> None:
         heap.free(self.ids)
@@ -65,8 +68,9 @@ def _return_gradients(rt, step: BatchStep, halo_grad: torch.Tensor, rows: int, w
     if box is None or box.capacity < max(counts):  # every PE decides alike: a collective reallocation
         if box is not None:
             box.free(heap)
-        box = state[(dim, dtype)] = _Outbox(heap, max(max(counts), 2 * (box.capacity if box else 0), 1024), dim,
-                                            dtype, world)
+        box = state[(dim, dtype)] = _Outbox(
+            heap, max(max(counts), 2 * (box.capacity if box else 0), 1024), dim, dtype, world
+        )
     box.ids[:h].copy_(step.halo.to(box.ids.device))  # 2. ids sorted, hence grouped by owner
     box.rows[:h].copy_(halo_grad)
     heap.barrier()
@@ -75,7 +79,7 @@ def _return_gradients(rt, step: BatchStep, halo_grad: torch.Tensor, rows: int, w
     for pe in range(world):
         if pe == me or counts[pe] == 0:
             continue
-        ids = box.peer_ids[pe][:counts[pe]]
+        ids = box.peer_ids[pe][: counts[pe]]
         a, b = (int(v) for v in torch.searchsorted(ids, torch.tensor([lo, hi], device=ids.device)))
         if b > a:
             grad.index_add_(0, (ids[a:b] - lo).to(dev), box.peer_rows[pe][a:b].to(dev))
@@ -90,8 +94,7 @@ class _NvshmemLookup(torch.autograd.Function):
         t = nvshmem._publish(rt, weight.detach(), range_rows, fetch)  # written before any PE reads
         me = rt.heap.my_pe()
         ctx.step, ctx.args, ctx.rows = step, (len(range_rows), deterministic, sparse), weight.size(0)
-        return torch.ops.mgg.aggregate_peers(t.own, t.peers, me, step.plan, step.params, FETCH[fetch],
-                                             deterministic)
+        return torch.ops.mgg.aggregate_peers(t.own, t.peers, me, step.plan, step.params, FETCH[fetch], deterministic)
 
     @staticmethod
     def backward(ctx, grad):
@@ -108,9 +111,18 @@ class _NvshmemLookup(torch.autograd.Function):
         return gw, None, None, None, None, None
 
 
-def nvshmem_lookup(weight: torch.Tensor, edges: Edges, bounds: torch.Tensor, rank: int, mode: str, config,
-                   fetch: str = "get-warp", sparse: bool = False, deterministic: bool = False,
-                   traffic=None) -> torch.Tensor:
+def nvshmem_lookup(
+    weight: torch.Tensor,
+    edges: Edges,
+    bounds: torch.Tensor,
+    rank: int,
+    mode: str,
+    config,
+    fetch: str = "get-warp",
+    sparse: bool = False,
+    deterministic: bool = False,
+    traffic=None,
+) -> torch.Tensor:
     """This rank's bags [edges.num_bags, D] over NVSHMEM (modes 'sum' and 'mean'; the kernels
     have no max). Every PE calls it for every batch (the barriers are collective).
 
@@ -126,8 +138,9 @@ def nvshmem_lookup(weight: torch.Tensor, edges: Edges, bounds: torch.Tensor, ran
             reads (one per remote lookup: the kernel fetches per edge).
     """
     if mode == "max":
-        raise MggError("mode 'max' has no kernel reduction; the nvshmem backend runs 'sum' and 'mean' "
-                       "(use backend 'halo' for max)")
+        raise MggError(
+            "mode 'max' has no kernel reduction; the nvshmem backend runs 'sum' and 'mean' (use backend 'halo' for max)"
+        )
     range_rows = (bounds[1:] - bounds[:-1]).tolist()
     step = BatchStep(edges, bounds, rank, config, peers=True, device=weight.device)
     if traffic is not None:

@@ -14,6 +14,7 @@ peers' rows through the backend:
 The same model code runs on both. Which nodes a rank owns is a partition (mgg.partition): by
 default MGG's ranges of the graph's own order, or a relabelling that cuts communication
 (METIS, hypergraph); users see their own node order either way."""
+
 from __future__ import annotations
 
 from typing import Callable, Optional, Union
@@ -38,6 +39,7 @@ class DistPlan:
     """One normalised graph over the group: this rank's plan and what its backend needs. It
     speaks the protocol of a one-rank Plan (mgg.plan.Aggregation: aggregate, attend), so layers
     and the tuner run either without asking which."""
+
     distributed = True
 
     def __init__(self, graph: Graph, rank: int, bounds, group=None, backend: str = "halo", fetch: str = "get-warp"):
@@ -51,19 +53,31 @@ class DistPlan:
         # the fetch policy that decides how peers' rows are read ("none" where the backend has none)
         self.fetch_policy = fetch if kind.uses_fetch else "none"
 
-    def aggregate(self, x_own: torch.Tensor, config: Optional[Config] = None,
-                  deterministic: bool = False) -> torch.Tensor:
+    def aggregate(
+        self, x_own: torch.Tensor, config: Optional[Config] = None, deterministic: bool = False
+    ) -> torch.Tensor:
         """This rank's output rows, differentiable in x_own (this rank's rows)."""
         p = self.plan.shard(self.rank)
         if x_own.dim() != 2 or x_own.size(0) != p.num_rows:
-            raise MggError(f"rank {self.rank}: x has {tuple(x_own.shape)} rows but owns {p.num_rows} nodes "
-                           f"[{p.row_begin}, {p.row_end})")
+            raise MggError(
+                f"rank {self.rank}: x has {tuple(x_own.shape)} rows but owns {p.num_rows} nodes "
+                f"[{p.row_begin}, {p.row_end})"
+            )
         config = config or Config()
-        return self.transport.aggregate(x_own.contiguous(), self.plan.rank_plan(self.rank, config), config,
-                                        deterministic)
+        return self.transport.aggregate(
+            x_own.contiguous(), self.plan.rank_plan(self.rank, config), config, deterministic
+        )
 
-    def attend(self, h: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, negative_slope: float = 0.2,
-               dropout: float = 0.0, seed: int = 0, config: Optional[Config] = None) -> torch.Tensor:
+    def attend(
+        self,
+        h: torch.Tensor,
+        a_src: torch.Tensor,
+        a_dst: torch.Tensor,
+        negative_slope: float = 0.2,
+        dropout: float = 0.0,
+        seed: int = 0,
+        config: Optional[Config] = None,
+    ) -> torch.Tensor:
         """GAT's attention for this rank's output rows (mgg.ops.run_attend), differentiable in h,
         a_src (this rank's source rows) and a_dst [rows, heads].
 
@@ -77,11 +91,19 @@ class DistPlan:
         heads = h.size(1)
         table_own, a_dst_own = attention_table(h, a_src), a_dst.contiguous()
         if table_own.dim() != 2 or table_own.size(0) != p.num_rows or a_dst_own.shape != (p.num_rows, heads):
-            raise MggError(f"rank {self.rank}: the attention inputs {tuple(table_own.shape)}, "
-                           f"{tuple(a_dst_own.shape)} do not match its {p.num_rows} rows and {heads} heads")
+            raise MggError(
+                f"rank {self.rank}: the attention inputs {tuple(table_own.shape)}, "
+                f"{tuple(a_dst_own.shape)} do not match its {p.num_rows} rows and {heads} heads"
+            )
         config = config or Config()
-        out = self.transport.attend(table_own, a_dst_own, self.plan.rank_plan(self.rank, config), config,
-                                    (heads, negative_slope, dropout, seed), p.row_begin)
+        out = self.transport.attend(
+            table_own,
+            a_dst_own,
+            self.plan.rank_plan(self.rank, config),
+            config,
+            (heads, negative_slope, dropout, seed),
+            p.row_begin,
+        )
         return out.view(-1, heads, h.size(2))
 
     def __getattr__(self, name: str):
@@ -115,8 +137,15 @@ class DistGraph:
     or gets back is in the user's node order: `local(t)` takes a per-node tensor and gives this
     rank's rows, `global_ids` names them, `gather(rows)` assembles every rank's rows."""
 
-    def __init__(self, graph: Graph, group=None, backend: str = "halo", fetch: str = "get-warp",
-                 partition: Union[str, Partition] = "range", seed: int = 0):
+    def __init__(
+        self,
+        graph: Graph,
+        group=None,
+        backend: str = "halo",
+        fetch: str = "get-warp",
+        partition: Union[str, Partition] = "range",
+        seed: int = 0,
+    ):
         if backend not in BACKENDS:
             raise MggError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if not dist.is_initialized():
@@ -150,7 +179,7 @@ class DistGraph:
         if t.size(0) != self.graph.num_nodes:
             raise MggError(f"a per-node tensor has {t.size(0)} rows but the graph has {self.graph.num_nodes} nodes")
         if self.partition.identity:
-            return t[self.row_begin:self.row_end]
+            return t[self.row_begin : self.row_end]
         return t[self._ids_on(t.device)]
 
     def gather(self, rows: torch.Tensor) -> torch.Tensor:
@@ -183,8 +212,10 @@ def _agree(graph: Graph, world: int, rank: int, group, partition: Union[str, Par
     an error on rank 0 is raised on every rank."""
     if isinstance(partition, Partition):
         if partition.num_nodes != graph.num_nodes or partition.num_ranks != world:
-            raise MggError(f"the partition is of {partition.num_nodes} nodes over {partition.num_ranks} ranks, but "
-                           f"the graph has {graph.num_nodes} nodes and the group {world} ranks")
+            raise MggError(
+                f"the partition is of {partition.num_nodes} nodes over {partition.num_ranks} ranks, but "
+                f"the graph has {graph.num_nodes} nodes and the group {world} ranks"
+            )
         return partition
     if not isinstance(partition, str) or partition not in METHODS:
         raise MggError(f"partition must be one of {METHODS} or an mgg.Partition, got {partition!r}")

@@ -19,6 +19,7 @@ table is rewritten two aggregations later, after another barrier that every PE r
 once its earlier kernels finished, so no PE reads rows before they are written for this layer
 or after a peer has overwritten them.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -53,8 +54,10 @@ class Nvshmem4pyHeap:
         try:
             return self.core.tensor(tuple(shape), dtype=dtype)
         except Exception as e:  # nvshmem.core.NvshmemError
-            raise MggError(f"mgg.distributed: NVSHMEM could not allocate a symmetric table of {list(shape)} {dtype}: "
-                           f"the symmetric heap is too small (raise NVSHMEM_SYMMETRIC_SIZE, e.g. 8G) ({e})") from None
+            raise MggError(
+                f"mgg.distributed: NVSHMEM could not allocate a symmetric table of {list(shape)} {dtype}: "
+                f"the symmetric heap is too small (raise NVSHMEM_SYMMETRIC_SIZE, e.g. 8G) ({e})"
+            ) from None
 
     def peer(self, t: torch.Tensor, pe: int) -> Optional[torch.Tensor]:
         """PE pe's copy of t as this device loads it, or None where it is not reachable by loads."""
@@ -153,8 +156,10 @@ def check_versions(core, lib) -> None:
     host = core.get_version().libnvshmem_version
     device = lib.compiled_version()
     if host != device:
-        raise MggError(f"mgg.distributed: nvshmem4py loaded NVSHMEM {host} but mgg was built with NVSHMEM {device}: "
-                       f"install nvidia-nvshmem-cu13=={device} (the version torch pins) or rebuild mgg against {host}")
+        raise MggError(
+            f"mgg.distributed: nvshmem4py loaded NVSHMEM {host} but mgg was built with NVSHMEM {device}: "
+            f"install nvidia-nvshmem-cu13=={device} (the version torch pins) or rebuild mgg against {host}"
+        )
 
 
 def _unique_id(core, group) -> object:
@@ -212,17 +217,23 @@ def start(core, lib, device, group=None) -> None:
     try:
         core.init(device=device, uid=_unique_id(core, group), rank=rank, nranks=world, initializer_method="uid")
     except Exception as e:
-        raise MggError(f"mgg.distributed: NVSHMEM failed to start on rank {rank} of {world} ({e}): no peer access "
-                       "between the GPUs, or a symmetric heap larger than the GPU allows (NVSHMEM_SYMMETRIC_SIZE); "
-                       "NVSHMEM_DEBUG=INFO tells which. The halo backend (--backend halo) needs neither") from None
+        raise MggError(
+            f"mgg.distributed: NVSHMEM failed to start on rank {rank} of {world} ({e}): no peer access "
+            "between the GPUs, or a symmetric heap larger than the GPU allows (NVSHMEM_SYMMETRIC_SIZE); "
+            "NVSHMEM_DEBUG=INFO tells which. The halo backend (--backend halo) needs neither"
+        ) from None
     if core.init_status() < core.InitStatus.STATUS_IS_INITIALIZED:  # NVSHMEM swallows some setup errors
-        raise MggError(f"mgg.distributed: NVSHMEM only bootstrapped on rank {rank} (status {core.init_status()}); "
-                       "NVSHMEM_DEBUG=INFO tells why")
+        raise MggError(
+            f"mgg.distributed: NVSHMEM only bootstrapped on rank {rank} (status {core.init_status()}); "
+            "NVSHMEM_DEBUG=INFO tells why"
+        )
     lib.attach()
     heap = Nvshmem4pyHeap(core)
     if heap.n_pes() != world or heap.my_pe() != rank:
-        raise MggError(f"mgg.distributed: NVSHMEM made this PE {heap.my_pe()} of {heap.n_pes()}, "
-                       f"but torch.distributed says rank {rank} of {world}")
+        raise MggError(
+            f"mgg.distributed: NVSHMEM made this PE {heap.my_pe()} of {heap.n_pes()}, "
+            f"but torch.distributed says rank {rank} of {world}"
+        )
     _runtime = Runtime(heap, lib, core)
     atexit.register(finalize)
 
@@ -247,11 +258,10 @@ class _Table:
         # unreachable peers (another node) keep a placeholder of the right shape for the bounds
         # checks: gets address them through this PE's symmetric address
         self.peers = [(v if v is not None else self.table)[:n] for v, n in zip(views, range_rows, strict=True)]
-        self.own = self.table[:range_rows[me]]
+        self.own = self.table[: range_rows[me]]
 
 
-def _pull(x_own: torch.Tensor, plan: RankPlan, range_rows: list[int], fetch: str,
-          deterministic: bool) -> torch.Tensor:
+def _pull(x_own: torch.Tensor, plan: RankPlan, range_rows: list[int], fetch: str, deterministic: bool) -> torch.Tensor:
     """One aggregation over the symmetric tables: write this rank's rows into the next table,
     barrier, then the kernel reads its own rows and peers' rows from their tables."""
     rt = runtime()
@@ -274,8 +284,9 @@ class _Aggregate(torch.autograd.Function):
         return _pull(grad.contiguous(), *ctx.args), None, None, None, None, None
 
 
-def aggregate(x_own: torch.Tensor, plan: RankPlan, plan_t: RankPlan, range_rows: list[int], fetch: str,
-              deterministic: bool) -> torch.Tensor:
+def aggregate(
+    x_own: torch.Tensor, plan: RankPlan, plan_t: RankPlan, range_rows: list[int], fetch: str, deterministic: bool
+) -> torch.Tensor:
     """One rank's aggregation of one layer over the symmetric tables, differentiable in x_own.
 
     Args:
@@ -307,8 +318,9 @@ class _Attend(torch.autograd.Function):
         t = _publish(rt, table_own, range_rows, fetch)
         offsets = _offsets(range_rows)
         args, params = plan.op_args(table_own.device, peers=True, transposed=False)
-        out, stats = torch.ops.mgg.attend_peers(t.peers, rt.heap.my_pe(), a_dst_own, args, params, heads, slope,
-                                                dropout, seed, offsets, FETCH[fetch])
+        out, stats = torch.ops.mgg.attend_peers(
+            t.peers, rt.heap.my_pe(), a_dst_own, args, params, heads, slope, dropout, seed, offsets, FETCH[fetch]
+        )
         ctx.save_for_backward(table_own, a_dst_own, out, stats)
         ctx.args = (plan, plan_t, range_rows, fetch, heads, slope, dropout, seed)
         return out
@@ -325,11 +337,13 @@ class _Attend(torch.autograd.Function):
         tt.own.copy_(terms)
         rt.heap.barrier()  # every PE's source rows and terms are written before any PE reads
         args, params = plan.op_args(table_own.device, peers=True, transposed=False)
-        d_dst = torch.ops.mgg.attend_peers_dst(x.peers, me, tt.own, args, params, heads, slope, dropout, seed,
-                                               offsets, FETCH[fetch])
+        d_dst = torch.ops.mgg.attend_peers_dst(
+            x.peers, me, tt.own, args, params, heads, slope, dropout, seed, offsets, FETCH[fetch]
+        )
         args_t, params_t = plan_t.op_args(table_own.device, peers=True, transposed=False)
-        d_table = torch.ops.mgg.attend_peers_src(x.own, tt.peers, me, args_t, params_t, heads, slope, dropout,
-                                                 seed, offsets, FETCH[fetch])
+        d_table = torch.ops.mgg.attend_peers_src(
+            x.own, tt.peers, me, args_t, params_t, heads, slope, dropout, seed, offsets, FETCH[fetch]
+        )
         return d_table, d_dst, None, None, None, None, None, None, None, None
 
 
@@ -343,17 +357,27 @@ def _publish(rt: "Runtime", rows: torch.Tensor, range_rows: list[int], fetch: st
     other PEs at the barrier, unless the caller publishes more first)."""
     t = rt.next_table(rows.size(1), rows.dtype, range_rows)
     if fetch == "direct" and not t.reachable:
-        raise MggError("fetch 'direct' needs every PE reachable by loads (one node with peer access); "
-                       "use fetch 'get-warp'")
+        raise MggError(
+            "fetch 'direct' needs every PE reachable by loads (one node with peer access); use fetch 'get-warp'"
+        )
     t.own.copy_(rows)
     if barrier:
         rt.heap.barrier()
     return t
 
 
-def attend(table_own: torch.Tensor, a_dst_own: torch.Tensor, plan: RankPlan, plan_t: RankPlan,
-           range_rows: list[int], fetch: str, heads: int, negative_slope: float, dropout: float,
-           seed: int) -> torch.Tensor:
+def attend(
+    table_own: torch.Tensor,
+    a_dst_own: torch.Tensor,
+    plan: RankPlan,
+    plan_t: RankPlan,
+    range_rows: list[int],
+    fetch: str,
+    heads: int,
+    negative_slope: float,
+    dropout: float,
+    seed: int,
+) -> torch.Tensor:
     """One rank's GAT attention over the symmetric tables, differentiable in table_own and
     a_dst_own.
 
@@ -368,5 +392,4 @@ def attend(table_own: torch.Tensor, a_dst_own: torch.Tensor, plan: RankPlan, pla
     Returns:
         [rows, H * C].
     """
-    return _Attend.apply(table_own, a_dst_own, plan, plan_t, range_rows, fetch, heads, negative_slope, dropout,
-                         seed)
+    return _Attend.apply(table_own, a_dst_own, plan, plan_t, range_rows, fetch, heads, negative_slope, dropout, seed)

@@ -2,6 +2,7 @@
 logits of its own nodes with the same training loop as one process (mgg.train), the loss being
 the global mean over training nodes, so the all-reduced weight gradients equal those of the
 single-process run."""
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,14 @@ def init_from_env(device: str = "cpu", backend: str = "halo") -> None:
     dist.init_process_group("nccl" if own_gpu and backend == "halo" else "gloo")
 
 
-def train(ds: NodeDataset, cfg: TrainConfig, backend: str = "halo", progress: bool = True,
-          fetch: str = "get-warp", partition="range") -> dict:
+def train(
+    ds: NodeDataset,
+    cfg: TrainConfig,
+    backend: str = "halo",
+    progress: bool = True,
+    fetch: str = "get-warp",
+    partition="range",
+) -> dict:
     """Trains once per seed over the ranks of the torchrun job; every rank returns the summary.
     `partition` (a method of mgg.partition or an mgg.Partition) decides which nodes each rank
     owns; features, labels and masks stay in the dataset's node order."""

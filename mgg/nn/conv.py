@@ -2,6 +2,7 @@
 aggregating through mgg's op. Arguments PyG's MessagePassing takes are implemented (flow, aggr
 where the reduction is a sum or mean, node_dim, features [B, N, F], cached) or refused with one
 line; GINConv takes bipartite inputs, GCNConv lazy widths and learned edge weights."""
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,9 @@ def is_lazy(t) -> bool:
 
 
 def refuse_script(name: str):
-    raise MggError(f"{name}: torch.jit.script is not supported by mgg's layers (their op takes a plan object); "
-                   f"use torch.compile")
+    raise MggError(
+        f"{name}: torch.jit.script is not supported by mgg's layers (their op takes a plan object); use torch.compile"
+    )
 
 
 def adjacency_shape(edge_index) -> Optional[tuple]:
@@ -80,14 +82,15 @@ def split_input(x, size, name: str, node_dim: int = -2, edge_index=None):
     adj = adjacency_shape(edge_index)
     if adj is not None and size is None:
         if adj[1] != n_src or (x_dst is not None and adj[0] != n_dst):
-            raise MggError(f"{name}: the adjacency is {adj} (adj[target, source]) but the input has {n_src} "
-                           f"sources and {n_dst} destinations")
+            raise MggError(
+                f"{name}: the adjacency is {adj} (adj[target, source]) but the input has {n_src} "
+                f"sources and {n_dst} destinations"
+            )
         n_dst = adj[0]
     if size is not None:
         size = tuple(int(s) for s in size)
         if size[0] != n_src or (x_dst is not None and size[1] != n_dst):
-            raise MggError(f"{name}: size {size} does not match the inputs' {n_src} sources and "
-                           f"{n_dst} destinations")
+            raise MggError(f"{name}: size {size} does not match the inputs' {n_src} sources and {n_dst} destinations")
         n_dst = size[1]
     bipartite = n_src != n_dst
     return x_src, x_dst, n_src, n_dst, bipartite
@@ -97,8 +100,15 @@ class _Aggregating(LayerBase):
     """What the layers share: PyG's MessagePassing arguments, the plan config, the optional
     autotuner, deterministic mode, an explainer's edge mask on the messages."""
 
-    def _setup(self, config: Optional[Config], autotune: bool, deterministic: bool, kwargs: dict,
-               aggregations: tuple, default_aggr: str):
+    def _setup(
+        self,
+        config: Optional[Config],
+        autotune: bool,
+        deterministic: bool,
+        kwargs: dict,
+        aggregations: tuple,
+        default_aggr: str,
+    ):
         name = type(self).__name__
         self.aggr = kwargs.pop("aggr", default_aggr)
         self.flow = kwargs.pop("flow", "source_to_target")
@@ -121,6 +131,7 @@ class _Aggregating(LayerBase):
         self.tuner = None
         if autotune:
             from ..runtime.online import OnlineTuner
+
             self.tuner = OnlineTuner(fallback=self.config)
 
     def _aggregate(self, x: torch.Tensor, plan) -> torch.Tensor:
@@ -171,19 +182,33 @@ class GCNConv(_Aggregating):
     `cached=True` keeps the first call's normalised graph and ignores the graph passed later, as
     PyG does (transductive use only)."""
 
-    def __init__(self, in_channels: int, out_channels: int, improved: bool = False, cached: bool = False,
-                 add_self_loops: Optional[bool] = None, normalize: bool = True, bias: bool = True,
-                 config: Optional[Config] = None, autotune: bool = False, deterministic: bool = False, **kwargs):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        improved: bool = False,
+        cached: bool = False,
+        add_self_loops: Optional[bool] = None,
+        normalize: bool = True,
+        bias: bool = True,
+        config: Optional[Config] = None,
+        autotune: bool = False,
+        deterministic: bool = False,
+        **kwargs,
+    ):
         super().__init__()
         if not isinstance(in_channels, int):
-            raise MggError(f"GCNConv: in_channels must be an int (GCNConv takes one node set, as in PyG), got "
-                           f"{in_channels!r}")
+            raise MggError(
+                f"GCNConv: in_channels must be an int (GCNConv takes one node set, as in PyG), got {in_channels!r}"
+            )
         self.in_channels, self.out_channels = in_channels, out_channels
         self.improved, self.cached, self.normalize = improved, cached, normalize
         self.add_self_loops = normalize if add_self_loops is None else add_self_loops
         if self.add_self_loops and not normalize:
-            raise MggError("GCNConv: does not support adding self-loops to the graph when no on-the-fly "
-                           "normalization is applied (add_self_loops=True needs normalize=True, as in PyG)")
+            raise MggError(
+                "GCNConv: does not support adding self-loops to the graph when no on-the-fly "
+                "normalization is applied (add_self_loops=True needs normalize=True, as in PyG)"
+            )
         self._setup(config, autotune, deterministic, kwargs, ("add", "sum", "mean"), "add")
         self.lin = linear(in_channels, out_channels, bias=False, glorot=True)
         self.register_parameter("bias", nn.Parameter(torch.empty(out_channels)) if bias else None)
@@ -210,8 +235,9 @@ class GCNConv(_Aggregating):
 
     def forward(self, x: torch.Tensor, edge_index, edge_weight: Optional[torch.Tensor] = None) -> torch.Tensor:
         if not isinstance(x, torch.Tensor):
-            raise MggError("GCNConv: x must be one tensor; bipartite (x_src, x_dst) input is not supported (as in "
-                           "PyG's GCNConv)")
+            raise MggError(
+                "GCNConv: x must be one tensor; bipartite (x_src, x_dst) input is not supported (as in PyG's GCNConv)"
+            )
         h = self.lin(x)
         n = x.size(self._nodes(x))
         explaining = getattr(self, "_explain", None)
@@ -226,8 +252,15 @@ class GCNConv(_Aggregating):
             existing = "add" if sparse else "replace" if is_sparse_tensor(edge_index) else "keep"
             improved = self.improved and not (existing == "keep" and edge_weight is None)  # as PyG's gcn_norm
             tag = f"gcn:{self.normalize}:{self.add_self_loops}:{improved}:{existing}:{self.aggr}"
-            plan = cached_plan(edge_index, n, edge_weight, tag,
-                               lambda g, dt: self._normalised(g, dt, improved, existing), self.flow, x.dtype)
+            plan = cached_plan(
+                edge_index,
+                n,
+                edge_weight,
+                tag,
+                lambda g, dt: self._normalised(g, dt, improved, existing),
+                self.flow,
+                x.dtype,
+            )
             if cache:
                 if adj:
                     self._cached_adj_t = plan
@@ -244,8 +277,9 @@ class GCNConv(_Aggregating):
         from ..ops import aggregate_edges
 
         if h.dim() != 2:
-            raise MggError("GCNConv: an edge_weight that requires grad, or an explainer's edge mask, needs 2-D x "
-                           "in mgg")
+            raise MggError(
+                "GCNConv: an edge_weight that requires grad, or an explainer's edge mask, needs 2-D x in mgg"
+            )
         explaining = getattr(self, "_explain", None)
         why = "an explainer's edge mask" if explaining else "an edge_weight that requires grad"
         src, dst = explained_edges("GCNConv", edge_index, self.flow, why)
@@ -254,8 +288,11 @@ class GCNConv(_Aggregating):
         src, dst = src.to(h.device), dst.to(h.device)
         mask = self._explain_mask(src.numel())
         dt = torch.float64 if h.dtype == torch.float64 else torch.float32
-        w = (edge_weight.to(h.device, dt).reshape(-1) if edge_weight is not None
-             else torch.ones(src.numel(), dtype=dt, device=h.device))
+        w = (
+            edge_weight.to(h.device, dt).reshape(-1)
+            if edge_weight is not None
+            else torch.ones(src.numel(), dtype=dt, device=h.device)
+        )
         if self.add_self_loops:  # PyG's add_remaining_self_loops: a node's last loop keeps its weight
             loop = src == dst
             loop_w = w.new_full((n,), 2.0 if self.improved else 1.0).index_put((src[loop],), w[loop])
@@ -291,8 +328,16 @@ class GINConv(_Aggregating):
     """out = nn((1 + eps) * x + sum_{u -> v} x_u), as torch_geometric.nn.GINConv (aggr 'add',
     or 'mean')."""
 
-    def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
-                 config: Optional[Config] = None, autotune: bool = False, deterministic: bool = False, **kwargs):
+    def __init__(
+        self,
+        nn: torch.nn.Module,
+        eps: float = 0.0,
+        train_eps: bool = False,
+        config: Optional[Config] = None,
+        autotune: bool = False,
+        deterministic: bool = False,
+        **kwargs,
+    ):
         super().__init__()
         self.nn = nn
         self.initial_eps = eps
@@ -316,14 +361,19 @@ class GINConv(_Aggregating):
             return g.mean_norm(dt) if self.aggr == "mean" else g
 
         tag = f"gin:{self.aggr}:{sparse_tensor}"
-        mask = self._explain_mask(explained_edges("GINConv", edge_index, self.flow)[0].numel()) \
-            if getattr(self, "_explain", None) else None
+        mask = (
+            self._explain_mask(explained_edges("GINConv", edge_index, self.flow)[0].numel())
+            if getattr(self, "_explain", None)
+            else None
+        )
         if mask is not None:
             out = self._explained(x_src, edge_index, n_dst, mask)
         elif bipartite:
             plan = bipartite_plan(edge_index, n_src, n_dst, tag, make, self.flow, x_src.dtype, "GINConv")
-            out = self._aggregate(pad_rows(x_src.movedim(self._nodes(x_src), 0), plan.graph.num_nodes)
-                                  .movedim(0, self._nodes(x_src)), plan).narrow(self._nodes(x_src), 0, n_dst)
+            out = self._aggregate(
+                pad_rows(x_src.movedim(self._nodes(x_src), 0), plan.graph.num_nodes).movedim(0, self._nodes(x_src)),
+                plan,
+            ).narrow(self._nodes(x_src), 0, n_dst)
         else:
             plan = cached_plan(edge_index, x_src.size(self._nodes(x_src)), None, tag, make, self.flow, x_src.dtype)
             out = self._aggregate(x_src, plan)

@@ -23,6 +23,7 @@ The backward runs the batch's compact transposed step through the op (rows: the 
 read; no O(table rows) work per batch) and scatters the result into the table's gradient, dense
 or, with sparse=True, a sparse COO tensor (as torch.nn.EmbeddingBag(sparse=True)).
 """
+
 from __future__ import annotations
 
 import functools
@@ -51,9 +52,11 @@ class _PeersLookup(torch.autograd.Function):
     @staticmethod
     def forward(ctx, weight, steps, slices, bounds, sparse, deterministic, fetch):
         b = bounds.tolist()
-        shards = [weight[b[p]:b[p + 1]] for p in range(len(steps))]
-        outs = [torch.ops.mgg.aggregate_peers(shards[p], shards, p, s.plan, s.params, FETCH[fetch], deterministic)
-                for p, s in enumerate(steps)]
+        shards = [weight[b[p] : b[p + 1]] for p in range(len(steps))]
+        outs = [
+            torch.ops.mgg.aggregate_peers(shards[p], shards, p, s.plan, s.params, FETCH[fetch], deterministic)
+            for p, s in enumerate(steps)
+        ]
         ctx.steps, ctx.slices, ctx.sparse, ctx.det, ctx.rows = steps, slices, sparse, deterministic, weight.size(0)
         return torch.cat(outs)
 
@@ -105,9 +108,21 @@ class _ShardedRows(torch.nn.Module):
     lookup: what both modules share. Under an initialised process group (distributed=None: auto)
     this rank holds only its range."""
 
-    def __init__(self, num_rows: int, embedding_dim: int, bounds: torch.Tensor, sparse: bool,
-                 distributed: Optional[bool], group, backend: str, config: Optional[Config], deterministic: bool,
-                 fetch: str, device, dtype):
+    def __init__(
+        self,
+        num_rows: int,
+        embedding_dim: int,
+        bounds: torch.Tensor,
+        sparse: bool,
+        distributed: Optional[bool],
+        group,
+        backend: str,
+        config: Optional[Config],
+        deterministic: bool,
+        fetch: str,
+        device,
+        dtype,
+    ):
         super().__init__()
         from ..distributed.embedding import EMBEDDING_BACKENDS
 
@@ -125,8 +140,10 @@ class _ShardedRows(torch.nn.Module):
         self.rank = dist.get_rank(group) if self.distributed else 0
         self.num_pes = bounds.numel() - 1
         if self.distributed and dist.get_world_size(group) != self.num_pes:
-            raise MggError(f"the table is split across {self.num_pes} PEs but the process group has "
-                           f"{dist.get_world_size(group)} ranks")
+            raise MggError(
+                f"the table is split across {self.num_pes} PEs but the process group has "
+                f"{dist.get_world_size(group)} ranks"
+            )
         lo, hi = (int(bounds[self.rank]), int(bounds[self.rank + 1])) if self.distributed else (0, num_rows)
         self.row_begin, self.row_end = lo, hi
         self.weight = torch.nn.Parameter(torch.empty((hi - lo, embedding_dim), device=device, dtype=dtype))
@@ -151,13 +168,35 @@ class _ShardedRows(torch.nn.Module):
             if self.backend == "nvshmem":
                 from ..distributed.embedding_nvshmem import nvshmem_lookup
 
-                return nvshmem_lookup(w, edges, bounds, self.rank, mode, self.config, self.fetch, self.sparse,
-                                      self.deterministic, self.traffic)
+                return nvshmem_lookup(
+                    w,
+                    edges,
+                    bounds,
+                    self.rank,
+                    mode,
+                    self.config,
+                    self.fetch,
+                    self.sparse,
+                    self.deterministic,
+                    self.traffic,
+                )
             if self.backend == "alltoall":
-                return de.alltoall_lookup(w, edges, bounds, self.rank, self.num_pes, mode, self.group, self.sparse,
-                                          self.traffic)
-            return de.halo_lookup(w, edges, bounds, self.rank, self.num_pes, mode, self.config, self.group,
-                                  self.sparse, self.deterministic, self.traffic)
+                return de.alltoall_lookup(
+                    w, edges, bounds, self.rank, self.num_pes, mode, self.group, self.sparse, self.traffic
+                )
+            return de.halo_lookup(
+                w,
+                edges,
+                bounds,
+                self.rank,
+                self.num_pes,
+                mode,
+                self.config,
+                self.group,
+                self.sparse,
+                self.deterministic,
+                self.traffic,
+            )
         if mode == "max":  # torch, not the kernels (they have no max reduction)
             src = F.embedding(edges.idx.to(w.device), w, sparse=self.sparse)
             return _segment_max(src, edges.bag.to(w.device), edges.num_bags)
@@ -165,12 +204,25 @@ class _ShardedRows(torch.nn.Module):
             step = BatchStep(edges, bounds, 0, self.config, device=w.device)
             return de._StepLookup.apply(w, w.new_empty((0, w.size(1))), step, self.sparse, self.deterministic)
         slices = pe_slices(edges, self.num_pes)
-        steps = [BatchStep(edges, bounds, p, self.config, peers=True, device=w.device, bag_begin=b0, bag_end=b1,
-                           edge_begin=e0, edge_end=e1) for p, (b0, b1, e0, e1) in enumerate(slices)]
+        steps = [
+            BatchStep(
+                edges,
+                bounds,
+                p,
+                self.config,
+                peers=True,
+                device=w.device,
+                bag_begin=b0,
+                bag_end=b1,
+                edge_begin=e0,
+                edge_end=e1,
+            )
+            for p, (b0, b1, e0, e1) in enumerate(slices)
+        ]
         return _PeersLookup.apply(w, steps, slices, bounds, self.sparse, self.deterministic, self.fetch)
 
     def _own(self, full: torch.Tensor) -> torch.Tensor:
-        return full[self.row_begin:self.row_end] if self.distributed else full
+        return full[self.row_begin : self.row_end] if self.distributed else full
 
     def _gather_rows(self) -> torch.Tensor:
         """The whole (virtual) table: this process's rows, or every rank's (a collective)."""
@@ -178,7 +230,7 @@ class _ShardedRows(torch.nn.Module):
             return self.weight.detach()
         most = int((self.bounds[1:] - self.bounds[:-1]).max())
         pad = self.weight.detach().new_zeros((most, self.embedding_dim))
-        pad[:self.weight.size(0)] = self.weight.detach()
+        pad[: self.weight.size(0)] = self.weight.detach()
         parts = [torch.empty_like(pad) for _ in range(self.num_pes)]
         dist.all_gather(parts, pad, group=self.group)
         sizes = (self.bounds[1:] - self.bounds[:-1]).tolist()
@@ -186,8 +238,16 @@ class _ShardedRows(torch.nn.Module):
 
 
 def _dist_kwargs(distributed, group, backend, config, deterministic, fetch, device, dtype):
-    return dict(distributed=distributed, group=group, backend=backend, config=config, deterministic=deterministic,
-                fetch=fetch, device=device, dtype=dtype)
+    return dict(
+        distributed=distributed,
+        group=group,
+        backend=backend,
+        config=config,
+        deterministic=deterministic,
+        fetch=fetch,
+        device=device,
+        dtype=dtype,
+    )
 
 
 def _num_pes(num_pes: Optional[int], distributed: Optional[bool], group) -> int:
@@ -230,11 +290,25 @@ class ShardedEmbeddingBag(_ShardedRows):
         traffic: bytes this rank sent in the last distributed forward.
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, mode: str = "mean", padding_idx: Optional[int] = None,
-                 include_last_offset: bool = False, sparse: bool = False, num_pes: Optional[int] = None,
-                 distributed: Optional[bool] = None, group=None, backend: str = "halo", config: Optional[Config] = None,
-                 deterministic: bool = False, fetch: str = "direct", device=None, dtype=None,
-                 _weight: Optional[torch.Tensor] = None):
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        mode: str = "mean",
+        padding_idx: Optional[int] = None,
+        include_last_offset: bool = False,
+        sparse: bool = False,
+        num_pes: Optional[int] = None,
+        distributed: Optional[bool] = None,
+        group=None,
+        backend: str = "halo",
+        config: Optional[Config] = None,
+        deterministic: bool = False,
+        fetch: str = "direct",
+        device=None,
+        dtype=None,
+        _weight: Optional[torch.Tensor] = None,
+    ):
         if mode not in MODES:
             raise MggError(f"mode must be one of {MODES}, got {mode!r}")
         pes = _num_pes(num_pes, distributed, group)
@@ -243,8 +317,13 @@ class ShardedEmbeddingBag(_ShardedRows):
             if not isinstance(padding_idx, int) or not -num_embeddings <= padding_idx < num_embeddings:
                 raise MggError(f"padding_idx must be within num_embeddings ({num_embeddings}), got {padding_idx!r}")
             padding_idx %= num_embeddings
-        super().__init__(num_embeddings, embedding_dim, bounds, sparse,
-                         **_dist_kwargs(distributed, group, backend, config, deterministic, fetch, device, dtype))
+        super().__init__(
+            num_embeddings,
+            embedding_dim,
+            bounds,
+            sparse,
+            **_dist_kwargs(distributed, group, backend, config, deterministic, fetch, device, dtype),
+        )
         self.num_embeddings, self.mode = num_embeddings, mode
         self.padding_idx, self.include_last_offset = padding_idx, include_last_offset
         if _weight is not None:
@@ -263,17 +342,31 @@ class ShardedEmbeddingBag(_ShardedRows):
             with torch.no_grad():
                 self.weight[p - self.row_begin].fill_(0)
 
-    def forward(self, input: torch.Tensor, offsets: Optional[torch.Tensor] = None,
-                per_sample_weights: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(
+        self,
+        input: torch.Tensor,
+        offsets: Optional[torch.Tensor] = None,
+        per_sample_weights: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
         """The bags [B, D] of this process's batch (torch.nn.EmbeddingBag.forward's arguments)."""
-        edges = bag_edges(input, offsets, per_sample_weights, self.num_embeddings, self.mode, self.padding_idx,
-                          self.include_last_offset, self._weight_dtype())
+        edges = bag_edges(
+            input,
+            offsets,
+            per_sample_weights,
+            self.num_embeddings,
+            self.mode,
+            self.padding_idx,
+            self.include_last_offset,
+            self._weight_dtype(),
+        )
         out = self._lookup(edges, self.mode)
         psw = per_sample_weights
         if psw is not None and psw.requires_grad and torch.is_grad_enabled():
             if self.distributed:
-                raise MggError("per_sample_weights that require grad are supported on one process only (under "
-                               "torchrun the rows they multiply live on other ranks)")
+                raise MggError(
+                    "per_sample_weights that require grad are supported on one process only (under "
+                    "torchrun the rows they multiply live on other ranks)"
+                )
             out = out + _WeightGrad.apply(psw, self.weight, edges)
         return out
 
@@ -282,8 +375,10 @@ class ShardedEmbeddingBag(_ShardedRows):
         return self._gather_rows()
 
     def extra_repr(self) -> str:
-        return (f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}, num_pes={self.num_pes}"
-                f"{', distributed, backend=' + repr(self.backend) if self.distributed else ''}")
+        return (
+            f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}, num_pes={self.num_pes}"
+            f"{', distributed, backend=' + repr(self.backend) if self.distributed else ''}"
+        )
 
 
 class ShardedEmbeddingBagCollection(_ShardedRows):
@@ -305,11 +400,26 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
         _weights: initial tables (one [num_embeddings[t], D] tensor each).
     """
 
-    def __init__(self, num_embeddings: Sequence[int], embedding_dim: int, mode: str = "sum",
-                 sharding: str = "table", include_last_offset: bool = False, sparse: bool = False,
-                 num_pes: Optional[int] = None, distributed: Optional[bool] = None, group=None, backend: str = "halo",
-                 config: Optional[Config] = None, deterministic: bool = False, fetch: str = "direct", device=None,
-                 dtype=None, _weights: Optional[Sequence[torch.Tensor]] = None, row_wise_min_rows: int = 65536):
+    def __init__(
+        self,
+        num_embeddings: Sequence[int],
+        embedding_dim: int,
+        mode: str = "sum",
+        sharding: str = "table",
+        include_last_offset: bool = False,
+        sparse: bool = False,
+        num_pes: Optional[int] = None,
+        distributed: Optional[bool] = None,
+        group=None,
+        backend: str = "halo",
+        config: Optional[Config] = None,
+        deterministic: bool = False,
+        fetch: str = "direct",
+        device=None,
+        dtype=None,
+        _weights: Optional[Sequence[torch.Tensor]] = None,
+        row_wise_min_rows: int = 65536,
+    ):
         if mode not in MODES:
             raise MggError(f"mode must be one of {MODES}, got {mode!r}")
         if sharding not in ("table", "row", "mixed"):
@@ -333,8 +443,10 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
                 for p in range(pes):
                     load[p] += b[p + 1] - b[p]
         elif len(sizes) < pes:
-            raise MggError(f"num_embeddings lists {len(sizes)} tables, fewer than the {pes} PEs of table-wise "
-                           f"sharding (use sharding='row' or 'mixed')")
+            raise MggError(
+                f"num_embeddings lists {len(sizes)} tables, fewer than the {pes} PEs of table-wise "
+                f"sharding (use sharding='row' or 'mixed')"
+            )
         for t in sorted(whole, key=lambda t: -sizes[t]):
             p = min(range(pes), key=lambda q: (load[q], q))
             load[p] += sizes[t]
@@ -347,8 +459,13 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
             per_pe[s[3]] += s[2]
         bounds = torch.zeros(pes + 1, dtype=torch.int64)
         torch.cumsum(torch.tensor(per_pe), 0, out=bounds[1:])
-        super().__init__(sum(sizes), embedding_dim, bounds, sparse,
-                         **_dist_kwargs(distributed, group, backend, config, deterministic, fetch, device, dtype))
+        super().__init__(
+            sum(sizes),
+            embedding_dim,
+            bounds,
+            sparse,
+            **_dist_kwargs(distributed, group, backend, config, deterministic, fetch, device, dtype),
+        )
         self.num_embeddings, self.mode, self.sharding = sizes, mode, sharding
         self.include_last_offset = include_last_offset
         table_base = [0]
@@ -369,8 +486,13 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
         self._table_segs = []
         for t in range(len(sizes)):
             mine = sorted((first, v - first) for (tt, first, _, _), v in zip(segs, virtual, strict=True) if tt == t)
-            self._table_segs.append((torch.tensor([m[0] for m in mine]), torch.tensor([m[1] for m in mine]),
-                                     mine[0][1] if len(mine) == 1 else None))
+            self._table_segs.append(
+                (
+                    torch.tensor([m[0] for m in mine]),
+                    torch.tensor([m[1] for m in mine]),
+                    mine[0][1] if len(mine) == 1 else None,
+                )
+            )
         if _weights is not None:
             self.load_tables(_weights)
         else:
@@ -401,8 +523,9 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
         full = self.weight.new_empty((self.num_rows, self.embedding_dim))
         for t, w in enumerate(weights):
             if tuple(w.shape) != (self.num_embeddings[t], self.embedding_dim):
-                raise MggError(f"_weights[{t}] must be [{self.num_embeddings[t]}, {self.embedding_dim}], got "
-                               f"{tuple(w.shape)}")
+                raise MggError(
+                    f"_weights[{t}] must be [{self.num_embeddings[t]}, {self.embedding_dim}], got {tuple(w.shape)}"
+                )
             full[self.virtual_rows(t, torch.arange(w.size(0))).to(full.device)] = w.to(full)
         with torch.no_grad():
             self.weight.copy_(self._own(full))
@@ -413,8 +536,12 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
         full = self._gather_rows()
         return full[self.virtual_rows(table, torch.arange(self.num_embeddings[table])).to(full.device)]
 
-    def forward(self, inputs: Sequence[torch.Tensor], offsets: Optional[Sequence[Optional[torch.Tensor]]] = None,
-                per_sample_weights: Optional[Sequence[Optional[torch.Tensor]]] = None) -> torch.Tensor:
+    def forward(
+        self,
+        inputs: Sequence[torch.Tensor],
+        offsets: Optional[Sequence[Optional[torch.Tensor]]] = None,
+        per_sample_weights: Optional[Sequence[Optional[torch.Tensor]]] = None,
+    ) -> torch.Tensor:
         """The bags of every table: [B, tables, D].
 
         Args:
@@ -426,17 +553,31 @@ class ShardedEmbeddingBagCollection(_ShardedRows):
         for name, seq in (("inputs", inputs), ("offsets", offsets), ("per_sample_weights", per_sample_weights)):
             if seq is not None and len(seq) != T:
                 raise MggError(f"{name} must list one entry per table ({T}), got {len(seq)}")
-        if per_sample_weights is not None and torch.is_grad_enabled() and any(
-                isinstance(p, torch.Tensor) and p.requires_grad for p in per_sample_weights):
-            raise MggError("per_sample_weights that require grad are supported by ShardedEmbeddingBag on one process, "
-                           "not by the collection")
+        if (
+            per_sample_weights is not None
+            and torch.is_grad_enabled()
+            and any(isinstance(p, torch.Tensor) and p.requires_grad for p in per_sample_weights)
+        ):
+            raise MggError(
+                "per_sample_weights that require grad are supported by ShardedEmbeddingBag on one process, "
+                "not by the collection"
+            )
         wdt = self._weight_dtype()
         edges = []
         for t in range(T):
             try:
-                edges.append(bag_edges(inputs[t], None if offsets is None else offsets[t],
-                                       None if per_sample_weights is None else per_sample_weights[t],
-                                       self.num_embeddings[t], self.mode, None, self.include_last_offset, wdt))
+                edges.append(
+                    bag_edges(
+                        inputs[t],
+                        None if offsets is None else offsets[t],
+                        None if per_sample_weights is None else per_sample_weights[t],
+                        self.num_embeddings[t],
+                        self.mode,
+                        None,
+                        self.include_last_offset,
+                        wdt,
+                    )
+                )
             except MggError as e:
                 raise MggError(f"table {t}: {e}") from None
         B = edges[0].num_bags

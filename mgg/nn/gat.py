@@ -9,6 +9,7 @@ in_channels=-1 sizes the layer on its first call. What PyG's layer does and mgg 
 features, other aggregations) is refused with one line. Attention dropout is drawn from (seed, destination,
 source, head) rather than from torch's generator, so the forward and backward passes, every
 backend and every rank count draw the same mask for a given seed."""
+
 from __future__ import annotations
 
 import math
@@ -53,10 +54,24 @@ class GATConv(LayerBase):
     from the same torch seed and call it equally often agree on it, which the nvshmem backend's
     backward needs. `reseed(seed)` sets it (e.g. to replay a step)."""
 
-    def __init__(self, in_channels: int, out_channels: int, heads: int = 1, concat: bool = True,
-                 negative_slope: float = 0.2, dropout: float = 0.0, add_self_loops: bool = True,
-                 edge_dim: Optional[int] = None, fill_value="mean", bias: bool = True, residual: bool = False,
-                 config: Optional[Config] = None, autotune: bool = False, deterministic: bool = False, **kwargs):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        heads: int = 1,
+        concat: bool = True,
+        negative_slope: float = 0.2,
+        dropout: float = 0.0,
+        add_self_loops: bool = True,
+        edge_dim: Optional[int] = None,
+        fill_value="mean",
+        bias: bool = True,
+        residual: bool = False,
+        config: Optional[Config] = None,
+        autotune: bool = False,
+        deterministic: bool = False,
+        **kwargs,
+    ):
         super().__init__()
         if "node_dim" in kwargs:  # PyG fixes node_dim=0 itself and raises this TypeError
             raise TypeError("GATConv: got multiple values for keyword argument 'node_dim'")
@@ -75,8 +90,9 @@ class GATConv(LayerBase):
             raise MggError(f"GATConv: decomposed_layers must be a positive integer, got {decomposed!r}")
         widths = (in_channels,) if isinstance(in_channels, int) else tuple(in_channels)
         if len(widths) not in (1, 2) or not all(isinstance(c, int) and (c > 0 or c == -1) for c in widths):
-            raise MggError(f"GATConv: in_channels must be a positive int, -1 (lazy) or a pair of them, got "
-                           f"{in_channels!r}")
+            raise MggError(
+                f"GATConv: in_channels must be a positive int, -1 (lazy) or a pair of them, got {in_channels!r}"
+            )
         if not isinstance(out_channels, int) or out_channels <= 0:
             raise MggError(f"GATConv: out_channels must be a positive int, got {out_channels!r}")
         if not isinstance(heads, int) or not 1 <= heads <= 64:
@@ -86,8 +102,10 @@ class GATConv(LayerBase):
         if not 0.0 <= dropout < 1.0:
             raise MggError(f"GATConv: dropout must be in [0, 1), got {dropout!r}")
         if autotune:
-            raise MggError("GATConv: autotune is not supported for attention (its kernel has no ps/dist to tune); "
-                           "pass config=Config(wpb=...) instead")
+            raise MggError(
+                "GATConv: autotune is not supported for attention (its kernel has no ps/dist to tune); "
+                "pass config=Config(wpb=...) instead"
+            )
         self.in_channels, self.out_channels, self.heads, self.concat = in_channels, out_channels, heads, concat
         self.negative_slope, self.dropout, self.add_self_loops = float(negative_slope), float(dropout), add_self_loops
         self.edge_dim, self.fill_value, self.aggr, self.node_dim = edge_dim, fill_value, "add", 0
@@ -142,18 +160,28 @@ class GATConv(LayerBase):
     def __prepare_scriptable__(self):
         refuse_script("GATConv")
 
-    def forward(self, x, edge_index, edge_attr=None, size: Optional[tuple] = None,
-                return_attention_weights: Optional[bool] = None):
+    def forward(
+        self,
+        x,
+        edge_index,
+        edge_attr=None,
+        size: Optional[tuple] = None,
+        return_attention_weights: Optional[bool] = None,
+    ):
         x_src, x_dst, n_src, n_dst, bipartite = split_input(x, size, "GATConv", 0, edge_index)
         for t in (x_src, x_dst):
             if t is not None and t.dim() != 2:
-                raise MggError(f"GATConv: x must be 2-D [nodes, in_channels], got {tuple(t.shape)} (static graphs "
-                               f"are not supported, as in PyG)")
+                raise MggError(
+                    f"GATConv: x must be 2-D [nodes, in_channels], got {tuple(t.shape)} (static graphs "
+                    f"are not supported, as in PyG)"
+                )
         if edge_attr is not None:
             raise MggError("GATConv: edge_attr is not supported by mgg (edge_dim is None)")
         if getattr(self, "_explain", None):
-            raise MggError("GATConv: explainers' edge masks are not supported by mgg's attention op (the mask "
-                           "would scale each attention-weighted message inside the fused kernel)")
+            raise MggError(
+                "GATConv: explainers' edge masks are not supported by mgg's attention op (the mask "
+                "would scale each attention-weighted message inside the fused kernel)"
+            )
         heads, c = self.heads, self.out_channels
         res = self.res(x_dst) if self.res is not None and x_dst is not None else None
         lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
@@ -165,8 +193,9 @@ class GATConv(LayerBase):
         if x_dst is None:  # PyG: no destination term
             a_dst = a_src.new_zeros((n_dst, heads))
         else:
-            a_dst = ((h if x_dst is x_src and lin_dst is lin_src else lin_dst(x_dst).view(-1, heads, c))
-                     * self.att_dst).sum(-1)
+            a_dst = (
+                (h if x_dst is x_src and lin_dst is lin_src else lin_dst(x_dst).view(-1, heads, c)) * self.att_dst
+            ).sum(-1)
         p = self.dropout if self.training else 0.0
         seed = self._next_seed() if p > 0 else 0
         if n_src == 0 or n_dst == 0:  # PyG: an empty graph gives an empty output (and no attention weights)
@@ -180,18 +209,29 @@ class GATConv(LayerBase):
                 edge_index = edge_index.as_tensor()
             if isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided:
                 if return_attention_weights:
-                    raise MggError("GATConv: return_attention_weights with a bipartite sparse adjacency is not "
-                                   "supported by mgg; pass edge_index [2, E]")
+                    raise MggError(
+                        "GATConv: return_attention_weights with a bipartite sparse adjacency is not "
+                        "supported by mgg; pass edge_index [2, E]"
+                    )
                 idx = edge_index.to_sparse_coo().coalesce().indices()  # adj[target, source]; attention ignores values
                 edge_index = torch.stack([idx[1], idx[0]])
             if not isinstance(edge_index, torch.Tensor):
-                raise MggError("GATConv: bipartite input needs edge_index [2, E] or a torch sparse adjacency in mgg, "
-                               f"got {type(edge_index).__name__}")
+                raise MggError(
+                    "GATConv: bipartite input needs edge_index [2, E] or a torch sparse adjacency in mgg, "
+                    f"got {type(edge_index).__name__}"
+                )
             k = min(size) if size is not None else min(n_src, n_dst)
             m = max(n_src, n_dst)
-            plan = bipartite_plan(edge_index, n_src, n_dst, f"gat:{self.add_self_loops}:{k}",
-                                  lambda g, _: Graph.from_edge_index(self._bipartite_edges(g.edge_index(), k), m),
-                                  self.flow, torch.float32, "GATConv")
+            plan = bipartite_plan(
+                edge_index,
+                n_src,
+                n_dst,
+                f"gat:{self.add_self_loops}:{k}",
+                lambda g, _: Graph.from_edge_index(self._bipartite_edges(g.edge_index(), k), m),
+                self.flow,
+                torch.float32,
+                "GATConv",
+            )
             out = self._attend(pad_rows(h, m), pad_rows(a_src, m), pad_rows(a_dst, m), plan, p, seed)[:n_dst]
             weights = None
             if return_attention_weights:
@@ -199,8 +239,9 @@ class GATConv(LayerBase):
                 weights = (ei, self._alpha(ei[0], ei[1], n_dst, a_src, a_dst, p, seed))
         else:
             out = self._attend(h, a_src, a_dst, self._plan(edge_index, n_src), p, seed)
-            weights = self._attention_weights(edge_index, n_src, a_src, a_dst, p, seed) if return_attention_weights \
-                else None
+            weights = (
+                self._attention_weights(edge_index, n_src, a_src, a_dst, p, seed) if return_attention_weights else None
+            )
         out = out.reshape(-1, heads * c) if self.concat else out.mean(dim=1)
         if res is not None:
             out = out + res
@@ -231,8 +272,9 @@ class GATConv(LayerBase):
         elif layout == torch.strided and edge_index.dim() == 2:
             ei = edge_index
         else:
-            raise MggError("GATConv: return_attention_weights needs a [2, E] edge_index or a torch sparse adjacency "
-                           "on one process")
+            raise MggError(
+                "GATConv: return_attention_weights needs a [2, E] edge_index or a torch sparse adjacency on one process"
+            )
         ei = ei.to(a_src.device, torch.long)
         if self.add_self_loops:
             ei = ei[:, ei[0] != ei[1]]
@@ -260,4 +302,3 @@ class GATConv(LayerBase):
 
     def __repr__(self):
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
-

@@ -7,6 +7,7 @@ message and aggregate hooks would never run, so registering one is refused in on
 own forward hooks on the layer work). An explainer's edge mask (explain=True, _edge_mask) scales
 each message as PyG's explain_message does, through mgg.ops.aggregate_edges, so the mask gets its
 gradient."""
+
 from __future__ import annotations
 
 import warnings
@@ -29,9 +30,11 @@ _HOOKS = ("propagate", "message", "aggregate", "message_and_aggregate", "edge_up
 
 def _refuse_hook(kind: str):
     def register(self, *args, **kwargs):
-        raise MggError(f"{type(self).__name__}: register_{kind}_forward_(pre_)hook is not supported: mgg's layers "
-                       f"aggregate in one fused op and never call propagate(), so the hook would not run; use "
-                       f"torch's register_forward_hook / register_forward_pre_hook on the layer")
+        raise MggError(
+            f"{type(self).__name__}: register_{kind}_forward_(pre_)hook is not supported: mgg's layers "
+            f"aggregate in one fused op and never call propagate(), so the hook would not run; use "
+            f"torch's register_forward_hook / register_forward_pre_hook on the layer"
+        )
 
     return register
 
@@ -53,8 +56,10 @@ class LayerBase(_Base):
         if mask is None:
             raise MggError(f"{type(self).__name__}: explain=True but no edge mask was set (_edge_mask is None)")
         if mask.dim() != 1 or mask.numel() != num_edges:
-            raise MggError(f"{type(self).__name__}: the explainer's edge mask has shape {tuple(mask.shape)}; the "
-                           f"input has {num_edges} edges")
+            raise MggError(
+                f"{type(self).__name__}: the explainer's edge mask has shape {tuple(mask.shape)}; the "
+                f"input has {num_edges} edges"
+            )
         return mask.sigmoid() if self._apply_sigmoid else mask
 
 
@@ -63,8 +68,9 @@ for _kind in _HOOKS:
     setattr(LayerBase, f"register_{_kind}_forward_hook", _refuse_hook(_kind))
 
 
-def explained_edges(name: str, edge_index, flow: str, why: str = "an explainer's edge mask"
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def explained_edges(
+    name: str, edge_index, flow: str, why: str = "an explainer's edge mask"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(src, dst) of a [2, E] edge_index for per-edge message weights (`why`: an explainer's
     mask, learned weights); a sparse adjacency has no edge order for them."""
     if isinstance(edge_index, torch.Tensor) and hasattr(edge_index, "as_tensor"):

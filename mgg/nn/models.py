@@ -2,6 +2,7 @@
 Kipf & Welling's 2-layer GCN, an L-layer GIN, PyG's GraphSAGE (examples/reddit.py) and
 Veličković et al.'s GAT (PyG examples/gat.py). `conv_module` lets the same model be built with
 PyG's layers (conv_module=torch_geometric.nn) for comparisons."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from .gat import GATConv
 @dataclass(frozen=True)
 class Protocol:
     """How a model is trained on a Planetoid graph unless the user says otherwise."""
+
     hidden: int  # hidden width (GAT: per head)
     dropout: float
     lr: float
@@ -29,12 +31,26 @@ class Protocol:
 PROTOCOLS = {
     "gcn": Protocol(16, 0.5, 0.01, 5e-4, True, 200, "Kipf & Welling (PyG examples/gcn.py)"),
     "gin": Protocol(64, 0.5, 0.01, 5e-4, False, 200, "Xu et al.'s GIN layers with the GCN protocol's optimiser"),
-    "sage": Protocol(256, 0.5, 0.01, 5e-4, False, 200,
-                     "PyG examples/reddit.py (2 mean SAGEConv, hidden 256, ReLU, dropout 0.5, Adam lr 0.01) "
-                     "with the Planetoid weight decay 5e-4"),
-    "gat": Protocol(8, 0.6, 0.005, 5e-4, False, 200,
-                    "Veličković et al. / PyG examples/gat.py (8 heads of 8, dropout 0.6 on inputs and attention, "
-                    "ELU, Adam lr 0.005, weight decay 5e-4)"),
+    "sage": Protocol(
+        256,
+        0.5,
+        0.01,
+        5e-4,
+        False,
+        200,
+        "PyG examples/reddit.py (2 mean SAGEConv, hidden 256, ReLU, dropout 0.5, Adam lr 0.01) "
+        "with the Planetoid weight decay 5e-4",
+    ),
+    "gat": Protocol(
+        8,
+        0.6,
+        0.005,
+        5e-4,
+        False,
+        200,
+        "Veličković et al. / PyG examples/gat.py (8 heads of 8, dropout 0.6 on inputs and attention, "
+        "ELU, Adam lr 0.005, weight decay 5e-4)",
+    ),
 }
 
 
@@ -49,8 +65,16 @@ def _dropout_conv_act(model: nn.Module, x, edge_index, act):
 
 
 class GCN(nn.Module):
-    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 2, dropout: float = 0.5,
-                 conv_module=None, **conv_kwargs):
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: int,
+        out_dim: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+        conv_module=None,
+        **conv_kwargs,
+    ):
         super().__init__()
         Conv = conv_module.GCNConv if conv_module is not None else mgg_conv.GCNConv
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
@@ -62,14 +86,23 @@ class GCN(nn.Module):
 
 
 class GIN(nn.Module):
-    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 5, dropout: float = 0.5,
-                 conv_module=None, **conv_kwargs):
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: int,
+        out_dim: int,
+        num_layers: int = 5,
+        dropout: float = 0.5,
+        conv_module=None,
+        **conv_kwargs,
+    ):
         super().__init__()
         Conv = conv_module.GINConv if conv_module is not None else mgg_conv.GINConv
         dims = [in_dim] + [hidden] * num_layers
         self.convs = nn.ModuleList(
             Conv(nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, b)), **conv_kwargs)
-            for a, b in zip(dims[:-1], dims[1:], strict=True))
+            for a, b in zip(dims[:-1], dims[1:], strict=True)
+        )
         self.head = nn.Linear(hidden, out_dim)
         self.dropout = dropout
 
@@ -84,8 +117,16 @@ class SAGE(nn.Module):
     """PyG examples/reddit.py's GraphSAGE: SAGEConv layers (mean aggregation), ReLU and dropout
     between them, none on the input."""
 
-    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 2, dropout: float = 0.5,
-                 conv_module=None, **conv_kwargs):
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: int,
+        out_dim: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+        conv_module=None,
+        **conv_kwargs,
+    ):
         super().__init__()
         if conv_module is not None:
             Conv = conv_module.SAGEConv
@@ -108,9 +149,19 @@ class GAT(nn.Module):
     heads) -> ELU -> dropout -> GATConv(hidden * heads, out, out_heads, concat=False); the
     attention coefficients are dropped with the same probability (or attention_dropout)."""
 
-    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 2, dropout: float = 0.6,
-                 heads: int = 8, out_heads: int = 1, conv_module=None, attention_dropout: float | None = None,
-                 **conv_kwargs):
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: int,
+        out_dim: int,
+        num_layers: int = 2,
+        dropout: float = 0.6,
+        heads: int = 8,
+        out_heads: int = 1,
+        conv_module=None,
+        attention_dropout: float | None = None,
+        **conv_kwargs,
+    ):
         super().__init__()
         Conv = conv_module.GATConv if conv_module is not None else GATConv
         dims = [in_dim] + [hidden * heads] * (num_layers - 1)

@@ -1,6 +1,7 @@
 """Turns what a PyG layer receives as its graph (edge_index [+ edge_weight], a torch sparse
 tensor, an mgg Graph or Plan, a DistGraph) into an mgg plan, and remembers it per input, so a
 full-graph model plans its graph once and not once per epoch; and runs a plan."""
+
 from __future__ import annotations
 
 import weakref
@@ -51,22 +52,36 @@ def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
     if isinstance(edge_index, torch.Tensor) and edge_index.layout == torch.sparse_csr:
         w = edge_index.values()
         w = None if bool((w == 1).all()) else w
-        return Graph.from_csr(edge_index.crow_indices().cpu(), edge_index.col_indices().cpu(),
-                              None if w is None else w.detach().cpu(), "sparse adjacency")
+        return Graph.from_csr(
+            edge_index.crow_indices().cpu(),
+            edge_index.col_indices().cpu(),
+            None if w is None else w.detach().cpu(),
+            "sparse adjacency",
+        )
     if isinstance(edge_index, torch.Tensor) and edge_index.is_sparse:
         a = edge_index.coalesce()
         idx = a.indices().cpu()
-        return Graph.from_edges(idx[1].numpy(), idx[0].numpy(), num_nodes, a.values().detach().cpu(),
-                                "sparse adjacency")
+        return Graph.from_edges(
+            idx[1].numpy(), idx[0].numpy(), num_nodes, a.values().detach().cpu(), "sparse adjacency"
+        )
     if isinstance(edge_index, torch.Tensor):
         return Graph.from_edge_index(edge_index.cpu(), num_nodes, None if edge_weight is None else edge_weight.cpu())
-    raise MggError(f"edge_index must be a tensor [2, E] (or PyG EdgeIndex), a torch sparse or torch_sparse "
-                   f"SparseTensor adjacency adj_t[target, source], an mgg Graph, Plan or DistGraph; "
-                   f"got {type(edge_index).__name__}")
+    raise MggError(
+        f"edge_index must be a tensor [2, E] (or PyG EdgeIndex), a torch sparse or torch_sparse "
+        f"SparseTensor adjacency adj_t[target, source], an mgg Graph, Plan or DistGraph; "
+        f"got {type(edge_index).__name__}"
+    )
 
 
-def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callable[[Graph, torch.dtype], Graph],
-                flow: str = "source_to_target", dtype: torch.dtype = torch.float32):
+def cached_plan(
+    edge_index,
+    num_nodes: int,
+    edge_weight,
+    tag: str,
+    make: Callable[[Graph, torch.dtype], Graph],
+    flow: str = "source_to_target",
+    dtype: torch.dtype = torch.float32,
+):
     """The plan of make(graph, weight dtype) for this input, built once per (input tensors, tag,
     flow, weight dtype).
 
@@ -88,19 +103,30 @@ def cached_plan(edge_index, num_nodes: int, edge_weight, tag: str, make: Callabl
         return edge_index
     wdt = torch.float64 if dtype == torch.float64 else torch.float32
     reverse = flow == "target_to_source"
-    if reverse and (is_sparse_tensor(edge_index) or (isinstance(edge_index, torch.Tensor)
-                                                     and edge_index.layout != torch.strided)):
-        raise MggError("flow='target_to_source' does not apply to a sparse adjacency (PyG refuses it too); pass "
-                       "edge_index [2, E] or the transposed adjacency")
-    prepare = (lambda g: make(g.transpose() if reverse else g, wdt))  # noqa: E731
+    if reverse and (
+        is_sparse_tensor(edge_index) or (isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided)
+    ):
+        raise MggError(
+            "flow='target_to_source' does not apply to a sparse adjacency (PyG refuses it too); pass "
+            "edge_index [2, E] or the transposed adjacency"
+        )
+    prepare = lambda g: make(g.transpose() if reverse else g, wdt)  # noqa: E731
     plan_for = getattr(edge_index, "plan_for", None)  # a graph that plans itself: mgg.distributed.DistGraph
     if plan_for is not None:
         return plan_for(f"{tag}:{flow}:{wdt}", prepare)
     if edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled():
-        raise MggError("an edge_weight that requires grad goes through mgg.ops.aggregate_edges (GCNConv does this), "
-                       "not a cached plan")
-    key = (_key_part(edge_index) if isinstance(edge_index, torch.Tensor) else id(edge_index),
-           _key_part(edge_weight), num_nodes, tag, flow, wdt)
+        raise MggError(
+            "an edge_weight that requires grad goes through mgg.ops.aggregate_edges (GCNConv does this), "
+            "not a cached plan"
+        )
+    key = (
+        _key_part(edge_index) if isinstance(edge_index, torch.Tensor) else id(edge_index),
+        _key_part(edge_weight),
+        num_nodes,
+        tag,
+        flow,
+        wdt,
+    )
     hit = _CACHE.get(key)
     if hit is not None:
         refs, plan = hit
@@ -128,8 +154,16 @@ def clear() -> None:
     _CACHE.clear()
 
 
-def bipartite_plan(edge_index, n_src: int, n_dst: int, tag: str, make: Callable[[Graph, torch.dtype], Graph],
-                   flow: str, dtype: torch.dtype, what: str):
+def bipartite_plan(
+    edge_index,
+    n_src: int,
+    n_dst: int,
+    tag: str,
+    make: Callable[[Graph, torch.dtype], Graph],
+    flow: str,
+    dtype: torch.dtype,
+    what: str,
+):
     """The plan of a bipartite graph (sources 0..n_src-1, destinations 0..n_dst-1), as the
     square graph of max(n_src, n_dst) nodes that holds its edges: rows are destinations and
     columns sources, so the layer pads x_src with zero rows to that size, aggregates through the
@@ -149,23 +183,26 @@ def bipartite_plan(edge_index, n_src: int, n_dst: int, tag: str, make: Callable[
     if flow != "source_to_target":
         raise MggError(f"{what}: bipartite input needs flow='source_to_target' in mgg, got {flow!r}")
     if is_sparse_tensor(edge_index) or not isinstance(edge_index, torch.Tensor):
-        raise MggError(f"{what}: bipartite input needs edge_index [2, E] or a torch sparse adjacency "
-                       f"[N_dst, N_src] in mgg, got {type(edge_index).__name__}")
+        raise MggError(
+            f"{what}: bipartite input needs edge_index [2, E] or a torch sparse adjacency "
+            f"[N_dst, N_src] in mgg, got {type(edge_index).__name__}"
+        )
     if hasattr(edge_index, "as_tensor"):  # PyG EdgeIndex
         edge_index = edge_index.as_tensor()
     weight = None
     if edge_index.layout != torch.strided:
         a = (edge_index if edge_index.layout == torch.sparse_coo else edge_index.to_sparse_coo()).coalesce()
         if tuple(a.shape) != (n_dst, n_src):
-            raise MggError(f"{what}: the adjacency is {tuple(a.shape)} but the input has {n_dst} destinations and "
-                           f"{n_src} sources (adj[target, source])")
+            raise MggError(
+                f"{what}: the adjacency is {tuple(a.shape)} but the input has {n_dst} destinations and "
+                f"{n_src} sources (adj[target, source])"
+            )
         idx = a.indices()
         edge_index, weight = torch.stack([idx[1], idx[0]]), a.values()
     elif edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise MggError(f"{what}: edge_index must be [2, E], got {list(edge_index.shape)}")
     elif edge_index.numel() and (int(edge_index[0].max()) >= n_src or int(edge_index[1].max()) >= n_dst):
-        raise MggError(f"{what}: an edge names a source >= {n_src} or a destination >= {n_dst} (the bipartite "
-                       f"sizes)")
+        raise MggError(f"{what}: an edge names a source >= {n_src} or a destination >= {n_dst} (the bipartite sizes)")
     return cached_plan(edge_index, max(n_src, n_dst), weight, f"bipartite:{tag}", make, flow, dtype)
 
 

@@ -2,6 +2,7 @@
 state_dict layout, aggregating through mgg's op: the mean over in-neighbors (the graph's mean
 normalisation, weights 1/in-degree) or their sum, also for bipartite inputs and lazy widths
 (in_channels=-1). PyG's other aggregations are refused with one line."""
+
 from __future__ import annotations
 
 from typing import Optional, Union
@@ -24,8 +25,9 @@ def _widths(in_channels) -> tuple[int, int]:
     """(source width, target width) of PyG's in_channels: an int or a pair; -1 is lazy."""
     pair = (in_channels, in_channels) if isinstance(in_channels, int) else tuple(in_channels)
     if len(pair) != 2 or not all(isinstance(c, int) and (c > 0 or c == -1) for c in pair):
-        raise MggError(f"SAGEConv: in_channels must be a positive int, -1 (lazy) or a pair of them, got "
-                       f"{in_channels!r}")
+        raise MggError(
+            f"SAGEConv: in_channels must be a positive int, -1 (lazy) or a pair of them, got {in_channels!r}"
+        )
     return pair
 
 
@@ -40,9 +42,20 @@ class SAGEConv(_Aggregating):
     (x_dst may be None; size=(N_src, N_dst)) with an edge_index [2, E] or a torch sparse
     adjacency [N_dst, N_src]; a torch_sparse SparseTensor's values are dropped, as in PyG."""
 
-    def __init__(self, in_channels: Union[int, tuple], out_channels: int, aggr: str = "mean",
-                 normalize: bool = False, root_weight: bool = True, project: bool = False, bias: bool = True,
-                 config: Optional[Config] = None, autotune: bool = False, deterministic: bool = False, **kwargs):
+    def __init__(
+        self,
+        in_channels: Union[int, tuple],
+        out_channels: int,
+        aggr: str = "mean",
+        normalize: bool = False,
+        root_weight: bool = True,
+        project: bool = False,
+        bias: bool = True,
+        config: Optional[Config] = None,
+        autotune: bool = False,
+        deterministic: bool = False,
+        **kwargs,
+    ):
         super().__init__()
         src, dst = _widths(in_channels)
         self.in_channels, self.out_channels = in_channels, out_channels
@@ -50,8 +63,10 @@ class SAGEConv(_Aggregating):
         self._setup(config, autotune, deterministic, dict(kwargs, aggr=aggr), AGGREGATIONS, "mean")
         if project:  # PyG's registration order (lin, lin_l, lin_r) and Linear default init
             if src == -1:
-                raise MggError("SAGEConv: does not support lazy initialization with project=True (it needs the source "
-                               "width, as in PyG)")
+                raise MggError(
+                    "SAGEConv: does not support lazy initialization with project=True (it needs the source "
+                    "width, as in PyG)"
+                )
             self.lin = nn.Linear(src, src, bias=True)
         self.lin_l = linear(src, out_channels, bias=bias)
         if root_weight:
@@ -76,15 +91,19 @@ class SAGEConv(_Aggregating):
 
         tag = f"sage:{self.aggr}:{sparse_tensor}"
         nd = self._nodes(x_src)
-        mask = self._explain_mask(explained_edges("SAGEConv", edge_index, self.flow)[0].numel()) \
-            if getattr(self, "_explain", None) else None
+        mask = (
+            self._explain_mask(explained_edges("SAGEConv", edge_index, self.flow)[0].numel())
+            if getattr(self, "_explain", None)
+            else None
+        )
         if mask is not None:
             aggregate = lambda t: self._explained(t, edge_index, n_dst, mask)  # noqa: E731
         elif bipartite:
             plan = bipartite_plan(edge_index, n_src, n_dst, tag, make, self.flow, x_src.dtype, "SAGEConv")
             m = plan.graph.num_nodes
             aggregate = lambda t: self._aggregate(pad_rows(t.movedim(nd, 0), m).movedim(0, nd), plan).narrow(  # noqa: E731
-                nd, 0, n_dst)
+                nd, 0, n_dst
+            )
         else:
             plan = cached_plan(edge_index, n_src, None, tag, make, self.flow, x_src.dtype)
             aggregate = lambda t: self._aggregate(t, plan)  # noqa: E731

@@ -4,6 +4,7 @@ compute one are in methods.py, `mgg.partition(...)` in compute.py.
 
 The relabelling is invisible to users of mgg.distributed.DistGraph: it takes and gives tensors
 in the user's node order."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ class Partition:
         seed: the method's seed.
         cached: whether this result came from the disk cache.
     """
+
     method: str
     perm: np.ndarray
     bounds: np.ndarray
@@ -70,7 +72,7 @@ class Partition:
 
     def rank_nodes(self, rank: int) -> np.ndarray:
         """The user ids of rank `rank`'s rows, in row order."""
-        return self.perm[self.bounds[rank]:self.bounds[rank + 1]]
+        return self.perm[self.bounds[rank] : self.bounds[rank + 1]]
 
     def relabel(self, graph: Graph) -> Graph:
         """The graph in the ranks' order: row i of the result is row perm[i] of `graph`, with
@@ -120,8 +122,9 @@ class Partition:
         return ranks, dict(method=self.method, **total, seconds=round(self.seconds, 3), cached=self.cached)
 
 
-def from_parts(method: str, part: np.ndarray, num_ranks: int, weights: np.ndarray, seconds: float,
-                seed: int) -> Partition:
+def from_parts(
+    method: str, part: np.ndarray, num_ranks: int, weights: np.ndarray, seconds: float, seed: int
+) -> Partition:
     """A partition from each node's part: parts in rank order, nodes in their order within a
     part. An empty part takes the lightest node of the part with the most nodes."""
     part = np.asarray(part, np.int64).copy()
@@ -141,8 +144,10 @@ def from_parts(method: str, part: np.ndarray, num_ranks: int, weights: np.ndarra
     return Partition(method, perm, bounds, seconds, seed)
 
 
-def range_partition(graph: Graph, num_ranks: int, method: str = "range", seconds: float = 0.0,
-                    seed: int = 0) -> Partition:
+def range_partition(
+    graph: Graph, num_ranks: int, method: str = "range", seconds: float = 0.0, seed: int = 0
+) -> Partition:
     """MGG Algorithm 1 on the graph's own order (the `range` method)."""
-    return Partition(method, np.arange(graph.num_nodes, dtype=np.int64), split_ranges(graph.rowptr, num_ranks),
-                     seconds, seed)
+    return Partition(
+        method, np.arange(graph.num_nodes, dtype=np.int64), split_ranges(graph.rowptr, num_ranks), seconds, seed
+    )

@@ -2,6 +2,7 @@
 count, the method and its seed, so a large graph is partitioned once. One .npz per key, written
 atomically; a corrupt file, or one whose contents do not match its key (stale), is ignored
 with a warning and replaced by the next result."""
+
 from __future__ import annotations
 
 import json
@@ -42,11 +43,17 @@ class PartitionCache:
             with np.load(path, allow_pickle=False) as z:
                 meta = json.loads(str(z["meta"]))
                 perm, bounds = z["perm"].astype(np.int64), z["bounds"].astype(np.int64)
-            want = dict(format=FORMAT, fingerprint=graph.fingerprint(), nodes=graph.num_nodes, ranks=num_ranks,
-                        method=method, seed=seed)
+            want = dict(
+                format=FORMAT,
+                fingerprint=graph.fingerprint(),
+                nodes=graph.num_nodes,
+                ranks=num_ranks,
+                method=method,
+                seed=seed,
+            )
             stale = {k: meta.get(k) for k in want if meta.get(k) != want[k]}
             if stale:
-                raise ValueError(f"stale: {stale} where {({k: want[k] for k in stale})} was expected")
+                raise ValueError(f"stale: {stale} where { ({k: want[k] for k in stale}) } was expected")
             n = graph.num_nodes
             if perm.shape != (n,) or perm.min() < 0 or perm.max() >= n or np.bincount(perm, minlength=n).max() != 1:
                 raise ValueError("perm is not a permutation of the graph's nodes")
@@ -54,16 +61,24 @@ class PartitionCache:
                 raise ValueError(f"bounds {bounds.tolist()} do not cut {n} nodes into {num_ranks} non-empty ranges")
             return Partition(method, perm, bounds, float(meta.get("seconds", 0.0)), seed, cached=True)
         except Exception as e:  # any corruption: recompute, never crash
-            warnings.warn(f"mgg: ignoring partition cache file {path}: {e.__class__.__name__}: {e}", RuntimeWarning,
-                          stacklevel=3)
+            warnings.warn(
+                f"mgg: ignoring partition cache file {path}: {e.__class__.__name__}: {e}", RuntimeWarning, stacklevel=3
+            )
             return None
 
     def put(self, graph: Graph, result: Partition) -> Optional[Path]:
         """Writes a result atomically (a crash never leaves half a file); returns its path, or
         None with a warning where the directory cannot be written."""
         path = self.path(graph, result.num_ranks, result.method, result.seed)
-        meta = dict(format=FORMAT, fingerprint=graph.fingerprint(), nodes=graph.num_nodes, ranks=result.num_ranks,
-                    method=result.method, seed=result.seed, seconds=result.seconds)
+        meta = dict(
+            format=FORMAT,
+            fingerprint=graph.fingerprint(),
+            nodes=graph.num_nodes,
+            ranks=result.num_ranks,
+            method=result.method,
+            seed=result.seed,
+            seconds=result.seconds,
+        )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")

@@ -1,6 +1,7 @@
 """`mgg.partition(graph, P, method)`: checks its arguments, reads the disk cache (cache.py) for the
 methods worth keeping, or computes (methods.py). One rank has nothing to partition: every method
 gives the identity, no package needed."""
+
 from __future__ import annotations
 
 from typing import Optional, Union
@@ -26,8 +27,9 @@ def check(graph: Graph, num_ranks: int, method: str, seed: int) -> None:
         raise PlanError(f"seed must be an integer in [0, 2^31), got {seed!r}")
 
 
-def partition(graph: Graph, num_ranks: int, method: str = "range", seed: int = 0,
-              cache: Union[bool, str, None] = True) -> Partition:
+def partition(
+    graph: Graph, num_ranks: int, method: str = "range", seed: int = 0, cache: Union[bool, str, None] = True
+) -> Partition:
     """Which nodes each of P ranks owns.
 
     Args:

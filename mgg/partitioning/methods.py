@@ -24,6 +24,7 @@ A part's nodes keep their relative order; rank r owns part r. Parts the partitio
 Inputs are checked here (ids in range, k <= n, weights positive and of the right length):
 METIS crashes or returns garbage on bad input rather than raising.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -109,8 +110,14 @@ def metis_parts(graph: Graph, num_parts: int, seed: int = 0) -> np.ndarray:
     xadj, adjncy, eweights = metis_input(graph)
     vweights = node_weights(graph)
     opts = pymetis.Options(seed=int(seed), ufactor=int(IMBALANCE * 1000))
-    r = pymetis.part_graph(int(num_parts), adjacency=pymetis.CSRAdjacency(adj_starts=xadj, adjacent=adjncy),
-                           vweights=vweights, eweights=eweights, recursive=False, options=opts)
+    r = pymetis.part_graph(
+        int(num_parts),
+        adjacency=pymetis.CSRAdjacency(adj_starts=xadj, adjacent=adjncy),
+        vweights=vweights,
+        eweights=eweights,
+        recursive=False,
+        options=opts,
+    )
     return np.asarray(r.vertex_part, dtype=np.int64)
 
 
@@ -156,8 +163,12 @@ def _context(mk, mtk, num_parts: int, seed: int):
             f.write(_INI.read_text() + f"seed={int(seed)}\n")
         ctx = mtk.context_from_file(path)
     except Exception as e:  # another mtkahypar version: other keys
-        warnings.warn(f"mgg: mtkahypar {getattr(mk, '__version__', '?')} refused mgg's settings ({e}); using its "
-                      "DETERMINISTIC preset (seed ignored, slower)", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"mgg: mtkahypar {getattr(mk, '__version__', '?')} refused mgg's settings ({e}); using its "
+            "DETERMINISTIC preset (seed ignored, slower)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         ctx = mtk.context_from_preset(mk.PresetType.DETERMINISTIC)
     finally:
         os.unlink(path)
@@ -184,8 +195,9 @@ def hypergraph_parts(graph: Graph, num_parts: int, seed: int = 0) -> np.ndarray:
     n = graph.num_nodes
     weights = node_weights(graph)
     if int(weights.sum()) >= 2**31:
-        raise PlanError(f"hypergraph: the node weights sum to {int(weights.sum()):,}, past Mt-KaHyPar's int32 "
-                        "weights (use metis)")
+        raise PlanError(
+            f"hypergraph: the node weights sum to {int(weights.sum()):,}, past Mt-KaHyPar's int32 weights (use metis)"
+        )
     mtk = mtkahypar()
     ctx = _context(mk, mtk, num_parts, seed)
     ptr, pins = column_nets(graph)

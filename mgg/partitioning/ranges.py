@@ -1,6 +1,7 @@
 """MGG Algorithm 1, the range-constrained binary search that cuts the row pointer into P
 contiguous node ranges of about nnz/P edges each: the `range` method, and the default ranks of a
 Plan."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -8,6 +8,7 @@ over ranks is the connectivity-minus-one metric of the column-net hypergraph (a 
 v and the nodes that read v), sum over nodes of the number of ranks other than v's own that read
 v, which is what the `hypergraph` method minimises.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -51,7 +52,7 @@ def partition_stats(graph: Graph, bounds) -> tuple[list[dict], dict]:
     local = np.zeros(p, np.int64)
     for r in range(p):
         lo, hi = int(bounds[r]), int(bounds[r + 1])
-        c = col[rp[lo]:rp[hi]]
+        c = col[rp[lo] : rp[hi]]
         is_local = (c >= lo) & (c < hi)
         local[r] = int(is_local.sum())
         marked[c[~is_local]] = True  # distinct remote sources, by marking (O(E + N), no sort)
@@ -61,14 +62,35 @@ def partition_stats(graph: Graph, bounds) -> tuple[list[dict], dict]:
     edges = rp[bounds[1:]] - rp[bounds[:-1]]
     nodes = np.diff(bounds)
     mean_e, mean_n = e / p, n / p
-    ranks = [dict(rank=r, nodes=int(nodes[r]), edges=int(edges[r]), local_edges=int(local[r]),
-                  remote_edges=int(edges[r] - local[r]), remote_fraction=_fraction(edges[r] - local[r], edges[r]),
-                  halo_rows=int(volume[:, r].sum()), allgather_rows=int(n - nodes[r]), send_rows=int(volume[r].sum()),
-                  max_send_peer=int(volume[r].max()), edge_imbalance=_ratio(edges[r], mean_e),
-                  node_imbalance=_ratio(nodes[r], mean_n)) for r in range(p)]
+    ranks = [
+        dict(
+            rank=r,
+            nodes=int(nodes[r]),
+            edges=int(edges[r]),
+            local_edges=int(local[r]),
+            remote_edges=int(edges[r] - local[r]),
+            remote_fraction=_fraction(edges[r] - local[r], edges[r]),
+            halo_rows=int(volume[:, r].sum()),
+            allgather_rows=int(n - nodes[r]),
+            send_rows=int(volume[r].sum()),
+            max_send_peer=int(volume[r].max()),
+            edge_imbalance=_ratio(edges[r], mean_e),
+            node_imbalance=_ratio(nodes[r], mean_n),
+        )
+        for r in range(p)
+    ]
     remote = int(e - local.sum())
-    total = dict(ranks=p, nodes=n, edges=e, local_edges=int(local.sum()), remote_edges=remote,
-                 remote_fraction=_fraction(remote, e), halo_rows=int(volume.sum()), allgather_rows=int((p - 1) * n),
-                 max_send_peer=int(volume.max()), edge_imbalance=_ratio(edges.max(), mean_e),
-                 node_imbalance=_ratio(nodes.max(), mean_n))
+    total = dict(
+        ranks=p,
+        nodes=n,
+        edges=e,
+        local_edges=int(local.sum()),
+        remote_edges=remote,
+        remote_fraction=_fraction(remote, e),
+        halo_rows=int(volume.sum()),
+        allgather_rows=int((p - 1) * n),
+        max_send_peer=int(volume.max()),
+        edge_imbalance=_ratio(edges.max(), mean_e),
+        node_imbalance=_ratio(nodes.max(), mean_n),
+    )
     return ranks, total

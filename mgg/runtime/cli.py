@@ -1,6 +1,7 @@
 """`mgg tune`: the search trajectory for one (graph, D, dtype) on the plan of P ranks (P > 1: all
 ranks in this process, one after another, as P PEs time-sliced on one device), optionally
 against the whole grid with MGG Fig. 11-style heat maps."""
+
 from __future__ import annotations
 
 import csv
@@ -87,8 +88,14 @@ def heatmap(table: dict, path: Path, title: str, trajectory: tuple = ()):
         im = ax.imshow(m, cmap="viridis_r", origin="lower", aspect="auto", vmin=1.0, vmax=top)
         seen = [c for c, _ in trajectory if c.wpb == w]
         if seen:
-            ax.scatter([DIST_STEPS.index(c.dist) for c in seen], [PS_STEPS.index(c.ps) for c in seen], s=40,
-                       facecolors="none", edgecolors="red", linewidths=1.2)
+            ax.scatter(
+                [DIST_STEPS.index(c.dist) for c in seen],
+                [PS_STEPS.index(c.ps) for c in seen],
+                s=40,
+                facecolors="none",
+                edgecolors="red",
+                linewidths=1.2,
+            )
         if trajectory:
             chosen = min(trajectory, key=lambda t: t[1])[0]
             if chosen.wpb == w:
@@ -112,8 +119,13 @@ def run_tune(args):
     x = torch.randn(g.num_nodes, args.dim, device=device).to(dtype)
     target = step_target(Plan(g, args.ranks), args.via)
     limits = DeviceLimits.of(device)
-    tuner = OnlineTuner(args.iterations, cache=ConfigCache(args.cache), resume=False, timer=measurer(x, args.repeat),
-                        model=not args.no_model)
+    tuner = OnlineTuner(
+        args.iterations,
+        cache=ConfigCache(args.cache),
+        resume=False,
+        timer=measurer(x, args.repeat),
+        model=not args.no_model,
+    )
     bar = tqdm(total=args.iterations, desc="tune", disable=args.quiet)
     while not tuner.done:
         tuner.run(target, x)
@@ -135,14 +147,24 @@ def run_tune(args):
         w = csv.DictWriter(f, ["kind", "iteration", "ps", "dist", "wpb", "latency_ms"])
         w.writeheader()
         for r in rows:
-            w.writerow(dict(kind="search", iteration=r["iteration"], ps=r["ps"], dist=r["dist"], wpb=r["wpb"],
-                            latency_ms=r["latency_ms"]))
+            w.writerow(
+                dict(
+                    kind="search",
+                    iteration=r["iteration"],
+                    ps=r["ps"],
+                    dist=r["dist"],
+                    wpb=r["wpb"],
+                    latency_ms=r["latency_ms"],
+                )
+            )
         for c, t in table.items():
             w.writerow(dict(kind="grid", iteration="", ps=c.ps, dist=c.dist, wpb=c.wpb, latency_ms=round(t, 4)))
     on = f"{args.ranks} ranks in one process ({args.via}), " if args.ranks > 1 else ""
     heatmap(table, out / f"{stem}.png", f"{args.dataset} D={args.dim}, {on}{limits.name}", summary["trajectory"])
     c = summary["chosen"]
     gap = (table[c] / table[opt] - 1) * 100 if c in table else float("nan")
-    print(f"grid best: ps={opt.ps} dist={opt.dist} wpb={opt.wpb} {table[opt]:.4f} ms; tuner within {gap:.1f}% "
-          f"after {len(rows)} iterations (its choice ps={c.ps} dist={c.dist} wpb={c.wpb} measures "
-          f"{table.get(c, float('nan')):.4f} ms in the grid's run); wrote {out / stem}.csv/.png")
+    print(
+        f"grid best: ps={opt.ps} dist={opt.dist} wpb={opt.wpb} {table[opt]:.4f} ms; tuner within {gap:.1f}% "
+        f"after {len(rows)} iterations (its choice ps={c.ps} dist={c.dist} wpb={c.wpb} measures "
+        f"{table.get(c, float('nan')):.4f} ms in the grid's run); wrote {out / stem}.csv/.png"
+    )

@@ -1,6 +1,7 @@
 """Persistent cache of tuned configs, keyed by graph fingerprint (and node ranges), ranks, GPU
 model, D, dtype, backend and fetch policy, so that a second run starts tuned. A corrupt or
 foreign file is ignored with a warning."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,9 @@ def default_path() -> Path:
     return Path(os.environ.get("MGG_CACHE", Path.home() / ".cache" / "mgg" / "tuned.json"))
 
 
-def cache_key(fingerprint: str, ranks: int, device_name: str, dim: int, dtype: str, backend: str = "local",
-              fetch: str = "none") -> str:
+def cache_key(
+    fingerprint: str, ranks: int, device_name: str, dim: int, dtype: str, backend: str = "local", fetch: str = "none"
+) -> str:
     """The key of one tuned step.
 
     Args:
@@ -90,8 +92,14 @@ class ConfigCache:
         e = self.entries.get(key)
         return Config(*e["config"]) if e else None
 
-    def put(self, key: str, config: Config, latency_ms: float, table: Optional[dict] = None,
-            trajectory: Optional[list] = None) -> None:
+    def put(
+        self,
+        key: str,
+        config: Config,
+        latency_ms: float,
+        table: Optional[dict] = None,
+        trajectory: Optional[list] = None,
+    ) -> None:
         """Records a tuned config (atomically rewrites the file).
 
         Args:
@@ -101,8 +109,11 @@ class ConfigCache:
             table: every measured config's step time.
             trajectory: the configs in the order measured.
         """
-        entry = dict(config=list(config.as_tuple()), latency_ms=float(latency_ms),
-                     table={",".join(map(str, c.as_tuple())): t for c, t in (table or {}).items()})
+        entry = dict(
+            config=list(config.as_tuple()),
+            latency_ms=float(latency_ms),
+            table={",".join(map(str, c.as_tuple())): t for c, t in (table or {}).items()},
+        )
         if trajectory:
             entry["trajectory"] = [list(c.as_tuple()) for c in trajectory]
         self._load()  # keep what others wrote since

@@ -2,6 +2,7 @@
 candidate and every rank receives its decision, so all ranks always run one config; each rank
 times its own step after a barrier, and the step time is the slowest rank's (all_reduce MAX).
 One process is a group of one."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from ..plan import Config
 @dataclass(frozen=True)
 class Decision:
     """What rank 0 tells every rank before a step: measure `config`, or (final) keep it."""
+
     final: bool
     config: Config
 
@@ -36,6 +38,7 @@ def _sync_device(device: torch.device) -> None:
 
 class Coordinator:
     """One process: it decides, and its time is the step time."""
+
     rank = 0
     world = 1
 

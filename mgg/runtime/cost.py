@@ -22,6 +22,7 @@ The estimate is in arbitrary units: only ratios between configs matter. A config
 exceeds `slack` times the best estimate is dropped (the model is trusted to within that factor),
 and so is every ps beyond the first that covers the largest degree of every rank (ps at or above
 the largest degree gives whole rows as partitions: the same computation)."""
+
 from __future__ import annotations
 
 import math
@@ -42,6 +43,7 @@ PARTIAL_ROWS = 1.0  # rows of D a partition costs beyond its neighbors (its part
 class RankShape:
     """What eq. 2-3 need of one rank's step: its local and remote neighbor partitions at each ps
     of the lattice (PS_STEPS), its edges and its largest degree."""
+
     local_parts: tuple
     remote_parts: tuple
     edges: int
@@ -62,9 +64,12 @@ class RankShape:
         def parts(deg: np.ndarray, ps: int) -> int:
             return int(((deg + ps - 1) // ps).sum())
 
-        return RankShape(tuple(parts(local, p) for p in PS_STEPS), tuple(parts(remote, p) for p in PS_STEPS),
-                         shard.num_local_edges + shard.num_remote_edges,
-                         max(shard.local.max_degree, shard.remote.max_degree))
+        return RankShape(
+            tuple(parts(local, p) for p in PS_STEPS),
+            tuple(parts(remote, p) for p in PS_STEPS),
+            shard.num_local_edges + shard.num_remote_edges,
+            max(shard.local.max_degree, shard.remote.max_degree),
+        )
 
     def as_list(self) -> list[int]:
         """The shape as integers (to gather it over a process group)."""
@@ -75,7 +80,7 @@ class RankShape:
         """The inverse of as_list."""
         n = len(PS_STEPS)
         v = [int(a) for a in values]
-        return RankShape(tuple(v[:n]), tuple(v[n:2 * n]), v[2 * n], v[2 * n + 1])
+        return RankShape(tuple(v[:n]), tuple(v[n : 2 * n]), v[2 * n], v[2 * n + 1])
 
 
 class LatencyModel:
@@ -140,8 +145,17 @@ class CostModel(LatencyModel):
         slack: see LatencyModel.
     """
 
-    def __init__(self, shapes: Sequence[RankShape], dim: int, candidates: Sequence[Config], limits: DeviceLimits,
-                 combine: str = "max", get: bool = False, elem: int = 4, slack: float = SLACK):
+    def __init__(
+        self,
+        shapes: Sequence[RankShape],
+        dim: int,
+        candidates: Sequence[Config],
+        limits: DeviceLimits,
+        combine: str = "max",
+        get: bool = False,
+        elem: int = 4,
+        slack: float = SLACK,
+    ):
         if combine not in ("max", "sum"):
             raise ValueError(f"combine must be 'max' or 'sum', got {combine!r}")
         self.shapes, self.dim, self.limits, self.combine = list(shapes), dim, limits, combine
@@ -162,8 +176,9 @@ class CostModel(LatencyModel):
             lim = self.limits
             r = resources(config, self.dim, get=self.get, elem=self.elem, limits=lim)
             smem = r["smem_kernel"] + lim.static_smem
-            self._resident[key] = max(1, min(lim.max_warps_per_sm // config.wpb, lim.smem_per_sm // max(smem, 1),
-                                             lim.max_blocks_per_sm))
+            self._resident[key] = max(
+                1, min(lim.max_warps_per_sm // config.wpb, lim.smem_per_sm // max(smem, 1), lim.max_blocks_per_sm)
+            )
         return self._resident[key]
 
     def quantities(self, config: Config, rank: int = 0) -> dict:
@@ -181,18 +196,27 @@ class CostModel(LatencyModel):
         i = PS_STEPS.index(config.ps)
         lp, rp = s.local_parts[i], s.remote_parts[i]
         d, w = config.dist, config.wpb
-        warps = -(-max(lp, rp) // d)                                       # eq. 2
-        blocks = -(-warps // w)                                            # eq. 3
+        warps = -(-max(lp, rp) // d)  # eq. 2
+        blocks = -(-warps // w)  # eq. 3
         wpw = 2 * config.ps * self.dim * d
         fill = s.edges / (config.ps * (lp + rp)) if lp + rp else 0.0
         work = wpw * fill + 2 * d * self.dim * PARTIAL_ROWS
         resident = self.resident_blocks(config)
-        per_sm = blocks / lim.sm_count                                     # eq. 3
+        per_sm = blocks / lim.sm_count  # eq. 3
         waves = max(1.0, per_sm / resident)
         active = min(max(per_sm, 1.0), resident) * w
         est = waves * work * max(1.0, active / lim.warps_to_saturate) if warps else 0.0
-        return dict(wpw=wpw, num_warps=warps, num_blocks=blocks, blocks_per_sm=per_sm,
-                    resident=resident, waves=waves, active=active, work=work, estimate=est)
+        return dict(
+            wpw=wpw,
+            num_warps=warps,
+            num_blocks=blocks,
+            blocks_per_sm=per_sm,
+            resident=resident,
+            waves=waves,
+            active=active,
+            work=work,
+            estimate=est,
+        )
 
     def step_estimate(self, config: Config) -> float:
         """The estimated step time of the plan (the slowest rank, or the sum over ranks)."""

@@ -10,6 +10,7 @@ ids travel by warp shuffle, not through shared memory), plus, for NVSHMEM gets, 
 per warp. What a block really needs comes from the launcher's own model (mgg._C.launch_shape,
 csrc/core/launch_shape.h), so pruning uses the kernel's numbers, not eq. 1's.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -60,17 +61,27 @@ class DeviceLimits:
             return DeviceLimits(saturating_warps=1)
         p = torch.cuda.get_device_properties(device)
         optin = getattr(p, "shared_memory_per_block_optin", 227 * 1024)
-        return DeviceLimits(name=p.name, sm_count=p.multi_processor_count,
-                            smem_per_block=getattr(p, "shared_memory_per_block", 48 * 1024),
-                            smem_per_block_optin=optin,
-                            smem_per_sm=getattr(p, "shared_memory_per_multiprocessor", optin),
-                            max_threads_per_block=getattr(p, "max_threads_per_block", 1024),
-                            max_warps_per_sm=getattr(p, "max_threads_per_multi_processor", 2048) // 32,
-                            max_blocks_per_sm=getattr(p, "max_blocks_per_multi_processor", 32))
+        return DeviceLimits(
+            name=p.name,
+            sm_count=p.multi_processor_count,
+            smem_per_block=getattr(p, "shared_memory_per_block", 48 * 1024),
+            smem_per_block_optin=optin,
+            smem_per_sm=getattr(p, "shared_memory_per_multiprocessor", optin),
+            max_threads_per_block=getattr(p, "max_threads_per_block", 1024),
+            max_warps_per_sm=getattr(p, "max_threads_per_multi_processor", 2048) // 32,
+            max_blocks_per_sm=getattr(p, "max_blocks_per_multi_processor", 32),
+        )
 
 
-def resources(config: Config, dim: int, num_local_parts: int = 0, num_remote_parts: int = 0,
-              get: bool = False, elem: int = 4, limits: DeviceLimits = DeviceLimits()) -> dict:
+def resources(
+    config: Config,
+    dim: int,
+    num_local_parts: int = 0,
+    num_remote_parts: int = 0,
+    get: bool = False,
+    elem: int = 4,
+    limits: DeviceLimits = DeviceLimits(),
+) -> dict:
     """MGG's model quantities for a config, and the kernel's real launch shape.
 
     Args:
@@ -89,9 +100,15 @@ def resources(config: Config, dim: int, num_local_parts: int = 0, num_remote_par
     eq_ps = ps or 32  # partitioning off: the kernel still stages at most 32 ids at a time
     warps = -(-max(num_local_parts, num_remote_parts) // dist)
     shape = _C.launch_shape(dim, wpb, eq_ps, elem, False, get, limits.smem_per_block_optin - limits.static_smem)
-    return dict(wpw=2 * eq_ps * dim * dist, smem=eq_ps * wpb * 4 + 2 * wpb * dim * 4,
-                smem_kernel=shape["smem"], tile=shape["tile"], num_warps=warps, num_blocks=-(-warps // wpb),
-                threads=shape["threads"])
+    return dict(
+        wpw=2 * eq_ps * dim * dist,
+        smem=eq_ps * wpb * 4 + 2 * wpb * dim * 4,
+        smem_kernel=shape["smem"],
+        tile=shape["tile"],
+        num_warps=warps,
+        num_blocks=-(-warps // wpb),
+        threads=shape["threads"],
+    )
 
 
 def feasible(config: Config, dim: int, limits: DeviceLimits, get: bool = False) -> bool:
@@ -103,5 +120,8 @@ def feasible(config: Config, dim: int, limits: DeviceLimits, get: bool = False) 
 
 def grid(dim: int, limits: DeviceLimits, get: bool = False) -> list[Config]:
     """Every feasible config on MGG's search lattice (powers of two within the ranges)."""
-    return [c for c in (Config(p, d, w) for p, d, w in itertools.product(PS_STEPS, DIST_STEPS, WPB_STEPS))
-            if feasible(c, dim, limits, get)]
+    return [
+        c
+        for c in (Config(p, d, w) for p, d, w in itertools.product(PS_STEPS, DIST_STEPS, WPB_STEPS))
+        if feasible(c, dim, limits, get)
+    ]

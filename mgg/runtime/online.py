@@ -13,6 +13,7 @@ The search is MGG's, seeded and pruned by eq. 2-3 (runtime/cost.py) over the sha
 rank. Schedules of configs that lost are dropped as the search goes (bounded memory); the chosen
 config goes into the persistent cache, keyed by device, graph, D, dtype, P, backend and fetch
 policy, so the next run starts tuned."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ Timer = Callable[[Callable[[], object], Config], tuple]  # (step, config) -> (it
 class Probe:
     """One tuning iteration as every rank saw it: the config run, this rank's time, the step
     time (the slowest rank's)."""
+
     config: Config
     own_ms: float
     step_ms: float
@@ -57,9 +59,18 @@ class OnlineTuner:
             search from (1, 1, 1) over the feasible grid.
     """
 
-    def __init__(self, budget: int = 15, cache: Optional[ConfigCache] = None, use_cache: bool = True,
-                 resume: bool = True, fallback: Config = Config(), coordinator: Optional[Coordinator] = None,
-                 timer: Optional[Timer] = None, limits: Optional[DeviceLimits] = None, model: bool = True):
+    def __init__(
+        self,
+        budget: int = 15,
+        cache: Optional[ConfigCache] = None,
+        use_cache: bool = True,
+        resume: bool = True,
+        fallback: Config = Config(),
+        coordinator: Optional[Coordinator] = None,
+        timer: Optional[Timer] = None,
+        limits: Optional[DeviceLimits] = None,
+        model: bool = True,
+    ):
         self.budget, self.resume, self.fallback = budget, resume, fallback
         self.cache = cache if cache is not None or not use_cache else ConfigCache()
         self.coordinator, self.timer, self.limits, self.use_model = coordinator, timer, limits, model
@@ -135,8 +146,9 @@ class OnlineTuner:
             return
         candidates = grid(dim, limits, get=target.get)
         if self.use_model:
-            self.cost = CostModel(shapes, dim, candidates, limits, target.combine_on(x.device), get=target.get,
-                                  elem=x.element_size())
+            self.cost = CostModel(
+                shapes, dim, candidates, limits, target.combine_on(x.device), get=target.get, elem=x.element_size()
+            )
             self.search = self.cost.search(self.budget)
         else:
             self.search = MggSearch(lambda c: feasible(c, dim, limits, target.get), self.budget)
@@ -146,7 +158,7 @@ class OnlineTuner:
         own = target.own_shapes()
         width = len(own[0].as_list())
         flat = self.coordinator.gather([a for s in own for a in s.as_list()])
-        return [RankShape.from_list(v[i:i + width]) for v in flat for i in range(0, len(v), width)]
+        return [RankShape.from_list(v[i : i + width]) for v in flat for i in range(0, len(v), width)]
 
     def _next(self) -> Decision:
         """Rank 0's decision before a step."""
@@ -174,8 +186,7 @@ class OnlineTuner:
             target.drop(self._best.config)
         s = self.search
         if self.coordinator.rank == 0 and s is not None and s.table and self.cache is not None:
-            self.cache.put(self.key, config, s.table.get(config, float("nan")), s.table,
-                           [c for c, _ in s.trajectory])
+            self.cache.put(self.key, config, s.table.get(config, float("nan")), s.table, [c for c, _ in s.trajectory])
 
     # ---- what it found -----------------------------------------------------------------------
     def summary(self) -> dict:
@@ -187,6 +198,12 @@ class OnlineTuner:
         """
         traj = [(p.config, p.step_ms) for p in self.probes]
         best = min((ms for c, ms in traj if c == self.chosen), default=float("nan"))
-        return dict(key=self.key, chosen=self.chosen, chosen_ms=best, from_cache=self.from_cache,
-                    trajectory=traj, start_ms=traj[0][1] if traj else float("nan"),
-                    pruned=len(self.cost.pruned()) if self.cost is not None else 0)
+        return dict(
+            key=self.key,
+            chosen=self.chosen,
+            chosen_ms=best,
+            from_cache=self.from_cache,
+            trajectory=traj,
+            start_ms=traj[0][1] if traj else float("nan"),
+            pruned=len(self.cost.pruned()) if self.cost is not None else 0,
+        )

@@ -9,6 +9,7 @@ the untried config farthest from everything measured (with a cost model, in turn
 untried config the model rates best) is probed and climbed from when it enters the top 3; three
 probes in a row that do not enter the top 3 end the search. Every measured config stays in a
 lookup table."""
+
 from __future__ import annotations
 
 import math
@@ -29,14 +30,19 @@ def _step(config: Config, axis: str, delta: int) -> Optional[Config]:
 
 
 class MggSearch:
-    def __init__(self, is_feasible: Callable[[Config], bool] = lambda c: True, budget: int = 15,
-                 start: Config = Config(1, 1, 1), prior: Optional[Callable[[Config], float]] = None):
+    def __init__(
+        self,
+        is_feasible: Callable[[Config], bool] = lambda c: True,
+        budget: int = 15,
+        start: Config = Config(1, 1, 1),
+        prior: Optional[Callable[[Config], float]] = None,
+    ):
         """Args:
-            is_feasible: whether a config may be measured (the device's limits, a model's pruning).
-            budget: most configs measured.
-            start: the first config (MGG: (1, 1, 1); a cost model's best).
-            prior: an estimate of latency (a cost model's); exploration then alternates between
-                the untried config it rates best and the one farthest from everything measured.
+        is_feasible: whether a config may be measured (the device's limits, a model's pruning).
+        budget: most configs measured.
+        start: the first config (MGG: (1, 1, 1); a cost model's best).
+        prior: an estimate of latency (a cost model's); exploration then alternates between
+            the untried config it rates best and the one farthest from everything measured.
         """
         self.is_feasible = is_feasible
         self.prior = prior
@@ -102,8 +108,9 @@ class MggSearch:
 
     def _plan(self, start: Config) -> Iterator[Config]:
         if not self.is_feasible(start):
-            lattice = [Config(p, 1, 1) for p in PS_STEPS] + [Config(p, d, w) for p in PS_STEPS for d in DIST_STEPS
-                                                              for w in WPB_STEPS]
+            lattice = [Config(p, 1, 1) for p in PS_STEPS] + [
+                Config(p, d, w) for p in PS_STEPS for d in DIST_STEPS for w in WPB_STEPS
+            ]
             start = next((c for c in lattice if self.is_feasible(c)), None)
             if start is None:
                 return
@@ -151,8 +158,9 @@ class MggSearch:
         self._probes += 1
         if self.prior is None or self._probes % 2 == 0:
             return self._farthest()
-        untried = [c for c in (Config(p, d, w) for p in PS_STEPS for d in DIST_STEPS for w in WPB_STEPS)
-                   if self._try(c)]
+        untried = [
+            c for c in (Config(p, d, w) for p in PS_STEPS for d in DIST_STEPS for w in WPB_STEPS) if self._try(c)
+        ]
         return min(untried, key=lambda c: (self.prior(c), c.as_tuple()), default=None)
 
     def _farthest(self) -> Optional[Config]:

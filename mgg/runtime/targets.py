@@ -12,6 +12,7 @@
 Each names its cache key parts (graph fingerprint and ranges, P, backend, fetch policy), gives
 the shapes of the ranks it runs (for the cost model), runs a config, and drops a config's
 schedules (the partitions' device copies stay: every config shares them)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -50,8 +51,15 @@ class _Target:
 
     def key(self, dim: int, dtype: torch.dtype, device_name: str) -> str:
         """The cache key of this step at width `dim` in `dtype` on `device_name`."""
-        return cache_key(plan_fingerprint(self.plan), self.ranks, device_name, dim, str(dtype).split(".")[-1],
-                         self.backend, self.fetch)
+        return cache_key(
+            plan_fingerprint(self.plan),
+            self.ranks,
+            device_name,
+            dim,
+            str(dtype).split(".")[-1],
+            self.backend,
+            self.fetch,
+        )
 
     def combine_on(self, device: torch.device) -> str:
         """How the ranks' times make the step time on `device`: 'max' (a device each) or 'sum'
@@ -112,6 +120,7 @@ class DistTarget(_Target):
     Args:
         dist_plan: a layer's DistPlan.
     """
+
     distributed = True
 
     def __init__(self, dist_plan):
@@ -141,6 +150,7 @@ class InprocTarget(_Target):
         plan: the plan (P ranks).
         via: 'peers' (aggregate_peers reading the other ranks' rows in place) or 'halo'.
     """
+
     combine = "sum"
 
     def __init__(self, plan: Plan, via: str = "peers"):
@@ -166,17 +176,20 @@ class InprocTarget(_Target):
             A callable that runs every rank and returns their output rows, in rank order.
         """
         plan, peers = self.plan, self.via == "peers"
-        tables = [x[int(plan.bounds[r]):int(plan.bounds[r + 1])] for r in range(plan.num_ranks)]
+        tables = [x[int(plan.bounds[r]) : int(plan.bounds[r + 1])] for r in range(plan.num_ranks)]
         ranks = []
         for r in range(plan.num_ranks):
             rp = plan.rank_plan(r, config)
             rp.op_args(x.device, peers=peers, transposed=False)  # device copies outside the step
             ranks.append((rp, self._halo(r, x.device)))
         if peers:
-            return lambda: [run_peers(tables[r], tables, r, rp, "direct", deterministic)
-                            for r, (rp, _) in enumerate(ranks)]
-        return lambda: [run_step(tables[r].contiguous(), x.index_select(0, halo), rp, deterministic)
-                        for r, (rp, halo) in enumerate(ranks)]
+            return lambda: [
+                run_peers(tables[r], tables, r, rp, "direct", deterministic) for r, (rp, _) in enumerate(ranks)
+            ]
+        return lambda: [
+            run_step(tables[r].contiguous(), x.index_select(0, halo), rp, deterministic)
+            for r, (rp, halo) in enumerate(ranks)
+        ]
 
     def _halo(self, rank: int, device: torch.device) -> torch.Tensor:
         """Rank `rank`'s halo node ids on `device` (made once)."""

@@ -1,5 +1,6 @@
 """Timing of a callable: CUDA events on a GPU, perf_counter on the CPU; warm-up, repetitions,
 median with 10th/90th percentiles, optional L2 flush between repetitions."""
+
 from __future__ import annotations
 
 import time

@@ -10,6 +10,7 @@ entry in BACKENDS). A backend class has:
   `attend(table_own, a_dst_own, rank_plan, config, (heads, slope, dropout, seed), row_offset)`:
   this rank's output rows, differentiable (the op's autograd plus the adjoint of the exchange);
 - `drop(config)`: forgets what it built for a config beyond the plan's schedule (the tuner)."""
+
 from .allgather import AllGatherBackend
 from .halo import Halo
 from .nvshmem import Nvshmem

@@ -3,6 +3,7 @@ layer (torch.distributed all_gather: NCCL on GPUs, gloo on the CPU) and aggregat
 from the whole table with the local kernel. Its adjoint reduce-scatters the gradient of the
 gathered table: each rank receives the sum, over ranks, of the gradients of its own rows. It
 moves every other rank's rows every layer, the simplest full-graph baseline of the seeds."""
+
 from __future__ import annotations
 
 import torch
@@ -28,16 +29,16 @@ class AllGather:
         """The adjoint: the sum over ranks of the gradients of this rank's rows (reduce-scatter;
         over gloo, which has none, an all-reduce and this rank's slice)."""
         device, g = grad_all.device, grad_all.contiguous()
-        begin = sum(self.range_rows[:self.rank])
+        begin = sum(self.range_rows[: self.rank])
         rows = self.range_rows[self.rank]
         if staged(g, self.group) or dist.get_backend(self.group) == "gloo":
             g = g.cpu().clone() if staged(g, self.group) else g.clone()
             dist.all_reduce(g, group=self.group)
-            return g[begin:begin + rows].to(device)
+            return g[begin : begin + rows].to(device)
         chunks = torch.zeros((len(self.range_rows), self.most, g.size(1)), dtype=g.dtype, device=device)
         start = 0
         for r, n in enumerate(self.range_rows):
-            chunks[r, :n] = g[start:start + n]
+            chunks[r, :n] = g[start : start + n]
             start += n
         out = torch.empty((self.most, g.size(1)), dtype=g.dtype, device=device)
         dist.reduce_scatter_tensor(out, chunks.view(-1, g.size(1)), group=self.group)
@@ -60,6 +61,7 @@ class _Gather(torch.autograd.Function):
 
 class AllGatherBackend:
     """The `allgather` backend: the rank's plan reads every source from the gathered table."""
+
     gathered = True  # Plan(gathered=True): sources are rows of the whole table
     uses_fetch = False
 
@@ -74,8 +76,9 @@ class AllGatherBackend:
         x_all = self.exchange(x_own)
         return run_step(x_all, x_all.new_empty((0, x_all.size(1))), rp, deterministic)
 
-    def attend(self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple,
-               row_offset: int) -> torch.Tensor:
+    def attend(
+        self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple, row_offset: int
+    ) -> torch.Tensor:
         t_all = self.exchange(table_own)
         return run_attend(t_all, t_all.new_empty((0, t_all.size(1))), a_dst_own, rp, *args, row_offset=row_offset)
 

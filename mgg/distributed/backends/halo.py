@@ -1,6 +1,7 @@
 """The halo exchange of the `halo` backend: each rank receives exactly the peer rows its plan
 reads (sparsity-aware all-to-all), in the order of its halo list. Differentiable: the adjoint
 sends each halo row's gradient back to its owner, which adds it to the row it sent."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,12 +26,15 @@ class HaloExchange:
         dist.all_to_all_single(send_counts, req_counts, group=group)
         self.send_counts = send_counts.tolist()
         requested = torch.empty(sum(self.send_counts), dtype=torch.int64)
-        dist.all_to_all_single(requested, torch.from_numpy(part.halo_nodes.copy()), self.send_counts,
-                               self.recv_counts, group=group)
+        dist.all_to_all_single(
+            requested, torch.from_numpy(part.halo_nodes.copy()), self.send_counts, self.recv_counts, group=group
+        )
         self.send_index = requested - part.row_begin  # rows of ours, as offsets into our range
         if self.send_index.numel() and (int(self.send_index.min()) < 0 or int(self.send_index.max()) >= part.num_rows):
-            raise RuntimeError("mgg.distributed: a peer requested rows outside this rank's range "
-                               "(ranks built plans from different graphs?)")
+            raise RuntimeError(
+                "mgg.distributed: a peer requested rows outside this rank's range "
+                "(ranks built plans from different graphs?)"
+            )
         self.num_halo = part.num_halo
         self._devices: dict = {}
 
@@ -53,7 +57,7 @@ class HaloExchange:
         grad = grad_halo.new_zeros((rows, grad_halo.size(1)))
         index, start = self._index(grad.device), 0
         for n in self.send_counts:
-            grad.index_add_(0, index[start:start + n], back[start:start + n])
+            grad.index_add_(0, index[start : start + n], back[start : start + n])
             start += n
         return grad
 
@@ -75,6 +79,7 @@ class _Exchange(torch.autograd.Function):
 class Halo:
     """The `halo` backend: the rank's plan reads [own rows | halo rows]; the exchange brings the
     halo rows before the op runs."""
+
     gathered = False  # the plan's remote rows are a halo list
     uses_fetch = False  # no fetch policy: the rows arrive before the op
 
@@ -90,10 +95,18 @@ class Halo:
     def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:
         return run_step(x_own, self.exchange(x_own), rp, deterministic)
 
-    def attend(self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple,
-               row_offset: int) -> torch.Tensor:
-        return run_attend(table_own, self.exchange(table_own), a_dst_own, rp, *args,
-                          ids=self._attention_ids(table_own.device), row_offset=row_offset)
+    def attend(
+        self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple, row_offset: int
+    ) -> torch.Tensor:
+        return run_attend(
+            table_own,
+            self.exchange(table_own),
+            a_dst_own,
+            rp,
+            *args,
+            ids=self._attention_ids(table_own.device),
+            row_offset=row_offset,
+        )
 
     def _attention_ids(self, device) -> torch.Tensor:
         """Global ids of [own rows | halo rows] (the source table of the attention)."""

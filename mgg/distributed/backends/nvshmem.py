@@ -1,6 +1,7 @@
 """The `nvshmem` backend (MGG's path): embeddings in NVSHMEM symmetric memory, the fused kernel
 reads peers' rows in place by NVSHMEM get or peer loads. The runtime and the differentiable
 steps are mgg.distributed.nvshmem; this is the backend's face."""
+
 from __future__ import annotations
 
 import torch
@@ -20,8 +21,10 @@ class Nvshmem:
         """Checks the fetch policy and starts NVSHMEM over the group (once per process)."""
         check_fetch(fetch)
         if fetch == "uva":
-            raise MggError("fetch 'uva' reads pinned host tables within one process (python -m bench fetch); "
-                           "the nvshmem backend's tables are symmetric device memory")
+            raise MggError(
+                "fetch 'uva' reads pinned host tables within one process (python -m bench fetch); "
+                "the nvshmem backend's tables are symmetric device memory"
+            )
         nvshmem.init(group)
 
     def __init__(self, dist_plan, graph):
@@ -33,11 +36,13 @@ class Nvshmem:
         d = self.dist_plan
         return nvshmem.aggregate(x_own, rp, self.plan_t.rank_plan(d.rank, config), d.range_rows, d.fetch, deterministic)
 
-    def attend(self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple,
-               row_offset: int) -> torch.Tensor:
+    def attend(
+        self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple, row_offset: int
+    ) -> torch.Tensor:
         d = self.dist_plan
-        return nvshmem.attend(table_own, a_dst_own, rp, self.plan_t.rank_plan(d.rank, config), d.range_rows, d.fetch,
-                              *args)
+        return nvshmem.attend(
+            table_own, a_dst_own, rp, self.plan_t.rank_plan(d.rank, config), d.range_rows, d.fetch, *args
+        )
 
     def drop(self, config) -> None:
         """The transposed graph's schedule too."""
