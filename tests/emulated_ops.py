@@ -102,7 +102,7 @@ def aggregate(
             arrays.update(heaps, remote_pe=s["remote_pe"])
         else:
             values["source"] = "table"
-            arrays.update(table=own[r], remote_table=x[torch.from_numpy(rp.partition.halo_nodes)].contiguous())
+            arrays.update(table=own[r], remote_table=x[torch.from_numpy(rp.shard.halo_nodes)].contiguous())
         folders.append(emulator.write_case(folder / f"rank{r}", values, arrays))
         shapes.append((rp.num_rows, x.size(1)))
     _run(folders)
@@ -254,7 +254,7 @@ def attention(
         for r, (lo, hi) in enumerate(rng):
             rp = plan.rank_plan(r, config)
             args, params = rp.op_args("cpu", peers=False, transposed=True)
-            remote = table[torch.from_numpy(rp.partition.halo_nodes)].contiguous()
+            remote = table[torch.from_numpy(rp.shard.halo_nodes)].contiguous()
             x, xr, ad, g = f64(own[r]), f64(remote), f64(a_dst[lo:hi]), f64(grad[lo:hi])
             out, stats = torch.ops.mgg.attend(x, xr, ad, args, params, *common, None, lo)
             terms = torch.ops.mgg.attention_terms(g, out, ad, stats, heads)

@@ -54,6 +54,8 @@ class Options:
     tta_seeds: int = 3
     tta_max_epochs: int = 200
     budget: Budget = field(default_factory=lambda: Budget(None))
+    dlrm_batch: int = 4096  # the dlrm suite's global batch (samples)
+    dlrm_cap: Optional[int] = 1_000_000  # the dlrm suite's largest table (rows; None: Criteo's own)
     wrong: list = field(default_factory=list)  # cases whose result was wrong: not timed, not reported
 
 
