@@ -80,7 +80,7 @@ def test_smoke_all_suites(tmp_path):
         assert float(row["time_to_target_s"]) > 0
         assert float(row["best_val_acc"]) == pytest.approx(curve[-1][1], abs=1e-4)
         assert float(row["peak_mem_mb"]) > 0 and float(row["median_ms"]) > 0
-    assert len(list(tmp_path.glob("*.png"))) == 9
+    assert len(list(tmp_path.glob("*.png"))) == len(suites)  # one plot per suite
     md = next(tmp_path.glob("*.md")).read_text()
     assert "speedup of mgg over each peer" in md and "tuner against the exhaustive grid" in md
     assert "## load: graph files to an mgg Graph" in md and "## load: the plan of a graph" in md
