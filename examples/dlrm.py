@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 import torch
 import torch.distributed as dist
 
+from mgg.distributed.process import exit_rank
 from mgg.dlrm import DLRM, EmbeddingBags, cardinalities, synthetic_batch
 from mgg.nn import ShardedEmbeddingBagCollection
 
@@ -95,6 +95,4 @@ def main(argv=None) -> list[float]:
 
 if __name__ == "__main__":
     main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # gloo's teardown sometimes aborts after the work is done (bench/dist_epoch.py)
+    exit_rank()  # under torchrun: the ranks meet and leave without gloo's teardown, which may abort

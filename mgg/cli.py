@@ -417,5 +417,19 @@ def main(argv=None) -> int:
     return 0
 
 
+def run() -> None:
+    """The `mgg` program (console script and `python -m mgg`): main(), then the exit. A command
+    that ran as a torchrun rank (torch.distributed is initialised) ends its process through
+    mgg.distributed.process.exit_rank, since gloo's teardown may abort a finished rank; main()
+    itself returns, for callers in a process of their own."""
+    code = main()
+    torch_dist = sys.modules.get("torch.distributed")
+    if torch_dist is not None and torch_dist.is_available() and torch_dist.is_initialized():
+        from .distributed.process import exit_rank
+
+        exit_rank(code, meet=code == 0)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

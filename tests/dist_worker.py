@@ -19,6 +19,7 @@ import mgg
 from mgg.data import bundled_planetoid_dir, load_planetoid
 from mgg.distributed import DistGraph
 from mgg.distributed.comm import all_reduce
+from mgg.distributed.process import exit_rank
 from mgg.nn.models import build
 from mgg.testing import random_graph
 
@@ -123,14 +124,11 @@ def main():
         dist.all_gather_object(flags, identical)
         if dg.rank == 0:
             out = args.out if len(fetches) == 1 else f"{args.out}.{fetch}"
-            pickle.dump((logits, xgrad, wgrads, all(flags)), open(out, "wb"))
+            with open(out, "wb") as f:
+                pickle.dump((logits, xgrad, wgrads, all(flags)), f)
         dist.barrier()
-    if args.backend == "nvshmem":
-        from mgg.distributed import nvshmem
-
-        nvshmem.finalize()
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
     main()
+    exit_rank()  # the ranks meet, NVSHMEM (if started) is finalised, no gloo teardown

@@ -260,3 +260,14 @@ def test_nvshmem_backend_without_a_gpu_is_one_clear_error():
         env=env,
     )
     assert r.returncode != 0 and "add --device cuda" in r.stderr, r.stderr[-2000:]
+
+
+def test_exit_rank_flushes_and_keeps_the_status():
+    """A torchrun rank leaves by exit_rank (no gloo teardown): what it printed still arrives, and
+    the status is the one asked for. Without a group there is nothing to meet."""
+    code = (
+        "import sys; from mgg.distributed.process import exit_rank; "
+        "print('done', end=''); sys.stderr.write('err'); exit_rank(3)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT, env=worker_env())
+    assert (r.returncode, r.stdout, r.stderr) == (3, "done", "err")

@@ -18,6 +18,7 @@ import torch.distributed as dist
 from mgg import Config
 from mgg.data import bundled_planetoid_dir, load_planetoid
 from mgg.distributed import DistGraph
+from mgg.distributed.process import exit_rank
 from mgg.nn.models import build
 from mgg.runtime.config_cache import ConfigCache
 from mgg.runtime.online import OnlineTuner
@@ -169,9 +170,8 @@ def main():
     if dist.get_rank() == 0:
         with open(out_path, "wb") as f:
             pickle.dump(sorted(parts, key=lambda p: p["rank"]), f)
-    dist.barrier()
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
     main()
+    exit_rank()  # the ranks meet, no gloo teardown

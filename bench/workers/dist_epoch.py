@@ -12,7 +12,6 @@ rank's. Rank 0 writes the median/p10/p90 over the timed epochs as JSON.
 """
 
 import json
-import os
 import sys
 import time
 
@@ -24,7 +23,7 @@ from bench import cache
 from bench.report import format_rank_edges
 from mgg.distributed import DistGraph
 from mgg.distributed.comm import allreduce_grads
-from mgg.distributed.trainer import init_from_env
+from mgg.distributed.process import exit_rank, init_from_env
 from mgg.nn.models import build
 
 
@@ -81,20 +80,8 @@ def main():
                 ),
                 f,
             )
-    dist.barrier()
-    if backend == "nvshmem":
-        from mgg.distributed import nvshmem
-
-        nvshmem.finalize()
-    # With torch 2.14.1 and gloo a rank sometimes aborts in interpreter teardown ("terminate called
-    # without an active exception", no Python frame): with destroy_process_group() in about half of
-    # the `bench dist --smoke` runs, without it still now and then. The ranks have met at the
-    # barrier above (no collective is pending) and the result file is closed, so the worker leaves
-    # without the teardown.
 
 
 if __name__ == "__main__":
     main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    exit_rank()  # the ranks meet, NVSHMEM (if started) is finalised, no gloo teardown

@@ -15,7 +15,6 @@ pass the median/p10/p90 ms, bytes sent per batch per rank, and the per-batch pla
 
 import functools
 import json
-import os
 import sys
 import time
 
@@ -24,6 +23,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from mgg.distributed.process import exit_rank
 from mgg.dlrm import cardinalities, synthetic_batch
 from mgg.embedding_plan import BatchStep, bag_edges, merge
 from mgg.nn import ShardedEmbeddingBagCollection
@@ -147,13 +147,8 @@ def main():
     if rank == 0:
         with open(out_path, "w") as f:
             json.dump(result, f)
-    dist.barrier()
-    if gpu_nvshmem:
-        nvshmem.finalize()
 
 
 if __name__ == "__main__":
     main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # as bench/dist_epoch.py: gloo's teardown sometimes aborts after the work is done
+    exit_rank()  # the ranks meet, NVSHMEM (if started) is finalised, no gloo teardown

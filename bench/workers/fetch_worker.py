@@ -14,8 +14,8 @@ import torch
 import torch.distributed as dist
 
 from bench import cache
-from mgg.distributed import DistGraph, nvshmem
-from mgg.distributed.trainer import init_from_env
+from mgg.distributed import DistGraph
+from mgg.distributed.process import exit_rank, init_from_env
 from mgg.plan import Config
 from mgg.runtime.timing import measure
 
@@ -40,11 +40,10 @@ def main():
         dist.all_gather_object(ranks, mine)
         result[mode] = {"ranks": [r[0] for r in ranks], "traffic": [r[1] for r in ranks]}
     if dist.get_rank() == 0:
-        json.dump(result, open(out, "w"))
-    dist.barrier()
-    nvshmem.finalize()
-    dist.destroy_process_group()
+        with open(out, "w") as f:
+            json.dump(result, f)
 
 
 if __name__ == "__main__":
     main()
+    exit_rank()  # the ranks meet, NVSHMEM is finalised, no gloo teardown

@@ -5,31 +5,14 @@ single-process run."""
 
 from __future__ import annotations
 
-import os
-
 import torch
-import torch.distributed as dist
 
 from ..data import NodeDataset
 from ..errors import MggError
 from ..train import TrainConfig, summarize, train_once
 from .comm import all_reduce, allreduce_grads  # noqa: F401  (their home before comm.py)
 from .graph import DistGraph
-
-
-def init_from_env(device: str = "cpu", backend: str = "halo") -> None:
-    """torchrun sets RANK/WORLD_SIZE/MASTER_*. The process group is NCCL when every rank has a
-    GPU of its own and the halo backend moves the rows; otherwise gloo (the CPU; several ranks
-    sharing a GPU, which NCCL refuses; the nvshmem backend, which uses the group only to start
-    NVSHMEM and to all-reduce weight gradients)."""
-    if dist.is_initialized():
-        return
-    cuda = device.startswith("cuda")
-    if cuda:
-        local = int(os.environ.get("LOCAL_RANK", 0))
-        torch.cuda.set_device(local % torch.cuda.device_count())
-    own_gpu = cuda and int(os.environ.get("LOCAL_WORLD_SIZE", 1)) <= torch.cuda.device_count()
-    dist.init_process_group("nccl" if own_gpu and backend == "halo" else "gloo")
+from .process import init_from_env
 
 
 def train(
