@@ -269,5 +269,6 @@ def test_exit_rank_flushes_and_keeps_the_status():
         "import sys; from mgg.distributed.process import exit_rank; "
         "print('done', end=''); sys.stderr.write('err'); exit_rank(3)"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT, env=worker_env())
+    env = {k: v for k, v in worker_env().items() if k != "PYTHONUNBUFFERED"}  # stdout block-buffered
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT, env=env)
     assert (r.returncode, r.stdout, r.stderr) == (3, "done", "err")

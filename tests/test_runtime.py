@@ -204,7 +204,8 @@ def test_cost_model_is_eq2_eq3_against_sms_and_occupancy():
 
     n = len(PS_STEPS)
     shape = RankShape(tuple(12_000 // p for p in PS_STEPS), tuple(6_000 // p for p in PS_STEPS), 18_000, 40)
-    gpu = DeviceLimits(name="gpu", sm_count=10, max_warps_per_sm=64, max_blocks_per_sm=32)
+    # a kernel of 32 registers per thread: the register file holds all 64 warp slots
+    gpu = DeviceLimits(name="gpu", sm_count=10, max_warps_per_sm=64, max_blocks_per_sm=32, kernel_regs=32)
     m = CostModel([shape], 64, grid(64, gpu), gpu)
     q = m.quantities(Config(4, 2, 8))
     assert q["wpw"] == 2 * 4 * 64 * 2  # WPW = 2 ps D dist
@@ -230,6 +231,26 @@ def test_cost_model_is_eq2_eq3_against_sms_and_occupancy():
     flat = CostModel([shape], 64, grid(64, cpu), cpu)
     per_wpb = [flat.estimate(Config(4, 1, w)) for w in WPB_STEPS]
     assert max(per_wpb) <= 1.005 * min(per_wpb)  # up to the last block's rounding
+
+
+def test_cost_model_occupancy_counts_the_register_file():
+    """Registers bind before warp slots for a kernel at its launch-bounds cap (what ptxas gives the
+    fused NVSHMEM kernels): 128 registers x 32 lanes x 16 warps fill 64K registers."""
+    from mgg.runtime.cost import CostModel, RankShape
+    from mgg.runtime.limits import REG_ALLOC_UNIT
+
+    assert DeviceLimits().regs_per_thread == 64 * 1024 // (WPB_STEPS[-1] * 32) == 128
+    shape = RankShape(tuple(12_000 // p for p in PS_STEPS), tuple(6_000 // p for p in PS_STEPS), 18_000, 40)
+    for regs, wpb, resident in [(None, 8, 2), (128, 1, 16), (64, 8, 4), (32, 8, 8), (100, 1, 19), (121, 1, 16)]:
+        gpu = DeviceLimits(name="gpu", sm_count=10, kernel_regs=regs)
+        per_warp = -(-gpu.regs_per_thread * 32 // REG_ALLOC_UNIT) * REG_ALLOC_UNIT  # 100 -> 3328, 121 -> 4096
+        assert gpu.blocks_by_registers(wpb) == 64 * 1024 // (per_warp * wpb)
+        m = CostModel([shape], 64, grid(64, gpu), gpu)
+        assert m.quantities(Config(4, 2, wpb))["resident"] == resident, (regs, wpb)
+    # fewer resident blocks mean more waves: the estimate of a large launch grows
+    fat, lean = (DeviceLimits(name="gpu", sm_count=10, kernel_regs=r) for r in (128, 32))
+    c = Config(4, 2, 8)
+    assert CostModel([shape], 64, [c], fat).estimate(c) > CostModel([shape], 64, [c], lean).estimate(c)
 
 
 def test_cost_model_prunes_what_cannot_win():

@@ -10,12 +10,13 @@ Per rank, with L and R the rank's local and remote neighbor partitions at ps:
 
 A partition holds edges / (L + R) neighbors on average, so a warp's expected work is WPW times
 that fill, plus one partial row per partition (the synchronisation cost that small ps pays).
-An SM keeps `resident` blocks at once (its warp slots, its shared memory under the kernel's real
-launch shape, its block slots); it runs blocksPerSM / resident waves (at least one), and a wave
-of `active` warps takes a warp's work times max(1, active / W_sat), the SM being saturated at
-W_sat warps (half its warp slots on a GPU; one on the CPU, whose executor walks blocks in
-turn, so its estimate is the total work): a small launch is bound by one warp's latency, a large one by
-the device's throughput. The step time is that of the slowest rank
+An SM keeps `resident` blocks at once (its warp slots, its register file at the kernel's
+registers per thread, its shared memory under the kernel's real launch shape, its block slots);
+it runs blocksPerSM / resident waves (at least one), and a wave of `active` warps takes a warp's
+work times max(1, active / W_sat), the SM being saturated at W_sat warps (half its warp slots on
+a GPU; one on the CPU, whose executor walks blocks in turn, so its estimate is the total work): a
+small launch is bound by one warp's latency, a large one by the device's throughput. The step
+time is that of the slowest rank
 (one GPU per rank) or the sum over ranks (ranks time-sliced on one device).
 
 The estimate is in arbitrary units: only ratios between configs matter. A config whose estimate
@@ -169,15 +170,21 @@ class CostModel(LatencyModel):
         return config.ps not in self.redundant_ps and super().admits(config)
 
     def resident_blocks(self, config: Config) -> int:
-        """Blocks an SM holds at once: warp slots, shared memory (the launcher's real need) and
-        block slots."""
+        """Blocks an SM holds at once: warp slots, registers (the kernel's per thread), shared
+        memory (the launcher's real need) and block slots."""
         key = (config.ps, config.wpb)
         if key not in self._resident:
             lim = self.limits
             r = resources(config, self.dim, get=self.get, elem=self.elem, limits=lim)
             smem = r["smem_kernel"] + lim.static_smem
             self._resident[key] = max(
-                1, min(lim.max_warps_per_sm // config.wpb, lim.smem_per_sm // max(smem, 1), lim.max_blocks_per_sm)
+                1,
+                min(
+                    lim.max_warps_per_sm // config.wpb,
+                    lim.blocks_by_registers(config.wpb),
+                    lim.smem_per_sm // max(smem, 1),
+                    lim.max_blocks_per_sm,
+                ),
             )
         return self._resident[key]
 

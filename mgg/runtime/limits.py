@@ -28,6 +28,7 @@ def _powers(lo: int, hi: int) -> tuple:
 PS_STEPS = _powers(*PS_RANGE)  # MGG's search lattice: powers of two within the launcher's ranges
 DIST_STEPS = _powers(*DIST_RANGE)
 WPB_STEPS = _powers(*WPB_RANGE)
+REG_ALLOC_UNIT = 256  # registers are allocated to a warp in units of 256 (sm_50 and later)
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,11 @@ class DeviceLimits:
     max_warps_per_sm: int = 64
     max_blocks_per_sm: int = 32
     static_smem: int = 1024  # the kernels' own static shared memory (the block-get kernel's table)
+    regs_per_sm: int = 64 * 1024  # 32-bit registers in an SM's register file
+    # registers per thread of the aggregation kernel (None: the most its __launch_bounds__ allow,
+    # regs_per_sm over the widest block a config asks for; ptxas gives the fused NVSHMEM-get
+    # kernels exactly that on sm_90 today: bench/resources.py)
+    kernel_regs: Optional[int] = None
     # warps at which an SM's throughput stops growing (None: half its warp slots); the CPU
     # executor walks blocks one after another, so one
     saturating_warps: Optional[int] = None
@@ -49,6 +55,17 @@ class DeviceLimits:
     def warps_to_saturate(self) -> int:
         """Warps per SM at which the SM's throughput stops growing (the cost model's W_sat)."""
         return self.saturating_warps or max(1, self.max_warps_per_sm // 2)
+
+    @property
+    def regs_per_thread(self) -> int:
+        """The aggregation kernel's registers per thread (kernel_regs, or its launch-bounds cap)."""
+        return self.kernel_regs or self.regs_per_sm // (WPB_RANGE[1] * _C.limits["warp"])
+
+    def blocks_by_registers(self, wpb: int) -> int:
+        """Blocks of wpb warps whose registers fit an SM's register file at once (registers are
+        allocated per warp in units of REG_ALLOC_UNIT)."""
+        per_warp = -(-self.regs_per_thread * _C.limits["warp"] // REG_ALLOC_UNIT) * REG_ALLOC_UNIT
+        return self.regs_per_sm // (per_warp * wpb)
 
     @staticmethod
     def of(device) -> "DeviceLimits":
@@ -70,6 +87,7 @@ class DeviceLimits:
             max_threads_per_block=getattr(p, "max_threads_per_block", 1024),
             max_warps_per_sm=getattr(p, "max_threads_per_multi_processor", 2048) // 32,
             max_blocks_per_sm=getattr(p, "max_blocks_per_multi_processor", 32),
+            regs_per_sm=getattr(p, "regs_per_multiprocessor", 64 * 1024),
         )
 
 
