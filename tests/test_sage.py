@@ -172,3 +172,69 @@ def test_bipartite_matches_pyg(kw, graph):
         gb = torch.autograd.grad((b * r).sum(), inputs + [pb[k] for k in pa])
         for name, u, v in zip(["x_src", "x_dst"][: len(inputs)] + list(pa), ga, gb, strict=True):
             assert_same_formula(u, v, msg=lambda m, name=name: f"grad of {name}: {m}")
+
+
+PYG_AGGREGATIONS = [
+    dict(aggr="lstm"),
+    dict(aggr="softmax", aggr_kwargs=dict(learn=True)),
+    dict(aggr="std"),
+    dict(aggr=["mean", "max", "sum"], aggr_kwargs=dict(mode="cat")),
+    dict(aggr=["mean", "min"], aggr_kwargs=dict(mode="proj", mode_kwargs=dict(in_channels=12, out_channels=7))),
+    dict(
+        aggr=["sum", "std"],
+        aggr_kwargs=dict(mode="attn", mode_kwargs=dict(in_channels=12, out_channels=8, num_heads=2)),
+    ),
+]
+
+
+@pytest.mark.parametrize("graph", ["edge_index", "coo", "csr"])
+@pytest.mark.parametrize("kw", PYG_AGGREGATIONS, ids=lambda kw: str(kw["aggr"]))
+def test_pyg_aggregations_match_pyg(multigraph, kw, graph):
+    """Aggregations mgg's op does not run go through PyG's own module (mgg.nn.pyg_aggregation):
+    the same parameters under the same names, outputs and gradients (the module's own
+    parameters too) equal PyG's, for an edge_index and a torch sparse adjacency (whose values
+    these aggregations ignore, as in PyG). LSTM needs targets in order, as in PyG."""
+    order = torch.argsort(multigraph[1], stable=True)
+    ei = multigraph[:, order]
+    adj = torch.sparse_coo_tensor(ei.flip(0), torch.rand(ei.size(1)) + 0.5, (150, 150)).coalesce()
+    if kw["aggr"] == "lstm" and graph != "edge_index":
+        pytest.skip("PyG's LSTM aggregation takes the edges as given; a coalesced adjacency merges duplicates")
+    g = {"edge_index": ei, "coo": adj, "csr": adj.to_sparse_csr()}[graph]
+    ref, ours = _pair(kw, 12, 5)
+    assert list(ours.state_dict()) == list(ref.state_dict())
+    for k, v in ref.state_dict().items():
+        assert torch.equal(ours.state_dict()[k], v), k
+    x = torch.randn(150, 12, generator=torch.Generator().manual_seed(2))
+    _assert_same(ref, ours, x, g, g)
+    assert repr(ours) == repr(ref)
+
+
+def test_pyg_aggregation_bipartite_and_module_instances():
+    """A PyG Aggregation instance (MLPAggregation) and a bipartite input with size, as PyG."""
+    from torch_geometric.nn.aggr import MLPAggregation
+
+    ei = _bipartite()
+    order = torch.argsort(ei[1], stable=True)
+    ei = ei[:, order]
+    gen = torch.Generator().manual_seed(4)
+    xs, xd = torch.randn(30, 6, generator=gen, dtype=torch.float64), torch.randn(17, 4, generator=gen).double()
+    for make in (lambda: "softmax", lambda: MLPAggregation(6, 6, max_num_elements=16, num_layers=1)):
+        ref = pyg_nn.SAGEConv((6, 4), 5, aggr=make()).double()
+        ours = mnn.SAGEConv((6, 4), 5, aggr=make()).double()
+        ours.load_state_dict(ref.state_dict())  # PyG's names
+        assert_same_formula(ours((xs, xd), ei, size=(30, 17)), ref((xs, xd), ei, size=(30, 17)))
+        assert_same_formula(ours((xs, None), ei, size=(30, 17)), ref((xs, None), ei, size=(30, 17)))
+
+
+def test_pyg_aggregation_is_refused_on_a_dist_graph_and_without_pyg(monkeypatch):
+    """It runs on one process, and needs PyG's modules: otherwise one line each."""
+    conv = mnn.SAGEConv(4, 4, aggr="std")
+    with pytest.raises(mgg.MggError, match="runs through PyG's module on one process") as e:
+        conv(torch.ones(3, 4), object())
+    assert "\n" not in str(e.value)
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch_geometric.nn.resolver", None)  # import fails
+    with pytest.raises(mgg.MggError, match="torch_geometric is not installed") as e:
+        mnn.SAGEConv(4, 4, aggr="std")
+    assert "\n" not in str(e.value)

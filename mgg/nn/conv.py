@@ -14,6 +14,7 @@ from torch import nn
 from ..errors import MggError
 from ..graph import Graph
 from ..plan import Config
+from . import pyg_aggregation
 from .message_passing import LayerBase, explained_edges
 from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, run_plan
 
@@ -108,18 +109,29 @@ class _Aggregating(LayerBase):
         kwargs: dict,
         aggregations: tuple,
         default_aggr: str,
+        pyg_width: Optional[int] = None,
     ):
+        """PyG's MessagePassing arguments. An aggregation outside `aggregations` (or one with
+        aggr_kwargs) is refused, unless the layer passes pyg_width (its source width): then it
+        runs through PyG's aggregation module (pyg_aggregation.py), as aggr_module."""
         name = type(self).__name__
-        self.aggr = kwargs.pop("aggr", default_aggr)
+        aggr = kwargs.pop("aggr", default_aggr)
         self.flow = kwargs.pop("flow", "source_to_target")
         self.node_dim = kwargs.pop("node_dim", -2)
         decomposed = kwargs.pop("decomposed_layers", 1)  # PyG's feature chunking: same result
-        if kwargs.pop("aggr_kwargs", None):
-            raise MggError(f"{name}: aggr_kwargs is not supported by mgg (its aggregations take no arguments)")
+        aggr_kwargs = kwargs.pop("aggr_kwargs", None)
         if kwargs:
             raise TypeError(f"{name}: unexpected keyword argument(s) {', '.join(sorted(kwargs))}")
-        if not isinstance(self.aggr, str) or self.aggr not in aggregations:
-            raise MggError(f"{name}: aggr must be one of {aggregations} in mgg, got {self.aggr!r}")
+        self.pyg_aggregation = False  # the aggregation runs through PyG's module (pyg_aggregation.py)
+        if not isinstance(aggr, str) or aggr not in aggregations or aggr_kwargs:
+            if pyg_width is None:
+                if aggr_kwargs:
+                    raise MggError(f"{name}: aggr_kwargs is not supported by mgg (its aggregations take no arguments)")
+                raise MggError(f"{name}: aggr must be one of {aggregations} in mgg, got {aggr!r}")
+            self.aggr_module = pyg_aggregation.resolve(name, aggr, aggr_kwargs, pyg_width)
+            aggr = [str(a) for a in aggr] if isinstance(aggr, (list, tuple)) else str(aggr)  # as PyG
+            self.pyg_aggregation = True
+        self.aggr = aggr
         if self.flow not in FLOWS:
             raise MggError(f"{name}: flow must be one of {FLOWS}, got {self.flow!r}")
         if self.node_dim not in (-2, 0):

@@ -26,6 +26,20 @@ def is_sparse_tensor(obj) -> bool:
     return type(obj).__module__.startswith("torch_sparse")
 
 
+def is_adjacency(edge_index) -> bool:
+    """Whether edge_index is a sparse adjacency adj_t[target, source] (torch sparse or torch_sparse)."""
+    return is_sparse_tensor(edge_index) or (isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided)
+
+
+def refuse_reversed_adjacency(edge_index, flow: str) -> None:
+    """PyG's flow='target_to_source' reverses an edge_index; a sparse adjacency has one direction."""
+    if flow == "target_to_source" and is_adjacency(edge_index):
+        raise MggError(
+            "flow='target_to_source' does not apply to a sparse adjacency (PyG refuses it too); pass "
+            "edge_index [2, E] or the transposed adjacency"
+        )
+
+
 def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
     """The mgg Graph of a layer's graph input.
 
@@ -103,13 +117,7 @@ def cached_plan(
         return edge_index
     wdt = torch.float64 if dtype == torch.float64 else torch.float32
     reverse = flow == "target_to_source"
-    if reverse and (
-        is_sparse_tensor(edge_index) or (isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided)
-    ):
-        raise MggError(
-            "flow='target_to_source' does not apply to a sparse adjacency (PyG refuses it too); pass "
-            "edge_index [2, E] or the transposed adjacency"
-        )
+    refuse_reversed_adjacency(edge_index, flow)
     prepare = lambda g: make(g.transpose() if reverse else g, wdt)  # noqa: E731
     plan_for = getattr(edge_index, "plan_for", None)  # a graph that plans itself: mgg.distributed.DistGraph
     if plan_for is not None:

@@ -1,7 +1,9 @@
 """SAGEConv (Hamilton et al.'s GraphSAGE layer) with PyG's constructor, forward signature and
 state_dict layout, aggregating through mgg's op: the mean over in-neighbors (the graph's mean
 normalisation, weights 1/in-degree) or their sum, also for bipartite inputs and lazy widths
-(in_channels=-1). PyG's other aggregations are refused with one line."""
+(in_channels=-1). PyG's other aggregations ('lstm', 'softmax', lists of them, Aggregation
+modules, aggr_kwargs) run through PyG's own aggregation module on one process
+(pyg_aggregation.py), at PyG's speed."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from torch import nn
 from ..errors import MggError
 from ..graph import Graph
 from ..plan import Config
+from . import pyg_aggregation
 from .conv import _Aggregating, is_lazy, linear, split_input
 from .message_passing import explained_edges
 from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows
@@ -60,7 +63,7 @@ class SAGEConv(_Aggregating):
         src, dst = _widths(in_channels)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.normalize, self.root_weight, self.project = normalize, root_weight, project
-        self._setup(config, autotune, deterministic, dict(kwargs, aggr=aggr), AGGREGATIONS, "mean")
+        self._setup(config, autotune, deterministic, dict(kwargs, aggr=aggr), AGGREGATIONS, "mean", pyg_width=src)
         if project:  # PyG's registration order (lin, lin_l, lin_r) and Linear default init
             if src == -1:
                 raise MggError(
@@ -68,13 +71,17 @@ class SAGEConv(_Aggregating):
                     "width, as in PyG)"
                 )
             self.lin = nn.Linear(src, src, bias=True)
-        self.lin_l = linear(src, out_channels, bias=bias)
+        agg_width = pyg_aggregation.out_channels(self.aggr_module, src) if self.pyg_aggregation else src
+        self.lin_l = linear(agg_width, out_channels, bias=bias)
         if root_weight:
             self.lin_r = linear(dst, out_channels, bias=False)
         self.reset_parameters()
 
     def reset_parameters(self):
-        """PyG's initialisation: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases."""
+        """PyG's initialisation: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases (and
+        PyG's own for a PyG aggregation module's parameters)."""
+        if self.pyg_aggregation:
+            self.aggr_module.reset_parameters()
         for lin in (self.lin if self.project else None, self.lin_l, self.lin_r if self.root_weight else None):
             if lin is not None and not is_lazy(lin.weight):
                 lin.reset_parameters()
@@ -83,6 +90,8 @@ class SAGEConv(_Aggregating):
         x_src, x_dst, n_src, n_dst, bipartite = split_input(x, size, "SAGEConv", self.node_dim, edge_index)
         if self.project:
             x_src = F.relu(self.lin(x_src))
+        if self.pyg_aggregation:
+            return self._finish(self.lin_l(self._pyg_aggregate(x_src, edge_index, n_dst)), x_dst)
         sparse_tensor = is_sparse_tensor(edge_index)  # PyG drops a SparseTensor's values in SAGEConv
 
         def make(g, dt):
@@ -115,11 +124,21 @@ class SAGEConv(_Aggregating):
             out = out + lin.bias if lin.bias is not None else out
         else:
             out = lin(aggregate(x_src))
+        return self._finish(out, x_dst)
+
+    def _finish(self, out: torch.Tensor, x_dst) -> torch.Tensor:
+        """The root term and the normalisation after the aggregation's linear map."""
         if self.root_weight and x_dst is not None:
             out = out + self.lin_r(x_dst)
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
         return out
+
+    def _pyg_aggregate(self, x_src: torch.Tensor, edge_index, n_dst: int) -> torch.Tensor:
+        """The aggregation through PyG's module (an aggregation mgg's op does not run)."""
+        src, dst = pyg_aggregation.edges("SAGEConv", edge_index, self.flow)
+        mask = self._explain_mask(src.numel()) if getattr(self, "_explain", None) else None
+        return pyg_aggregation.aggregate(self.aggr_module, x_src, src, dst, n_dst, self.node_dim, mask)
 
     def __repr__(self):
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, aggr={self.aggr})"
