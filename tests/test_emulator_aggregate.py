@@ -189,3 +189,31 @@ def test_config_lattice_full(tmp_path, ps, dist, wpb):
     x = features(300, 45, torch.float16)
     for source, completion in MODES:
         check(tmp_path / source / completion, g, x, 4, Config(ps, dist, wpb), source, completion)
+
+
+@pytest.mark.parametrize("n_src,n_dst", [(70, 45), (40, 90)], ids=["more-sources", "more-targets"])
+@pytest.mark.parametrize("source,completion", [("table", "loadstore"), ("get-warp", "proxy")])
+def test_bipartite_layers_plan_through_the_kernels(tmp_path, n_src, n_dst, source, completion):
+    """A bipartite input (x_src, x_dst) as SAGEConv/GINConv/GATConv plan it (mgg.nn.plans.bipartite_plan:
+    the square graph of max(N_src, N_dst) nodes, x_src padded with zero rows) through the
+    kernels on 1, 2 and 4 ranks: the first N_dst rows equal the float64 mean of each target's
+    sources (torch's index_add over the edges, the outside oracle), targets without sources 0."""
+    from mgg.nn.plans import bipartite_plan
+
+    gen = torch.Generator().manual_seed(n_src)
+    ei = torch.stack(
+        [torch.randint(0, n_src, (400,), generator=gen), torch.randint(0, n_dst - 5, (400,), generator=gen)]
+    )
+    square = bipartite_plan(
+        ei, n_src, n_dst, "emu-bipartite", lambda g, dt: g.mean_norm(dt), "source_to_target", torch.float32, "test"
+    ).graph
+    x_src = features(n_src, 24, torch.float32, seed=1)
+    x = torch.cat([x_src, x_src.new_zeros(square.num_nodes - n_src, 24)])
+    count = torch.zeros(n_dst, dtype=torch.float64).index_add_(0, ei[1], torch.ones(ei.size(1), dtype=torch.float64))
+    oracle = torch.zeros(n_dst, 24, dtype=torch.float64).index_add_(0, ei[1], x_src.double()[ei[0]])
+    oracle = oracle / count.clamp(min=1).unsqueeze(1)
+    for ranks in (1, 2, 4):
+        out = aggregate(tmp_path / str(ranks), Plan(square, ranks), x, Config(4, 2, 4), source, completion)
+        assert_matches_reference(out, square, x)
+        torch.testing.assert_close(out[:n_dst].double(), oracle, rtol=1e-5, atol=1e-5)
+        assert not out[n_dst:].any()  # padding targets have no edges
