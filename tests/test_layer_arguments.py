@@ -114,8 +114,12 @@ EI = torch.tensor([[0, 1, 2], [1, 2, 0]])
             "MggError",
             "bipartite input needs edge_index",
         ),
-        (lambda: mnn.GATConv(4, 4, edge_dim=2), "MggError", "edge_dim"),
-        (lambda: mnn.GATConv(4, 4)(torch.ones(3, 4), EI, edge_attr=torch.ones(3, 2)), "MggError", "edge_attr"),
+        (lambda: mnn.GATConv(4, 4, edge_dim=-2), "MggError", "edge_dim must be"),
+        (
+            lambda: mnn.GATConv(4, 4, edge_dim=2)(torch.ones(3, 4), EI, edge_attr=torch.ones(2, 2)),
+            "MggError",
+            "edge_attr",
+        ),
         (
             lambda: mnn.GATConv(4, 4)(
                 (torch.ones(3, 4), torch.ones(2, 4)),

@@ -19,7 +19,8 @@ from .message_passing import LayerBase, explained_edges
 from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, run_plan
 
 
-def _glorot(w: torch.Tensor):
+def glorot(w: torch.Tensor) -> None:
+    """PyG's glorot: U(-a, a), a = sqrt(6 / (size(-2) + size(-1)))."""
     a = math.sqrt(6.0 / (w.size(-2) + w.size(-1)))
     with torch.no_grad():
         w.uniform_(-a, a)
@@ -34,7 +35,7 @@ class _GlorotLazyLinear(nn.LazyLinear):
 
     def reset_parameters(self):
         if not self.has_uninitialized_params() and self.weight.numel():
-            _glorot(self.weight)
+            glorot(self.weight)
             if self.bias is not None:
                 nn.init.zeros_(self.bias)
 
@@ -230,7 +231,7 @@ class GCNConv(_Aggregating):
 
     def reset_parameters(self):
         if not is_lazy(self.lin.weight):
-            _glorot(self.lin.weight)
+            glorot(self.lin.weight)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
         self._cached_edge_index = None

@@ -5,14 +5,16 @@ its source term in one fetch, local and remote sources interleaved as in the agg
 
 Bipartite inputs ((x_src, x_dst), in_channels=(a, b), size) attend over the square plan of
 max(N_src, N_dst) nodes with zero-padded sources (mgg.nn.plans.bipartite_plan);
-in_channels=-1 sizes the layer on its first call. What PyG's layer does and mgg does not (edge
-features, other aggregations) is refused with one line. Attention dropout is drawn from (seed, destination,
+in_channels=-1 sizes the layer on its first call. Edge features (edge_dim, edge_attr) add a
+per-edge term to the scores: those scores and their softmax are computed per edge with torch ops
+(PyG's formula, self-loop features by fill_value), and the weighted sum goes through mgg's op
+(mgg.ops.aggregate_edges, one call per head), on one process. What PyG's layer does and mgg does
+not (other aggregations) is refused with one line. Attention dropout is drawn from (seed, destination,
 source, head) rather than from torch's generator, so the forward and backward passes, every
 backend and every rank count draw the same mask for a given seed."""
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import torch
@@ -21,9 +23,9 @@ from torch import nn
 
 from ..errors import MggError
 from ..graph import Graph
-from ..ops import attention_graph
+from ..ops import aggregate_edges, attention_graph
 from ..plan import Config
-from .conv import is_lazy, linear, refuse_script, split_input
+from .conv import glorot, is_lazy, linear, refuse_script, split_input
 from .message_passing import LayerBase
 from .plans import bipartite_plan, cached_plan, pad_rows
 
@@ -31,11 +33,8 @@ _MIX = 0x9E3779B97F4A7C15
 _SEED_BITS = (1 << 62) - 1
 
 
-def _glorot(t: torch.Tensor) -> None:
-    """PyG's glorot: U(-a, a), a = sqrt(6 / (size(-2) + size(-1)))."""
-    a = math.sqrt(6.0 / (t.size(-2) + t.size(-1)))
-    with torch.no_grad():
-        t.uniform_(-a, a)
+# PyG's fill_value reductions (torch_geometric.utils.scatter) -> torch's scatter_reduce
+_FILL_REDUCE = {"add": "sum", "sum": "sum", "mean": "mean", "min": "amin", "max": "amax", "mul": "prod"}
 
 
 class GATConv(LayerBase):
@@ -97,8 +96,13 @@ class GATConv(LayerBase):
             raise MggError(f"GATConv: out_channels must be a positive int, got {out_channels!r}")
         if not isinstance(heads, int) or not 1 <= heads <= 64:
             raise MggError(f"GATConv: heads must be an int in [1, 64], got {heads!r}")
-        if edge_dim is not None:
-            raise MggError("GATConv: edge features (edge_dim) are not supported by mgg")
+        if edge_dim is not None and (not isinstance(edge_dim, int) or edge_dim <= 0):
+            raise MggError(f"GATConv: edge_dim must be a positive int or None, got {edge_dim!r}")
+        named = isinstance(fill_value, str) and fill_value in _FILL_REDUCE
+        if not (named or isinstance(fill_value, (int, float, torch.Tensor))):
+            raise MggError(
+                f"GATConv: fill_value must be a number, a tensor or one of {tuple(_FILL_REDUCE)}, got {fill_value!r}"
+            )
         if not 0.0 <= dropout < 1.0:
             raise MggError(f"GATConv: dropout must be in [0, 1), got {dropout!r}")
         if autotune:
@@ -110,7 +114,8 @@ class GATConv(LayerBase):
         self.negative_slope, self.dropout, self.add_self_loops = float(negative_slope), float(dropout), add_self_loops
         self.edge_dim, self.fill_value, self.aggr, self.node_dim = edge_dim, fill_value, "add", 0
         self.config, self.deterministic = config or Config(), deterministic
-        # PyG's registration order: lin (or lin_src, lin_dst for a pair of widths), att_src, att_dst, res, bias
+        # PyG's registration order: lin (or lin_src, lin_dst for a pair of widths), att_src, att_dst,
+        # lin_edge and att_edge (edge_dim), res, bias
         self.lin = self.lin_src = self.lin_dst = None
         if isinstance(in_channels, int):
             self.lin = linear(in_channels, heads * out_channels, bias=False, glorot=True)
@@ -119,6 +124,12 @@ class GATConv(LayerBase):
             self.lin_dst = linear(in_channels[1], heads * out_channels, bias=False, glorot=True)
         self.att_src = nn.Parameter(torch.empty(1, heads, out_channels))
         self.att_dst = nn.Parameter(torch.empty(1, heads, out_channels))
+        if edge_dim is not None:
+            self.lin_edge = linear(edge_dim, heads * out_channels, bias=False, glorot=True)
+            self.att_edge = nn.Parameter(torch.empty(1, heads, out_channels))
+        else:
+            self.lin_edge = None
+            self.register_parameter("att_edge", None)
         width = heads * out_channels if concat else out_channels
         self.register_parameter("bias", nn.Parameter(torch.empty(width)) if bias else None)
         self.res = linear(widths[-1], width, bias=False, glorot=True) if residual else None
@@ -127,12 +138,14 @@ class GATConv(LayerBase):
         self._calls = 0
 
     def reset_parameters(self):
-        """PyG's initialisation: glorot for lin, res, att_src and att_dst; zeros for the bias."""
-        for lin in (self.lin, self.lin_src, self.lin_dst, self.res):
+        """PyG's initialisation, in PyG's order: glorot for lin, lin_edge, res, att_src, att_dst and
+        att_edge; zeros for the bias."""
+        for lin in (self.lin, self.lin_src, self.lin_dst, self.lin_edge, self.res):
             if lin is not None and not is_lazy(lin.weight):
-                _glorot(lin.weight)
-        _glorot(self.att_src)
-        _glorot(self.att_dst)
+                glorot(lin.weight)
+        for att in (self.att_src, self.att_dst, self.att_edge):
+            if att is not None:
+                glorot(att)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
@@ -175,8 +188,8 @@ class GATConv(LayerBase):
                     f"GATConv: x must be 2-D [nodes, in_channels], got {tuple(t.shape)} (static graphs "
                     f"are not supported, as in PyG)"
                 )
-        if edge_attr is not None:
-            raise MggError("GATConv: edge_attr is not supported by mgg (edge_dim is None)")
+        if self.lin_edge is None:
+            edge_attr = None  # PyG ignores edge features without edge_dim
         if getattr(self, "_explain", None):
             raise MggError(
                 "GATConv: explainers' edge masks are not supported by mgg's attention op (the mask "
@@ -198,7 +211,9 @@ class GATConv(LayerBase):
             ).sum(-1)
         p = self.dropout if self.training else 0.0
         seed = self._next_seed() if p > 0 else 0
-        if n_src == 0 or n_dst == 0:  # PyG: an empty graph gives an empty output (and no attention weights)
+        if edge_attr is not None:
+            out, weights = self._attend_edges(h, a_src, a_dst, edge_index, edge_attr, n_src, n_dst, size, p, seed)
+        elif n_src == 0 or n_dst == 0:  # PyG: an empty graph gives an empty output (and no attention weights)
             out = h.new_zeros((n_dst, heads, c)) + 0 * h.sum()
             used = torch.empty((2, 0), dtype=torch.long, device=h.device)
             weights = (used, h.new_zeros((0, heads)))
@@ -288,10 +303,65 @@ class GATConv(LayerBase):
         adj = torch.sparse_coo_tensor(adj.indices(), alpha, (n, n) + alpha.shape[1:], is_coalesced=True)
         return (adj.to_sparse_csr() if layout == torch.sparse_csr else adj), alpha
 
-    def _alpha(self, src, dst, n_dst: int, a_src, a_dst, p: float, seed: int) -> torch.Tensor:
-        """Softmax over each destination's in-edges of leaky_relu(a_src + a_dst), after dropout."""
+    def _attend_edges(self, h, a_src, a_dst, edge_index, edge_attr, n_src: int, n_dst: int, size, p: float, seed: int):
+        """(out [N_dst, heads, C], (edges, alpha)) with edge features: PyG's edges (self-loops
+        replaced, their features by fill_value), scores a_src + a_dst + att_edge . lin_edge(e),
+        the softmax per destination with torch ops, the weighted sum through mgg's op per head."""
+        if isinstance(edge_index, torch.Tensor) and hasattr(edge_index, "as_tensor"):  # PyG EdgeIndex
+            edge_index = edge_index.as_tensor()
+        if not isinstance(edge_index, torch.Tensor) or edge_index.layout != torch.strided or edge_index.dim() != 2:
+            raise MggError(
+                "GATConv: edge features need edge_index [2, E] on one process in mgg (not a sparse adjacency "
+                f"or a distributed graph), got {type(edge_index).__name__}"
+            )
+        ei = edge_index.to(h.device, torch.long)
+        attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
+        if attr.size(0) != ei.size(1):
+            raise MggError(f"GATConv: edge_attr has {attr.size(0)} rows for {ei.size(1)} edges")
+        attr = attr.to(h.device)
+        if self.add_self_loops:
+            keep = ei[0] != ei[1]
+            ei, attr = ei[:, keep], attr[keep]
+            k = min(size) if size is not None else min(n_src, n_dst)
+            loop = torch.arange(k, device=ei.device)
+            ei = torch.cat([ei, torch.stack([loop, loop])], 1)
+            attr = torch.cat([attr, self._loop_attr(ei[1, : keep.sum()], attr, k)])
+        src, dst = (ei[1], ei[0]) if self.flow == "target_to_source" else (ei[0], ei[1])
+        a_edge = (self.lin_edge(attr).view(-1, self.heads, self.out_channels) * self.att_edge).sum(-1)
+        alpha = self._alpha(src, dst, n_dst, a_src, a_dst, p, seed, a_edge)
+        n = max(n_src, n_dst)
+        x = pad_rows(h, n)
+        out = torch.stack(
+            [
+                aggregate_edges(x[:, k], src, dst, alpha[:, k], n, self.config, self.deterministic)[:n_dst]
+                for k in range(self.heads)
+            ],
+            1,
+        )
+        return out.to(h.dtype), (ei, alpha)
+
+    def _loop_attr(self, targets: torch.Tensor, attr: torch.Tensor, k: int) -> torch.Tensor:
+        """The features of the k self-loops (PyG's add_self_loops): fill_value, or the reduction
+        it names over each node's incoming edges (0 for a node without any)."""
+        shape = (k,) + tuple(attr.shape[1:])
+        fill = self.fill_value
+        if isinstance(fill, (int, float)):
+            return attr.new_full(shape, float(fill))
+        if isinstance(fill, torch.Tensor):
+            return fill.to(attr.device, attr.dtype).expand(shape).contiguous()
+        rows = max(k, int(targets.max()) + 1 if targets.numel() else 0)
+        index = targets.view(-1, *[1] * (attr.dim() - 1)).expand_as(attr)
+        out = attr.new_zeros((rows,) + tuple(attr.shape[1:]))
+        return out.scatter_reduce(0, index, attr, _FILL_REDUCE[fill], include_self=False)[:k]
+
+    def _alpha(self, src, dst, n_dst: int, a_src, a_dst, p: float, seed: int, a_edge=None) -> torch.Tensor:
+        """Softmax over each destination's in-edges of leaky_relu(a_src + a_dst (+ a_edge)), after
+        dropout."""
         acc = torch.float32 if a_src.dtype in (torch.float16, torch.bfloat16) else a_src.dtype
-        e = F.leaky_relu(a_src[src] + a_dst[dst], self.negative_slope).to(acc)
+        score = a_src[src] + a_dst[dst]
+        if a_edge is not None:
+            score = score + a_edge.to(score.dtype)
+        e = F.leaky_relu(score, self.negative_slope).to(acc)
         top = e.new_full((n_dst, self.heads), float("-inf")).scatter_reduce_(0, dst[:, None].expand_as(e), e, "amax")
         w = (e - top[dst]).exp()
         total = e.new_zeros((n_dst, self.heads)).index_add_(0, dst, w)
