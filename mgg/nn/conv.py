@@ -156,13 +156,15 @@ class _Aggregating(LayerBase):
         out = run_plan(xt.reshape(xt.size(0), -1), plan, self.config, self.deterministic, self.tuner)
         return out.reshape((out.size(0),) + tuple(xt.shape[1:])).movedim(0, self._nodes(x))
 
-    def _explained(self, x_src: torch.Tensor, edge_index, n_dst: int, mask: torch.Tensor) -> torch.Tensor:
-        """sum (or mean, by in-degree) over edges of mask[e] * x_src[src_e]: PyG's propagate with
-        explain_message, differentiable in the mask (mgg.ops.aggregate_edges)."""
+    def _explained(self, x_src: torch.Tensor, edge_index, n_dst: int) -> torch.Tensor:
+        """sum (or mean, by in-degree) over edges of mask[e] * x_src[src_e], mask the attached
+        explainer's: PyG's propagate with explain_message, differentiable in the mask
+        (mgg.ops.aggregate_edges)."""
         from ..ops import aggregate_edges
 
         name = type(self).__name__
         src, dst = explained_edges(name, edge_index, self.flow)
+        mask = self._explain_mask(src.numel())
         if x_src.dim() != 2:
             raise MggError(f"{name}: an explainer's edge mask needs 2-D x in mgg, got {tuple(x_src.shape)}")
         src, dst = src.to(x_src.device), dst.to(x_src.device)
@@ -255,7 +257,7 @@ class GCNConv(_Aggregating):
         n = x.size(self._nodes(x))
         explaining = getattr(self, "_explain", None)
         if explaining or (edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled()):
-            out = self._learned_weights(h, edge_index, edge_weight, n)
+            out = self._learned_weights(h, edge_index, edge_weight, n, bool(explaining))
             return out + self.bias if self.bias is not None else out
         sparse = isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided
         adj = is_sparse_tensor(edge_index)  # PyG: a SparseTensor's cache; any torch tensor's is _cached_edge_index
@@ -282,7 +284,9 @@ class GCNConv(_Aggregating):
         out = self._aggregate(h, plan)
         return out + self.bias if self.bias is not None else out
 
-    def _learned_weights(self, h: torch.Tensor, edge_index, edge_weight: torch.Tensor, n: int) -> torch.Tensor:
+    def _learned_weights(
+        self, h: torch.Tensor, edge_index, edge_weight: torch.Tensor, n: int, explaining: bool
+    ) -> torch.Tensor:
         """PyG's gcn_norm in torch ops (differentiable in edge_weight: learned weights) on a
         [2, E] edge_index, the explainer's edge mask on the messages (PyG's explain_message: the
         input edges' mask, 1 on the self-loops added), then the aggregation through the op with
@@ -293,7 +297,6 @@ class GCNConv(_Aggregating):
             raise MggError(
                 "GCNConv: an edge_weight that requires grad, or an explainer's edge mask, needs 2-D x in mgg"
             )
-        explaining = getattr(self, "_explain", None)
         why = "an explainer's edge mask" if explaining else "an edge_weight that requires grad"
         src, dst = explained_edges("GCNConv", edge_index, self.flow, why)
         if self.cached and self.normalize and edge_weight is not None and edge_weight.requires_grad:
@@ -374,13 +377,8 @@ class GINConv(_Aggregating):
             return g.mean_norm(dt) if self.aggr == "mean" else g
 
         tag = f"gin:{self.aggr}:{sparse_tensor}"
-        mask = (
-            self._explain_mask(explained_edges("GINConv", edge_index, self.flow)[0].numel())
-            if getattr(self, "_explain", None)
-            else None
-        )
-        if mask is not None:
-            out = self._explained(x_src, edge_index, n_dst, mask)
+        if getattr(self, "_explain", None):
+            out = self._explained(x_src, edge_index, n_dst)
         elif bipartite:
             plan = bipartite_plan(edge_index, n_src, n_dst, tag, make, self.flow, x_src.dtype, "GINConv")
             out = self._aggregate(

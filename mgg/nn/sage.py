@@ -18,7 +18,6 @@ from ..graph import Graph
 from ..plan import Config
 from . import pyg_aggregation
 from .conv import _Aggregating, is_lazy, linear, split_input
-from .message_passing import explained_edges
 from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows
 
 AGGREGATIONS = ("mean", "add", "sum")
@@ -100,13 +99,8 @@ class SAGEConv(_Aggregating):
 
         tag = f"sage:{self.aggr}:{sparse_tensor}"
         nd = self._nodes(x_src)
-        mask = (
-            self._explain_mask(explained_edges("SAGEConv", edge_index, self.flow)[0].numel())
-            if getattr(self, "_explain", None)
-            else None
-        )
-        if mask is not None:
-            aggregate = lambda t: self._explained(t, edge_index, n_dst, mask)  # noqa: E731
+        if getattr(self, "_explain", None):
+            aggregate = lambda t: self._explained(t, edge_index, n_dst)  # noqa: E731
         elif bipartite:
             plan = bipartite_plan(edge_index, n_src, n_dst, tag, make, self.flow, x_src.dtype, "SAGEConv")
             m = plan.graph.num_nodes
