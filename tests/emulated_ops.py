@@ -51,11 +51,13 @@ def aggregate(
     deterministic: bool = False,
     seed: int = 0,
     trace: bool = False,
+    counters: bool = False,
 ) -> torch.Tensor:
     """A @ x over every rank of `plan`, each rank's step by the emulated kernels reading remote
     rows from `source` (gets completed as `completion` says: loadstore or proxy), scheduled by
     `seed`; the rows of all ranks in graph order. trace: each rank's folder keeps the
-    emulator's trace of warp and block calls (trace.txt)."""
+    emulator's trace of warp and block calls (trace.txt). counters: each rank's folder keeps the
+    memory counters (counters.txt; emulator.counters_of reads them)."""
     b = plan.bounds
     own = [x[int(b[r]) : int(b[r + 1])].contiguous() for r in range(plan.num_ranks)]
     heaps, heap_bytes = _peer_tables(own)
@@ -84,6 +86,8 @@ def aggregate(
         )
         if trace:
             values["trace"] = 1
+        if counters:
+            values["counters"] = 1
         arrays = {
             k: s[k]
             for k in (

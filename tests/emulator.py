@@ -41,7 +41,7 @@ FLAGS = [
     f"-I{CSRC / 'tests' / 'simt' / 'include'}",
     f"-I{CUDA_HOME / 'include'}",
 ]
-SIMT = ["fiber.cpp", "scheduler.cpp", "runtime.cpp", "nvshmem.cpp"]
+SIMT = ["fiber.cpp", "scheduler.cpp", "runtime.cpp", "nvshmem.cpp", "counters.cpp"]
 # target -> its translation units: (source, force-include simt.h)
 TARGETS = {
     "simt_selftest": [(CSRC / "tests" / "simt" / f, False) for f in SIMT + ["selftest.cpp"]],
@@ -171,6 +171,24 @@ def launch_of(folder: Path) -> dict:
         landing_rows=int(landing),
         smem=int(np.frombuffer(a[24:32].tobytes(), dtype=np.uint64)[0]),
     )
+
+
+LOAD_FIELDS = ("requests", "sectors", "active_lanes", "lane_slots", "bytes")
+
+
+def counters_of(folder: Path) -> dict:
+    """A case's memory counters (counters.txt): {"loads": {(site, region): {requests, sectors,
+    active_lanes, lane_slots, bytes}}, "warp_calls": {name: count}}; site is file:line of the
+    load (e.g. "kernels/aggregate_kernel.cuh:77"), region the case's array it read (or "shared")."""
+    loads, calls = {}, {}
+    for line in (Path(folder) / "counters.txt").read_text().splitlines():
+        kind, *rest = line.split()
+        if kind == "load":
+            site, region, *numbers = rest
+            loads[(site, region)] = dict(zip(LOAD_FIELDS, map(int, numbers), strict=True))
+        elif kind == "warp_call":
+            calls[rest[0]] = int(rest[1])
+    return {"loads": loads, "warp_calls": calls}
 
 
 # ---- the mgg ops on CPU tensors through the emulated kernels ---------------------------------

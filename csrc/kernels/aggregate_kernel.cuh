@@ -24,6 +24,7 @@
 
 #include "../core/schedule.h"
 #include "api.h"
+#include "memory.cuh"
 
 namespace mgg::kernels {
 
@@ -73,6 +74,7 @@ __device__ __forceinline__ void add_row(float (&acc)[kMaxPerLane], const scalar_
 #pragma unroll
   for (int j = 0; j < kMaxPerLane; ++j) {
     const int d = lane + j * kWarp;
+    MGG_GLOBAL_LOAD(src + d, d < width);
     if (d < width) acc[j] += w * to_float(src[d]);
   }
 }
@@ -85,6 +87,9 @@ struct LaneEdge {
 
 __device__ __forceinline__ LaneEdge load_edge(const DevicePart& p, int64_t c, int n, int lane) {
   LaneEdge e;
+  MGG_GLOBAL_LOAD(p.col + c + lane, lane < n);
+  if (p.pe) MGG_GLOBAL_LOAD(p.pe + c + lane, lane < n);
+  if (p.weight) MGG_GLOBAL_LOAD(p.weight + c + lane, lane < n);
   if (lane < n) {
     e.col = p.col[c + lane];
     if (p.pe) e.pe = p.pe[c + lane];

@@ -21,7 +21,7 @@ Case::Case(std::string dir) : dir_(std::move(dir)) {
       size_t count = 0;
       words >> name >> type >> count;
       std::ifstream f(dir_ + "/" + name + ".bin", std::ios::binary);
-      std::vector<unsigned char> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      Bytes data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
       arrays_[name] = std::move(data);
       continue;
     }
@@ -42,6 +42,10 @@ double Case::real(const std::string& key) const { return std::stod(text(key)); }
 size_t Case::bytes(const std::string& name) const {
   auto it = arrays_.find(name);
   return it == arrays_.end() ? 0 : it->second.size();
+}
+
+void Case::for_each_array(const std::function<void(const std::string&, const void*, size_t)>& f) const {
+  for (const auto& [name, data] : arrays_) f(name, data.data(), data.size());
 }
 
 void Case::write(const std::string& name, const void* data, size_t n) const {

@@ -2,12 +2,30 @@
 // with case.txt (one `key value` per line; `array NAME TYPE COUNT` for NAME.bin, raw
 // little-endian) and, after the run, the outputs as NAME.bin and status.txt. Torch-free.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <new>
 #include <string>
 #include <vector>
 
 namespace mgg::emu {
+
+// Arrays start on 256-byte boundaries, as CUDA's allocations (and torch's caching allocator's)
+// do, so that the emulator's sector counts see the GPU's alignment.
+constexpr size_t kArrayAlign = 256;
+template <typename T>
+struct AlignedAllocator {
+  using value_type = T;
+  AlignedAllocator() = default;
+  template <typename U>
+  AlignedAllocator(const AlignedAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{kArrayAlign})); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{kArrayAlign}); }
+  bool operator==(const AlignedAllocator&) const { return true; }
+};
+using Bytes = std::vector<unsigned char, AlignedAllocator<unsigned char>>;
 
 class Case {
  public:
@@ -24,12 +42,14 @@ class Case {
     return it == arrays_.end() ? nullptr : reinterpret_cast<T*>(it->second.data());
   }
   size_t bytes(const std::string& name) const;
+  // Calls f(name, data, bytes) for every input array.
+  void for_each_array(const std::function<void(const std::string&, const void*, size_t)>& f) const;
   void write(const std::string& name, const void* data, size_t bytes) const;
 
  private:
   std::string dir_;
   std::map<std::string, std::string> values_;
-  std::map<std::string, std::vector<unsigned char>> arrays_;  // kept 16-byte aligned by the allocator
+  std::map<std::string, Bytes> arrays_;
 };
 
 }  // namespace mgg::emu

@@ -1,10 +1,14 @@
 // simt_runner CASE_DIR...: runs each case (op aggregate or attention) under the SIMT emulator
 // with the scheduling seed it names, and writes status.txt ("ok" or why not) beside it (and,
-// for a case with `trace 1`, the emulator's trace of warp and block calls as trace.txt).
+// for a case with `trace 1`, the emulator's trace of warp and block calls as trace.txt; for a
+// case with `counters 1`, the memory counters by load site and region, the case's arrays and
+// shared memory named, as counters.txt).
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "../../kernels/api.h"
 #include "runner.h"
@@ -16,6 +20,32 @@ constexpr size_t kSharedCapacity = 227 * 1024;
 alignas(16) thread_local unsigned char smem[kSharedCapacity];
 }  // namespace mgg::kernels
 
+namespace {
+
+void start_counters(const mgg::emu::Case& c) {
+  simt::count_memory(true);
+  c.for_each_array(
+      [](const std::string& name, const void* data, size_t bytes) { simt::name_region(name, data, bytes); });
+  simt::name_region("shared", mgg::kernels::smem, mgg::kernels::kSharedCapacity);
+}
+
+// counters.txt: `load SITE REGION requests sectors active_lanes lane_slots bytes` and
+// `warp_call NAME count` lines.
+void write_counters(const mgg::emu::Case& c) {
+  std::ofstream out(c.dir() + "/counters.txt");
+  for (const simt::SiteCounts& k : simt::memory_counts()) {
+    out << "load " << k.site << " " << k.region << " " << k.requests << " " << k.sectors << " " << k.active_lanes << " "
+        << k.lane_slots << " " << k.bytes << "\n";
+  }
+  for (auto [name, n] : simt::warp_call_counts()) {
+    std::replace(name.begin(), name.end(), ' ', '_');
+    out << "warp_call " << name << " " << n << "\n";
+  }
+  simt::count_memory(false);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   simt::register_dynamic_shared([] { return mgg::kernels::smem; }, mgg::kernels::kSharedCapacity);
   int failed = 0;
@@ -26,7 +56,10 @@ int main(int argc, char** argv) {
       simt::set_seed(static_cast<uint64_t>(c.integer("seed")));
       std::FILE* trace = c.has("trace") ? std::fopen((c.dir() + "/trace.txt").c_str(), "w") : nullptr;
       simt::trace_to(trace);
+      const bool counting = c.has("counters");
+      if (counting) start_counters(c);
       status = c.text("op") == "aggregate" ? mgg::emu::run_aggregate(c) : mgg::emu::run_attention(c);
+      if (counting) write_counters(c);
       simt::trace_to(nullptr);
       if (trace) std::fclose(trace);
     } catch (const std::exception& e) {

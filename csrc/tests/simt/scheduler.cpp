@@ -207,6 +207,7 @@ void try_warp(Thread& t) {
     if (lanes[l] && lanes[l]->value) vote |= uint64_t{1} << l;
   }
   if (trace) log_call(t);
+  count_warp_call(t.op);
   if (t.call) {
     int members[32], k = 0;
     for (int l = 0; l < 32; ++l) {

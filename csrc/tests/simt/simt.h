@@ -9,6 +9,7 @@
 // them, warp calls complete only when every lane of the mask has arrived at the same call with
 // the same mask, and anything else stops the launch with a report naming each thread's file:line.
 #pragma once
+#define MGG_SIMT 1  // the kernels' source is compiled for the emulator (kernels/memory.cuh counts)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -21,6 +22,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 // ---- qualifiers ---------------------------------------------------------------------------
 #undef __global__
@@ -77,6 +79,28 @@ void block_op(Op op, const Site& site, const GroupCall* call = nullptr);
 
 // Stops the launch from inside a thread with `message` (the launch returns an error).
 [[noreturn]] void fail(const std::string& message, const Site& site);
+
+// ---- memory and warp-call counters (counters.cpp) -------------------------------------------
+// A load site of the kernels reports every lane's load of one warp instruction, active or not
+// (MGG_GLOBAL_LOAD, kernels/memory.cuh): the k-th report of each lane of a warp at one site is
+// the warp's k-th instruction there. Per site and named memory region the counters hold the
+// issued requests (instructions with an active lane), the distinct 32-byte sectors each touches,
+// active lanes, lane slots (32 per request) and bytes requested, as Nsight Compute counts them.
+void global_load(const void* p, size_t bytes, bool active, const Site& site = Site::current());
+// Called by the scheduler when a warp call completes (shuffles per edge).
+void count_warp_call(Op op);
+struct SiteCounts {
+  std::string site, region;  // file:line of the load; the region holding the first active address
+  uint64_t requests = 0, sectors = 0, active_lanes = 0, lane_slots = 0, bytes = 0;
+};
+// Starts counting (clearing earlier counts and regions) or stops it.
+void count_memory(bool on);
+// Names [base, base + bytes) for the counters (a table, the plan's arrays, shared memory).
+void name_region(const std::string& name, const void* base, size_t bytes);
+// The counts so far (pending instructions of lanes that exited are completed first), and the
+// completed warp calls by op_name.
+std::vector<SiteCounts> memory_counts();
+std::vector<std::pair<std::string, uint64_t>> warp_call_counts();
 
 // ---- launch -------------------------------------------------------------------------------
 using Body = void (*)(const void* ctx);

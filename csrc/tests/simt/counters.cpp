@@ -1,0 +1,138 @@
+// The emulator's memory counters (simt.h): warp instructions of each load site assembled from
+// the lanes' reports, their 32-byte sectors, active lanes and bytes, by site and memory region.
+// Blocks run one at a time, so a block's pending instructions are completed at its end.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "simt.h"
+
+namespace simt {
+namespace {
+
+constexpr uint64_t kSector = 32;
+
+struct Named {
+  std::string name;
+  uintptr_t begin, end;
+};
+
+struct Instruction {  // one warp instruction at a site, as its lanes report it
+  int lanes = 0, active = 0;
+  uint64_t bytes = 0;
+  uintptr_t first = 0;  // the first active lane's address (its region names the instruction's)
+  std::vector<uint64_t> sectors;
+};
+
+struct SiteState {  // one warp at one site
+  int next[32] = {};
+  std::map<int, Instruction> pending;  // by instruction index
+};
+
+using Key = std::pair<std::string, int>;  // site, warp
+
+bool on = false;
+bool hooked = false;
+std::vector<Named> regions;
+std::map<Key, SiteState> warps;                                    // this block's
+std::map<std::pair<std::string, std::string>, SiteCounts> totals;  // (site, region)
+std::map<std::string, uint64_t> calls;
+
+std::string where(const Site& s) {  // e.g. kernels/aggregate_kernel.cuh:77
+  std::string f = std::filesystem::path(s.file_name()).lexically_normal().generic_string();
+  const size_t csrc = f.rfind("csrc/");
+  if (csrc != std::string::npos) f = f.substr(csrc + 5);
+  return f + ":" + std::to_string(s.line());
+}
+
+std::string region_of(uintptr_t a) {
+  for (const Named& r : regions) {
+    if (a >= r.begin && a < r.end) return r.name;
+  }
+  return "other";
+}
+
+void complete(const std::string& site, Instruction& in) {
+  if (in.active == 0) return;  // every lane off: the instruction is not issued
+  std::sort(in.sectors.begin(), in.sectors.end());
+  const auto n = std::unique(in.sectors.begin(), in.sectors.end()) - in.sectors.begin();
+  const std::string region = region_of(in.first);
+  SiteCounts& c = totals[{site, region}];
+  c.site = site;
+  c.region = region;
+  c.requests += 1;
+  c.sectors += static_cast<uint64_t>(n);
+  c.active_lanes += static_cast<uint64_t>(in.active);
+  c.lane_slots += 32;
+  c.bytes += in.bytes;
+}
+
+void flush() {
+  for (auto& [key, state] : warps) {
+    for (auto& [k, in] : state.pending) complete(key.first, in);
+  }
+  warps.clear();
+}
+
+std::string block_end() {
+  if (on) flush();
+  return {};
+}
+
+}  // namespace
+
+void global_load(const void* p, size_t bytes, bool active, const Site& site) {
+  if (!on) return;
+  const Position& pos = here();
+  const int lane = pos.id % 32, warp = pos.id / 32;
+  const std::string s = where(site);
+  SiteState& state = warps[{s, warp}];
+  const int k = state.next[lane]++;
+  Instruction& in = state.pending[k];
+  in.lanes += 1;
+  if (active) {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    if (in.active++ == 0) in.first = a;
+    in.bytes += bytes;
+    for (uint64_t sec = a / kSector; sec <= (a + bytes - 1) / kSector; ++sec) in.sectors.push_back(sec);
+  }
+  if (in.lanes == 32) {
+    complete(s, in);
+    state.pending.erase(k);
+  }
+}
+
+void count_warp_call(Op op) {
+  if (on) calls[op_name(op)] += 1;
+}
+
+void count_memory(bool enable) {
+  on = enable;
+  warps.clear();
+  if (enable) {
+    regions.clear();
+    totals.clear();
+    calls.clear();
+    if (!hooked) on_block_end(&block_end);
+    hooked = true;
+  }
+}
+
+void name_region(const std::string& name, const void* base, size_t bytes) {
+  const auto b = reinterpret_cast<uintptr_t>(base);
+  regions.push_back({name, b, b + bytes});
+}
+
+std::vector<SiteCounts> memory_counts() {
+  flush();
+  std::vector<SiteCounts> out;
+  for (const auto& [key, c] : totals) out.push_back(c);
+  return out;
+}
+
+std::vector<std::pair<std::string, uint64_t>> warp_call_counts() { return {calls.begin(), calls.end()}; }
+
+}  // namespace simt
