@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emu
 MALLOC_DEBUG = Path("/lib/x86_64-linux-gnu/libc_malloc_debug.so.0")
 
 CHILD = """
-import threading, torch, emulator, mgg
+import threading, torch, mgg
+from tests import emulator
 from mgg import Config, Plan
 from mgg.testing import random_graph
 g = random_graph(120, 900, seed=3, weighted=True)
@@ -46,7 +47,7 @@ def test_launches_from_threads_that_exited():
         os.environ,
         MALLOC_CHECK_="3",
         MALLOC_PERTURB_="165",
-        PYTHONPATH=os.pathsep.join([str(Path(emulator.__file__).parent), os.environ.get("PYTHONPATH", "")]),
+        PYTHONPATH=os.pathsep.join([str(emulator.ROOT), os.environ.get("PYTHONPATH", "")]),  # tests.emulator
     )
     if MALLOC_DEBUG.exists():
         env["LD_PRELOAD"] = str(MALLOC_DEBUG)
