@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import mgg
+import mgg.data.synthetic  # mgg.data.synthetic.from_spec below: not imported by `import mgg`
 from mgg import Config, Graph, MggError, Partition, PlanError
 from mgg.ops import run_peers
 from mgg.partitioning import METHODS
