@@ -25,13 +25,13 @@ test: $(STAMP)
 # The float comparisons (mgg against PyG, torch and the float64 references, the oracles) once more
 # under other instruction sets and in random order, so that a tolerance that holds on one CPU only
 # (MKL's AVX-512 GEMM sums in another order than its AVX2 one) fails before it lands. CI runs it.
-NUMERICS = tests/test_oracle.py tests/test_op.py tests/test_attend.py tests/test_nn.py tests/test_sage.py \
-           tests/test_gat.py tests/test_graph.py
+NUMERICS = tests/core/test_oracle.py tests/core/test_op.py tests/core/test_attend.py tests/nn/test_nn.py tests/nn/test_sage.py \
+           tests/nn/test_gat.py tests/core/test_graph.py
 test-isa: $(STAMP)
 	MKL_ENABLE_INSTRUCTIONS=SSE4_2 ATEN_CPU_CAPABILITY=default \
 	  $(VENV)/bin/python -m pytest $(NUMERICS) -q --random-order-bucket=global
 
-# Every benchmark suite on a tiny graph, CPU-friendly (what tests/test_bench.py runs in CI); the
+# Every benchmark suite on a tiny graph, CPU-friendly (what tests/bench/test_bench.py runs in CI); the
 # results go to build/bench-smoke, not bench/results.
 bench-smoke: $(STAMP)
 	$(VENV)/bin/python -m bench all --smoke --quiet --out build/bench-smoke

@@ -106,9 +106,9 @@ for s in "$@"; do
     versions) stage versions 60 versions ;;
     deps) stage deps 60 deps ;;
     build) stage build 420 build ;;
-    cuda) stage cuda 300 $PYTEST -m gpu tests/test_op.py tests/test_cuda.py tests/test_gat.py --junitxml="$OUT/cuda.xml" ;;
-    nvshmem-one) stage nvshmem-one 180 $PYTEST tests/test_nvshmem.py -k "2 and cora and match_single" ;;
-    nvshmem) stage nvshmem 420 $PYTEST tests/test_nvshmem.py --junitxml="$OUT/nvshmem.xml" ;;
+    cuda) stage cuda 300 $PYTEST -m gpu tests/core/test_op.py tests/kernels/test_cuda.py tests/nn/test_gat.py --junitxml="$OUT/cuda.xml" ;;
+    nvshmem-one) stage nvshmem-one 180 $PYTEST tests/distributed/test_nvshmem.py -k "2 and cora and match_single" ;;
+    nvshmem) stage nvshmem 420 $PYTEST tests/distributed/test_nvshmem.py --junitxml="$OUT/nvshmem.xml" ;;
     memcheck | racecheck | synccheck) stage "$s" 300 sanitize "$s" ;;
     kernel) stage kernel 480 $PY -m bench kernel --graphs rmat-reddit rmat-products --dims 16 64 128 256 \
       --impls mgg torch.sparse cupy --budget-s 420 --out "$OUT" --tag h100 --quiet ;;

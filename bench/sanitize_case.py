@@ -10,14 +10,14 @@ storage, at dims that are not multiples of 32, in deterministic mode too:
   ranks reading each other's rows and terms in place, direct loads).
 
 Not here: the NVSHMEM gets (get-thread, get-warp, get-block and its block-get kernel), which need
-NVSHMEM PEs (tests/test_nvshmem.py runs them).
+NVSHMEM PEs (tests/distributed/test_nvshmem.py runs them).
 
 Every result is compared with a value by the oracles of the tests (a NaN fails them): the
 aggregations by mgg.testing.assert_matches_reference, attention's output and gradients by
 assert_attention_matches_reference and assert_attention_gradients_match_reference (float64
 references on the same stored inputs, tolerances derived from the storage and fp32 rounding).
 Exits non-zero on a wrong result. `--device cpu` runs the same checks on
-the CPU executors (tests/test_bench.py).
+the CPU executors (tests/bench/test_bench.py).
 
     compute-sanitizer --tool racecheck --kernel-name kns=mgg python -m bench.sanitize_case
 """

@@ -135,7 +135,7 @@ def assert_matches_reference(out: torch.Tensor, g: Graph, x: torch.Tensor, acc_d
     """out equals A @ x (float64, from x as stored) within `summation_tolerance` of each row's
     degree and Σ|w x| in acc_dtype, plus one rounding to out's storage type (and a subnormal step).
     A dropped, doubled or misplaced edge in any row of degree up to thousands fails at D >= 16
-    (tests/test_oracle.py shows it for every config); exact cases should use
+    (tests/core/test_oracle.py shows it for every config); exact cases should use
     `assert_exact_reference`, which holds for any D."""
     ref = dense_reference(g, x)
     a = g.to_torch_sparse(torch.float64)

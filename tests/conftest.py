@@ -36,7 +36,7 @@ def device(request):
     if request.param != "emu":
         yield request.param
         return
-    import emulator
+    from tests import emulator
 
     with emulator.emulated_ops(seed=1):
         yield "cpu"

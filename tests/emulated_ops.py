@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import emulator
 import torch
 
 from mgg import Config, Plan
 from mgg.plan import STEP_FIELDS
+from tests import emulator
 
 F = {name: i for i, name in enumerate(STEP_FIELDS)}
 SOURCES = ["table", "direct", "get-thread", "get-warp", "get-block"]  # table: halo buffer (or none: one rank)

@@ -4,7 +4,7 @@ installed), writes cases of the real mgg plans for the runner (csrc/tests/emu), 
 reads the outputs back. Needs g++ and the CUDA headers (cuda_fp16.h, cuda_bf16.h,
 cuda_runtime_api.h; $CUDA_HOME or /usr/local/cuda), not a GPU.
 
-MGG_EMU_FULL=1 runs the long matrices of tests/test_emulator_*.py; MGG_EMU_CACHE moves the
+MGG_EMU_FULL=1 runs the long matrices of tests/kernels/test_emulator_*.py; MGG_EMU_CACHE moves the
 build cache (default ~/.cache/mgg/emulator)."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def available() -> Optional[str]:
 
 
 def digest_files() -> list:
-    """The sources whose content names a build of the binaries (tests/test_emulator_build.py checks
+    """The sources whose content names a build of the binaries (tests/kernels/test_emulator_build.py checks
     that every file the binaries include is one)."""
     files = [CSRC / "ops" / "kernel_step.h"]  # the one op header the runner includes
     for folder in ("core", "kernels", "tests/simt", "tests/emu"):

@@ -1,6 +1,7 @@
 """What every suite shares: the options (Options), the CSV row (result_row), the budget's case loop
 (within_budget), timing (timed: mgg.runtime.timing.measure, so every suite follows the same
-discipline), the check before timing (verified), features, and in-process tuning (tuned). Graphs
+discipline), the check before timing (verified), features, in-process tuning (tuned), and the
+torchrun children of the dist, fetch and dlrm suites (torchrun_command, torchrun). Graphs
 come from bench.cache (made once per process, kept on disk for later processes), plans are shared
 across dims and fetch policies, and every suite stops starting cases when its time budget runs
 out."""
@@ -8,9 +9,11 @@ out."""
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import torch
@@ -176,6 +179,27 @@ def tuned(opt: Options, target, x: torch.Tensor, record: Optional[list] = None) 
     while not tuner.done:
         tuner.run(target, x)
     return tuner
+
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: the workers import mgg and bench from it
+WORKERS = ROOT / "bench" / "workers"
+
+
+def torchrun_command(worker: str, pes: int, args: list, split_threads: bool = False, nvshmem: bool = False):
+    """The command line and environment of a torchrun child (the dist, fetch and dlrm suites'):
+    `pes` processes on this node, each running bench/workers/<worker> with `args`, the checkout
+    first on PYTHONPATH. split_threads: OMP_NUM_THREADS is the cores shared among the ranks (at
+    least 1 each). nvshmem: NVSHMEM on one node (no remote transport, bootstrap over loopback)
+    unless the environment sets them. Returns (cmd, env) for torchrun() or subprocess.run."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={pes}", "--standalone"]
+    cmd += [str(WORKERS / worker), *(str(a) for a in args)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    if split_threads:
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 2) // pes))
+    if nvshmem:
+        env.setdefault("NVSHMEM_REMOTE_TRANSPORT", "none")
+        env.setdefault("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "lo")  # one node: bootstrap over loopback
+    return cmd, env
 
 
 def torchrun(cmd: list, env: dict, timeout: float) -> subprocess.CompletedProcess:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 import sys
 import tempfile
 import time
@@ -19,6 +18,7 @@ from .common import (
     result_row,
     timed,
     torchrun,
+    torchrun_command,
     within_budget,
 )
 
@@ -35,8 +35,6 @@ def dist(opt: Options) -> Iterator[dict]:
     from mgg.distributed import nvshmem
 
     backends = ["halo"] + (["nvshmem"] if nvshmem.available() is None and opt.device.type == "cuda" else [])
-    worker = Path(__file__).parent.parent / "workers" / "dist_epoch.py"
-    root = str(Path(__file__).resolve().parents[2])
     cases = list(itertools.product(opt.graphs, opt.dims, opt.pes, backends))
     for spec, dim, pes, backend in within_budget(opt, "dist", cases, lambda c: f"{c[0]} D={c[1]} P={c[2]} {c[3]}"):
         t0 = time.perf_counter()
@@ -64,30 +62,8 @@ def dist(opt: Options) -> Iterator[dict]:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "r.json"
-            cmd = [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                f"--nproc-per-node={pes}",
-                "--standalone",
-                str(worker),
-                spec,
-                str(dim),
-                backend,
-                opt.device.type,
-                str(opt.warmup),
-                str(opt.reps),
-                str(out),
-                str(opt.data_dir or ""),
-                opt.partition,
-            ]
-            env = dict(
-                os.environ,
-                OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // pes)),
-                PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
-            )
-            env.setdefault("NVSHMEM_REMOTE_TRANSPORT", "none")
-            env.setdefault("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "lo")  # one node: bootstrap over loopback
+            args = [spec, dim, backend, opt.device.type, opt.warmup, opt.reps, out, opt.data_dir or "", opt.partition]
+            cmd, env = torchrun_command("dist_epoch.py", pes, args, split_threads=True, nvshmem=True)
             timeout = min(opt.worker_timeout_s, max(opt.budget.left(), 1.0))
             r = torchrun(cmd, env, timeout)
             if r.returncode != 0:  # reported and skipped: one failed case does not end the suite

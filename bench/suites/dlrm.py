@@ -17,7 +17,6 @@ The plot (one PNG): lookup time and bytes moved per batch against the ranks.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from typing import Iterator
 
 from mgg.runtime.timing import Timing
 
-from .common import torchrun, within_budget
+from .common import torchrun, torchrun_command, within_budget
 
 POOLINGS = (1, 8)
 IMPLS = {"halo": "mgg-halo", "alltoall": "alltoall-rw", "nvshmem": "mgg-nvshmem"}
@@ -60,8 +59,6 @@ def _row(opt, case, rows, lookups, dim, impl, pes, pass_, t: Timing, **extra):
 
 
 def dlrm(opt) -> Iterator[dict]:
-    worker = Path(__file__).parent.parent / "workers" / "dlrm_worker.py"
-    root = str(Path(__file__).resolve().parents[2])
     pes_list = [p for p in opt.pes if p > 1] or [2]
     cap = "none" if opt.dlrm_cap is None else str(opt.dlrm_cap)
     cases = [(d, p, k) for d in opt.dims for k in POOLINGS for p in pes_list]
@@ -72,27 +69,8 @@ def dlrm(opt) -> Iterator[dict]:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "r.json"
-            cmd = [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                f"--nproc-per-node={pes}",
-                "--standalone",
-                str(worker),
-                str(dim),
-                str(opt.dlrm_batch),
-                cap,
-                str(pooling),
-                opt.device.type,
-                str(opt.warmup),
-                str(opt.reps),
-                str(out),
-            ]
-            env = dict(
-                os.environ,
-                OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // pes)),
-                PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
-            )
+            args = [dim, opt.dlrm_batch, cap, pooling, opt.device.type, opt.warmup, opt.reps, out]
+            cmd, env = torchrun_command("dlrm_worker.py", pes, args, split_threads=True)
             r = torchrun(cmd, env, min(opt.worker_timeout_s, max(opt.budget.left(), 1.0)))
             if r.returncode != 0:
                 err = r.stderr if len(r.stderr) <= 6000 else f"{r.stderr[:3500]}\n[...]\n{r.stderr[-2500:]}"

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import torch
 from mgg.runtime.timing import Timing, measure
 
 from .. import cache
-from .common import features, result_row, verified, within_budget
+from .common import features, result_row, torchrun_command, verified, within_budget
 
 IN_PROCESS = ("direct", "uva", "uvm", "halo", "allgather")
 NVSHMEM = ("get-thread", "get-warp", "get-block")
@@ -130,28 +129,10 @@ def _ncu(opt, spec: str, dim: int, pes: int, mode: str) -> dict:
 
 def _nvshmem_times(opt, spec: str, dim: int, pes: int) -> dict:
     """Every rank's median time per NVSHMEM get scope, from one torchrun of PEs on this GPU."""
-    worker = Path(__file__).parent.parent / "workers" / "fetch_worker.py"
-    root = str(Path(__file__).resolve().parents[2])
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "r.json"
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            f"--nproc-per-node={pes}",
-            "--standalone",
-            str(worker),
-            spec,
-            str(dim),
-            ",".join(NVSHMEM),
-            str(opt.warmup),
-            str(opt.reps),
-            str(out),
-            str(opt.data_dir or ""),
-        ]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-        for k, v in (("NVSHMEM_REMOTE_TRANSPORT", "none"), ("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "lo")):
-            env.setdefault(k, v)
+        args = [spec, dim, ",".join(NVSHMEM), opt.warmup, opt.reps, out, opt.data_dir or ""]
+        cmd, env = torchrun_command("fetch_worker.py", pes, args, nvshmem=True)
         r = subprocess.run(
             cmd, capture_output=True, text=True, env=env, timeout=min(opt.worker_timeout_s, max(opt.budget.left(), 1.0))
         )

@@ -15,7 +15,7 @@ reads), three in the backward (counts, outboxes, and the end of the reads before
 rewritten).
 
 Tested on the CPU with threads as PEs over a stand-in symmetric heap
-(tests/test_embedding_nvshmem.py); not yet run on GPUs with NVSHMEM.
+(tests/distributed/test_embedding_nvshmem.py); not yet run on GPUs with NVSHMEM.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ struct Emulated {
     return s;
   }
   // One launch at a time in the process: the emulator's scheduler is not reentrant, and tests run
-  // PEs as threads (tests/test_nvshmem_runtime.py). A launch never waits on another thread.
+  // PEs as threads (tests/distributed/test_nvshmem_runtime.py). A launch never waits on another thread.
   static inline std::mutex launches;  // one for every instantiation of launch()
   template <typename Run>
   static void launch(const char* op, Run&& run) {

@@ -1,6 +1,6 @@
 // The SIMT emulator's checks, each shown to fire on a kernel with the bug it exists to catch
 // (and to stay quiet on the fixed kernel): `simt_selftest CASE` exits 0 when the case behaves
-// as expected. tests/test_emulator_simt.py runs every case; shared-oob is expected to end in
+// as expected. tests/kernels/test_emulator_simt.py runs every case; shared-oob is expected to end in
 // an AddressSanitizer report instead.
 #include <cstdio>
 #include <cstring>

@@ -1,0 +1,539 @@
+"""CI smoke test of the harness: every suite that runs without a GPU, on tiny graphs."""
+
+import csv
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from bench.report import COLUMNS
+
+
+def test_smoke_all_suites(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "bench", "all", "--smoke", "--quiet", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-4000:]
+    (csv_path,) = tmp_path.glob("*.csv")
+    rows = list(csv.DictReader(open(csv_path)))
+    assert list(rows[0].keys()) == COLUMNS
+    suites = {row["suite"] for row in rows}
+    assert suites == {"kernel", "ablation", "scaling", "dist", "e2e", "tune", "load", "fetch", "tta", "dlrm"}
+    kernel = [row for row in rows if row["suite"] == "kernel"]
+    assert {row["impl"] for row in kernel} >= {"mgg", "torch.sparse", "pyg"}
+    assert {row["pass"] for row in kernel} == {"fwd", "bwd"}
+    for row in rows:
+        assert float(row["p10_ms"]) <= float(row["median_ms"]) <= float(row["p90_ms"])
+        assert row["device"] and row["torch"] and row["date"]
+    assert {int(row["pes"]) for row in rows if row["suite"] == "scaling"} == {1, 2}
+    assert {row["impl"] for row in rows if row["suite"] == "scaling"} == {
+        "mgg-peers-inproc",
+        "mgg-halo-inproc",
+        "mgg-peers-inproc-tuned",
+        "mgg-halo-inproc-tuned",
+    }
+    tune = [row for row in rows if row["suite"] == "tune"]
+    assert {(row["impl"], int(row["pes"])) for row in tune} == {
+        ("mgg-tuner", 1),
+        ("mgg-tuner-inproc", 2),
+        ("grid", 1),
+        ("grid", 2),
+    }
+    dist = [row for row in rows if row["suite"] == "dist"]
+    failed = r.stderr[r.stderr.find("dist suite:") :][:6000] if "dist suite:" in r.stderr else ""
+    assert {(row["impl"], int(row["pes"])) for row in dist} >= {("mgg-halo", 1), ("mgg-halo", 2)}, failed
+    assert all(row["rank_edges"].count(";") == int(row["pes"]) - 1 for row in dist)
+    load = [row for row in rows if row["suite"] == "load" and row["pass"] == "load"]
+    assert {row["graph"] for row in load} == {
+        "text",
+        "text.gz",
+        "mtx",
+        "npz-edge_index",
+        "npz-edge_index-by-dst",
+        "npz-scipy-csr",
+    }
+    (plan,) = [row for row in rows if row["suite"] == "load" and row["pass"] == "plan"]
+    assert (plan["graph"], int(plan["pes"]), int(plan["edges"])) == ("rmat:1500:15000", 8, 15000)
+    assert float(plan["median_ms"]) > 0 and float(plan["peak_mem_mb"]) > 0
+    assert float(plan["p10_ms"]) < float(plan["p90_ms"])  # a spread of several builds, not one timing repeated
+    for row in load:  # every format gives the same graph; the figures are filled in
+        assert (int(row["nodes"]), int(row["edges"])) == (10_000, 100_000)
+        assert float(row["edges_per_s"]) > 0 and float(row["peak_mem_bytes_per_edge"]) > 0
+    fetch = {(row["impl"], int(row["pes"])): row for row in rows if row["suite"] == "fetch"}
+    assert set(fetch) == {(f"fetch-{m}", p) for m in ("direct", "halo", "allgather") for p in (1, 2)}
+    assert float(fetch[("fetch-halo", 1)]["traffic_mb"]) == 0 and float(fetch[("fetch-halo", 2)]["traffic_mb"]) > 0
+    assert fetch[("fetch-direct", 2)]["rank_ms"].count(";") == 1  # every rank's time
+    tta = {row["impl"]: row for row in rows if row["suite"] == "tta"}
+    assert set(tta) == {"mgg", "pyg", "minibatch-sampler(torch)"} or set(tta) == {"mgg", "pyg", "pyg-neighborloader"}
+    for row in tta.values():  # GCN on Cora to 0.6 validation accuracy within the 40-epoch limit
+        assert (row["graph"], row["case"], row["pass"], row["target_acc"]) == ("cora", "cora/gcn/seed0", "train", "0.6")
+        assert row["reached"] == "True" and 0 < int(row["epochs"]) <= 40
+        curve = [tuple(map(float, p.split(":"))) for p in row["val_curve"].split(";")]
+        assert len(curve) == int(row["epochs"]) and curve[-1][1] >= 0.6 > max(a for _, a in curve[:-1])
+        assert float(row["time_to_target_s"]) == pytest.approx(curve[-1][0], abs=1e-3)
+        assert float(row["time_to_target_s"]) > 0
+        assert float(row["best_val_acc"]) == pytest.approx(curve[-1][1], abs=1e-4)
+        assert float(row["peak_mem_mb"]) > 0 and float(row["median_ms"]) > 0
+    assert len(list(tmp_path.glob("*.png"))) == len(suites)  # one plot per suite
+    md = next(tmp_path.glob("*.md")).read_text()
+    assert "speedup of mgg over each peer" in md and "tuner against the exhaustive grid" in md
+    assert "## load: graph files to an mgg Graph" in md and "## load: the plan of a graph" in md
+    assert "## tta: time to the target validation accuracy" in md
+    assert "read from peers MB (computed) |" in md and "computed from the plan" in md
+    assert "## fetch: one kernel" in md and "fetch rmat:1500:15000 D=16 P=2 uva (needs a GPU)" in md
+
+
+def test_sanitize_case_checks_every_result_on_the_cpu():
+    """bench.sanitize_case (compute-sanitizer's case on a GPU) runs its checks on the CPU executors:
+    aggregation, aggregate_peers, attention forward and backward (a check holds the three gradients),
+    attend_peers, each compared."""
+    r = subprocess.run(
+        [sys.executable, "-m", "bench.sanitize_case", "--device", "cpu"], capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "sanitize case: 96 results checked, 0 wrong", (
+        r.stdout[-3000:] + r.stderr[-3000:]
+    )
+
+
+def test_scaling_and_dist_with_a_partition(tmp_path):
+    """--partition: the plans (in process) and the ranks (under torchrun) own a relabelled graph,
+    and the impl names say by which method."""
+    env = dict(os.environ, MGG_PARTITION_CACHE=str(tmp_path / "partitions"))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "scaling",
+            "dist",
+            "--smoke",
+            "--quiet",
+            "--partition",
+            "random",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr[-4000:]
+    (csv_path,) = tmp_path.glob("*.csv")
+    rows = list(csv.DictReader(open(csv_path)))
+    assert {row["impl"] for row in rows} == {
+        "mgg-peers-inproc[random]",
+        "mgg-halo-inproc[random]",
+        "mgg-halo[random]",
+        "mgg-peers-inproc-tuned[random]",
+        "mgg-halo-inproc-tuned[random]",
+    }
+    two = [row for row in rows if int(row["pes"]) == 2]
+    assert two and all(row["rank_edges"].count(";") == 1 for row in two)
+
+
+def test_partition_compare_writes_csv_and_markdown(tmp_path):
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.partition_compare",
+            "--graphs",
+            "cora",
+            "--ranks",
+            "2",
+            "--methods",
+            "range",
+            "random",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-4000:]
+    (csv_path,) = tmp_path.glob("partition-*.csv")
+    rows = list(csv.DictReader(open(csv_path)))
+    assert [(row["method"], row["status"], row["edges"]) for row in rows] == [
+        ("range", "ok", "10556"),
+        ("random", "ok", "10556"),
+    ]
+    assert float(rows[0]["remote_fraction"]) > 0.3 and int(rows[0]["halo_rows"]) > 0
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.partition_compare",
+            "--graphs",
+            "cora",
+            "--ranks",
+            "3",
+            "--methods",
+            "range",
+            "--append",
+            str(csv_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-4000:]
+    md = csv_path.with_suffix(".md").read_text()
+    assert md.count("| cora |") == 3 and "| cora | 3 | range |" in md
+
+
+def test_rejects_too_few_repetitions(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "bench", "kernel", "--reps", "5", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2 and "at least 20" in r.stderr
+
+
+def test_mgg_bench_alias(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "mgg", "bench", "scaling", "--smoke", "--quiet", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert len(list(tmp_path.glob("scaling-*.csv"))) == 1
+
+
+def test_projection_from_scaling_rows(tmp_path):
+    """bench.project fits the in-process scaling runs and brackets an 8-GPU time."""
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "scaling",
+            "--graphs",
+            "rmat:3000:40000",
+            "--dims",
+            "16",
+            "--pes",
+            "1",
+            "2",
+            "3",
+            "4",
+            "--quiet",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    (csv_path,) = tmp_path.glob("*.csv")
+    from bench.project import project
+
+    rows = list(csv.DictReader(open(csv_path)))
+    p = project(rows, "rmat:3000:40000", 16, gpus=8, nvlink_gbps=450, eta=0.7)
+    assert p["measured_pes"] == [1, 2, 3, 4]
+    assert 0 < p["overlap_ms"] <= p["no_overlap_ms"]
+    assert 0.8 < p["remote_fraction"] < 1.0  # R-MAT over 8 contiguous ranges: mostly remote
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.project", str(csv_path), "--graph", "rmat:3000:40000", "--dim", "16"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0 and "8 GPUs, full overlap" in out.stdout, out.stderr
+    assert f"| 1 PE on {rows[0]['device']} (measured) |" in out.stdout  # the device that measured it
+    assert ("Measured on a CPU" in out.stdout) == rows[0]["device"].startswith("cpu")
+
+
+def test_projection_fit_never_answers_a_negative_cost():
+    """Timings where more remote edges took less time: an unconstrained least-squares fit answers
+    a negative c_remote, and then the full-overlap bound exceeds the no-overlap one (seen in CI on
+    a noisy CPU). The fit is non-negative, so the bounds stay ordered."""
+    from bench.project import fit
+
+    def row(ranks, ms):
+        return {"rank_edges": ";".join(f"{i}:{loc}/{rem}" for i, (loc, rem) in enumerate(ranks)), "median_ms": ms}
+
+    rows = [
+        row([(1000, 0)], 1.05),
+        row([(400, 600), (400, 600)], 0.85),
+        row([(200, 800)] * 3, 0.63),
+        row([(100, 900)] * 4, 0.42),
+    ]
+    a = np.array([[1, 1000, 0], [2, 800, 1200], [3, 600, 2400], [4, 400, 3600]], float)
+    unconstrained = np.linalg.lstsq(a, np.array([1.05, 0.85, 0.63, 0.42]) * 1e-3, rcond=None)[0]
+    assert unconstrained.min() < 0  # the case is the one that broke the bounds
+    t0, c_local, c_remote = fit(rows)
+    assert min(t0, c_local, c_remote) >= 0 and c_local > 0
+    pred = [t0 * r + c_local * loc + c_remote * rem for r, loc, rem in a]
+    assert max(abs(p - m * 1e-3) for p, m in zip(pred, [1.05, 0.85, 0.63, 0.42], strict=True)) < 0.5e-3  # still a fit
+
+
+def _bench(tmp_path, *args, env=None):
+    import os
+
+    e = dict(os.environ, MGG_GRAPH_CACHE=str(tmp_path / "graphs"), **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args, "--quiet", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=e,
+    )
+
+
+def test_budget_stops_starting_cases_and_says_what_it_skipped(monkeypatch, tmp_path):
+    from bench import report, suites
+    from bench.budget import Budget
+
+    monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path))
+    now = {"t": 0.0}
+    opt = suites.Options(
+        device=torch.device("cpu"),
+        graphs=["rmat:2000:20000", "rmat:3000:30000"],
+        dims=[16, 32],
+        impls=["mgg"],
+        warmup=1,
+        progress=False,
+        budget=Budget(10.0, clock=lambda: now["t"]),
+    )
+    rows = []
+    for row in suites.kernel(opt):
+        rows.append(row)
+        now["t"] = 9.999 if len(rows) == 2 else now["t"]  # 1 ms left: less than the first case took
+    first = "rmat:2000:20000/d16"
+    assert [(row["case"], row["pass"]) for row in rows] == [(first, "fwd"), (first, "bwd")]
+    md = report.summary(rows, 1.0, opt.budget.skipped)
+    assert "skipped: the time budget ran out, or the case cannot run here" in md
+    for case in ("rmat:2000:20000 D=32 mgg", "rmat:3000:30000 D=16 mgg", "rmat:3000:30000 D=32 mgg"):
+        assert f"- kernel {case}" in md
+
+
+def test_rows_are_on_disk_as_soon_as_they_are_measured(tmp_path):
+    """A run cut off (a device call's time limit) keeps every row it finished."""
+    import os
+    import signal
+    import time
+
+    e = dict(os.environ, MGG_GRAPH_CACHE=str(tmp_path / "graphs"))
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "kernel",
+            "--graphs",
+            "rmat:4000:60000",
+            "--dims",
+            "8",
+            "16",
+            "32",
+            "64",
+            "128",
+            "256",
+            "--impls",
+            "mgg",
+            "pyg",
+            "--quiet",
+            "--out",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=e,
+    )
+    deadline = time.monotonic() + 300
+    rows = []
+    while time.monotonic() < deadline and len(rows) < 2:
+        time.sleep(0.5)
+        paths = list(tmp_path.glob("*.csv"))
+        rows = list(csv.DictReader(open(paths[0]))) if paths else []
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert len(rows) >= 2 and all(float(r["median_ms"]) > 0 for r in rows)
+    assert not list(tmp_path.glob("*.md"))  # it was cut off before the summary
+
+
+def test_graphs_are_made_once_and_cached_on_disk(tmp_path, monkeypatch):
+    import numpy as np
+
+    from bench import cache
+
+    monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path))
+    monkeypatch.setattr(cache, "_GRAPHS", {})
+    g, _ = cache.graph("rmat:3000:40000")
+    (path,) = tmp_path.glob("*.npz")
+    assert cache.graph("rmat:3000:40000")[0] is g  # this process: from memory
+    monkeypatch.setattr(cache, "_GRAPHS", {})  # a later process: from disk, equal
+    h, _ = cache.graph("rmat:3000:40000")
+    assert h is not g and np.array_equal(h.rowptr.numpy(), g.rowptr.numpy()) and np.array_equal(h.col, g.col)
+    path.write_bytes(b"not an npz")  # a corrupt file is ignored and replaced
+    monkeypatch.setattr(cache, "_GRAPHS", {})
+    k, _ = cache.graph("rmat:3000:40000")
+    assert np.array_equal(k.col, g.col) and path.stat().st_size > 1000
+
+
+def test_plans_are_shared_across_dims_and_tune_evicts(monkeypatch, tmp_path):
+    from bench import cache, suites
+    from bench.budget import Budget
+
+    monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path))
+    monkeypatch.setattr(cache, "_PLANS", {})
+    opt = suites.Options(
+        device=torch.device("cpu"),
+        graphs=["rmat:800:6000"],
+        dims=[8, 16, 24],
+        impls=["mgg"],
+        reps=20,
+        warmup=1,
+        progress=False,
+        tune_budget=5,
+        budget=Budget(None),
+    )
+    rows = list(suites.kernel(opt))
+    assert len(rows) == 6 and len(cache._PLANS) == 1
+    (plan,) = [p for _, p in cache._PLANS.values()]
+    assert len(plan._plans) == 1  # one rank plan (one config) served the three dims
+    rows = list(suites.tune(opt))
+    assert any(r["impl"] == "grid" for r in rows)
+    for _, p in cache._PLANS.values():
+        assert len(p._plans) <= 2  # the best so far and at most one other schedule stay
+
+
+def _one_edge_dropped(g, row):
+    """g without the first edge of `row`."""
+    from mgg import Graph
+
+    keep = torch.ones(g.num_edges, dtype=torch.bool)
+    keep[int(g.rowptr[row])] = False
+    return Graph.from_edges(g.col[keep], g.rows()[keep], g.num_nodes, None if g.weight is None else g.weight[keep])
+
+
+def test_a_wrong_result_is_refused_not_timed(monkeypatch, tmp_path):
+    """The kernel suite compares each implementation's forward and backward with the float64
+    reference before timing it: one that drops an edge of the hub row is said to be wrong, never
+    timed, and the summary lists it."""
+    from bench import peers, report, suites
+
+    monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path))
+
+    def drops_an_edge(g, x, **_):
+        return peers.prepare_torch_sparse(_one_edge_dropped(g, int(torch.argmax(g.degree()))), x)
+
+    monkeypatch.setitem(peers.PEERS, "drops-an-edge", drops_an_edge)
+    opt = suites.Options(
+        device=torch.device("cpu"),
+        graphs=["rmat:800:6000"],
+        dims=[16],
+        impls=["mgg", "torch.sparse", "pyg", "drops-an-edge"],
+        warmup=1,
+        progress=False,
+    )
+    rows = list(suites.kernel(opt))
+    assert {(r["impl"], r["pass"]) for r in rows} == {
+        (i, p) for i in ("mgg", "torch.sparse", "pyg") for p in ("fwd", "bwd")
+    }
+    (wrong,) = opt.wrong
+    assert wrong.startswith("kernel rmat:800:6000 D=16 drops-an-edge: forward: out[")
+    md = report.summary(rows, 1.0, (), opt.wrong)
+    assert "## WRONG RESULTS" in md and f"- {wrong}" in md
+
+
+def test_check_samples_hub_rows_of_a_large_graph():
+    """On a graph larger than the sample, bench.peers.check compares the hub rows and a random
+    sample: a right result passes, one edge dropped from the hub row fails and is named by its row."""
+    from bench import peers
+    from mgg.testing import dense_reference, random_graph
+
+    g = random_graph(20000, 60000, seed=7, weighted=True, skew=0.5)
+    x = torch.randn(20000, 8)
+    assert g.num_nodes > peers.HUBS + peers.SAMPLE
+    right = dense_reference(g, x).float()
+    peers.check(right, g, x)
+    right[1, 1] = float("nan")  # a NaN anywhere, sampled or not, is refused
+    with pytest.raises(AssertionError, match="1 non-finite entries"):
+        peers.check(right, g, x)
+    hub = int(torch.argmax(g.degree()))
+    with pytest.raises(AssertionError, match=rf"that is out\[{hub}, "):
+        peers.check(dense_reference(_one_edge_dropped(g, hub), x).float(), g, x)
+
+
+def test_tta_target_must_be_model_equals_accuracy(tmp_path):
+    r = _bench(tmp_path, "tta", "--tta-target", "gcn:0.7")
+    assert r.returncode != 0 and "--tta-target takes MODEL=ACCURACY pairs" in r.stderr
+
+
+def test_accuracy_script_writes_a_row_per_seed_and_the_table(tmp_path):
+    """bench.accuracy trains each model with mgg's and PyG's layers through mgg.train."""
+    pytest.importorskip("torch_geometric")
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.accuracy",
+            "--models",
+            "gcn",
+            "sage",
+            "--seeds",
+            "2",
+            "--epochs",
+            "2",
+            "--quiet",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    (path,) = tmp_path.glob("accuracy-cora-*.csv")
+    rows = list(csv.DictReader(open(path)))
+    assert [(row["model"], row["layers"], row["seed"]) for row in rows] == [
+        (m, impl, s) for m in ("gcn", "sage") for impl in ("mgg", "pyg") for s in ("0", "1")
+    ]
+    assert all(0 < float(row["test_acc"]) <= 1 and row["epochs"] == "2" for row in rows)
+    md = next(tmp_path.glob("accuracy-cora-*.md")).read_text()
+    assert "| gcn | " in md and "| sage | " in md and "mgg - PyG" in md
+
+
+PTXAS_LOG = os.path.join(os.path.dirname(__file__), "data", "ptxas-peers-sm90.log")  # excerpt of a real log
+
+
+def test_resources_reads_ptxas_and_refuses_a_new_or_larger_spill():
+    """bench.resources: kernels (not NVSHMEM's device functions) with their registers and spills,
+    named without nvcc's internal-linkage prefix; --check's rule against the allowance."""
+    from bench.resources import allowance, key, parse_ptxas, violations
+
+    rows = parse_ptxas(open(PTXAS_LOG).read())
+    assert [key(r) for r in rows] == [
+        "aggregate_blocks_blockget_kernel<float>@sm_90",
+        "aggregate_fixup_kernel<__half>@sm_90",
+    ]
+    get, fixup = rows
+    assert (
+        get["launch__registers_per_thread"],
+        get["spill_store_bytes"],
+        get["spill_load_bytes"],
+        get["stack_frame_bytes"],
+        get["launch__shared_mem_per_block_static"],
+        get["barriers"],
+    ) == (128, 92, 108, 48, 384, 1)
+    assert (fixup["launch__registers_per_thread"], fixup["spill_store_bytes"], fixup["barriers"]) == (32, 0, 0)
+    assert violations(rows, {key(get): 200}) == []
+    assert len(violations(rows, {key(get): 199})) == 1  # larger than allowed
+    assert len(violations(rows, {})) == 1  # a new spill
+    allowed = allowance()
+    assert allowed and all(k.rsplit("@sm_", 1)[1] in ("80", "90") and v > 0 for k, v in allowed.items())
+    ci = open(os.path.join(os.path.dirname(__file__), "..", "..", ".ci", "run")).read()
+    assert "bench.resources" in ci and "--check" in ci

@@ -1,0 +1,1 @@
+"""The top of the stack: the mgg command (mgg/cli.py) and the training loop (mgg/train.py)."""

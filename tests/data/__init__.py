@@ -1,0 +1,1 @@
+"""mgg.data: the loaders against their reference implementations, dataset resolution."""

@@ -1,0 +1,349 @@
+"""The nvshmem backend's Python side on the CPU, with stand-ins for what needs a GPU: threads as
+PEs over a fake symmetric heap (the layer protocol: ping-pong tables, barriers, reads in place),
+and a fake nvshmem.core that checks the start-up and shutdown order against nvshmem4py's rules.
+The same code runs on a GPU with nvshmem4py (tests/distributed/test_nvshmem.py)."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+
+import mgg
+from mgg import Config, MggError, ops
+from mgg.distributed import nvshmem
+from mgg.testing import random_graph
+from tests import emulator
+from tests.distributed.test_distributed import PARTITIONS
+
+
+class _FakeWorld:
+    """P PEs as threads of one process: a 'symmetric heap' holds each allocation once per PE."""
+
+    def __init__(self, pes: int):
+        self.pes, self.heap, self.lock = pes, [], threading.Lock()
+        self.barrier = threading.Barrier(pes, timeout=60)
+        self.barriers = [0] * pes
+
+
+class _FakeHeap:
+    """nvshmem.Nvshmem4pyHeap's interface for one PE of a _FakeWorld."""
+
+    def __init__(self, world: _FakeWorld, pe: int):
+        self.world, self.pe, self.allocs, self.freed = world, pe, 0, 0
+
+    def my_pe(self):
+        return self.pe
+
+    def n_pes(self):
+        return self.world.pes
+
+    def tensor(self, shape, dtype):
+        k, self.allocs = self.allocs, self.allocs + 1
+        with self.world.lock:
+            while len(self.world.heap) <= k:
+                self.world.heap.append([None] * self.world.pes)
+            self.world.heap[k][self.pe] = torch.full(shape, float("nan"), dtype=dtype)
+        self.world.barrier.wait()  # symmetric allocation is collective
+        return self.world.heap[k][self.pe]
+
+    def peer(self, t, pe):
+        (k,) = [k for k, per_pe in enumerate(self.world.heap) if per_pe[self.pe] is t]
+        return self.world.heap[k][pe]
+
+    def barrier(self):
+        self.world.barriers[self.pe] += 1
+        self.world.barrier.wait()
+
+    def free(self, t):
+        self.freed += 1
+
+
+def run_pes(pes: int, pe_main, *barriers: threading.Barrier) -> None:
+    """Runs pe_main(pe) on one thread per PE; an error on one aborts the barriers the others may
+    wait at, and is raised here."""
+    errors = []
+
+    def guarded(pe):
+        try:
+            pe_main(pe)
+        except Exception as e:  # surfaced below
+            errors.append(e)
+            for b in barriers:
+                b.abort()
+
+    threads = [threading.Thread(target=guarded, args=(pe,)) for pe in range(pes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+@pytest.mark.parametrize("partition", PARTITIONS)
+def test_layer_protocol_with_threads_as_pes(monkeypatch, tmp_path, partition):
+    """P threads stand in for P PEs. Each layer writes its rows into the next of two tables,
+    meets the others at the barrier, then reads peers' rows in place (aggregate_peers, direct
+    loads). Four layers of one shape reuse the two tables in turn; every layer's result, put
+    back in the user's node order, must equal the global one (for every partition method: the
+    plan is of the relabelled graph, as DistGraph builds it); destroy frees both tables."""
+    _layer_protocol(monkeypatch, tmp_path, partition, torch.float64)
+
+
+FETCHES = ["direct", "get-thread", "get-warp", "get-block"]
+
+
+@pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
+@pytest.mark.parametrize("fetch", FETCHES)
+def test_layer_protocol_with_threads_as_pes_emulated(monkeypatch, tmp_path, fetch):
+    """The same protocol with each PE's aggregate_peers run by the CUDA host code and kernels
+    under the SIMT emulator (tests/emulator.py), fp32, on the metis partition, reading peers' rows
+    directly or by NVSHMEM gets (the PEs' tables as symmetric heaps; a get lands at the quiet)."""
+    before = emulator.CALLS["aggregate_peers"]
+    with emulator.emulated_ops(seed=2):
+        _layer_protocol(
+            monkeypatch, tmp_path, "metis" if "metis" in PARTITIONS else PARTITIONS[0], torch.float32, fetch
+        )
+    assert emulator.CALLS["aggregate_peers"] - before == 3 * 4  # every PE's every layer ran emulated
+
+
+def _layer_protocol(monkeypatch, tmp_path, partition, dtype, fetch="direct"):
+    pes, layers = 3, 4
+    g = random_graph(200, 3000, seed=12, weighted=True, skew=0.5)
+    part = mgg.partition(g, pes, partition, cache=str(tmp_path))
+    plan = part.plan(g)
+    perm = torch.from_numpy(part.perm)
+    b = plan.bounds
+    range_rows = [int(n) for n in np.diff(b)]
+    xs = [torch.randn(200, 9, dtype=torch.float64).to(dtype) for _ in range(layers)]
+    world, local, results = _FakeWorld(pes), threading.local(), {}
+    monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
+
+    def pe_main(pe):
+        local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
+        rp = plan.rank_plan(pe, Config(4, 2, 2))
+        results[pe] = [nvshmem.aggregate(x[perm][b[pe] : b[pe + 1]], rp, rp, range_rows, fetch, False) for x in xs]
+        assert len(local.rt.tables) == 1 and len(next(iter(local.rt.tables.values()))) == 2
+        local.rt.destroy()
+        assert local.rt.heap.freed == 2
+
+    run_pes(pes, pe_main, world.barrier)
+    assert world.barriers == [layers] * pes
+    for i, x in enumerate(xs):
+        got = part.to_user(torch.cat([results[pe][i] for pe in range(pes)]))
+        torch.testing.assert_close(
+            got.double(),
+            g.to_torch_sparse(torch.float64) @ x.double(),
+            **({} if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)),
+        )
+
+
+def test_attention_protocol_with_threads_as_pes(monkeypatch):
+    """GAT's attention on the nvshmem backend, 3 threads as PEs: the forward reads peers' source
+    rows in place; the backward publishes the source rows and the output rows' terms, meets the
+    others once, then computes d a_dst over its in-edges and its source rows' gradients over the
+    transposed graph's in-edges, reading the destinations' terms on their owners. Two calls with
+    attention dropout 0.5 (two seeds) share the tables; outputs and gradients of h, a_src and
+    a_dst must equal one process's mgg.attend with the same seeds (the same masks)."""
+    _attention_protocol(monkeypatch, torch.float64)
+
+
+@pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
+@pytest.mark.parametrize("fetch", FETCHES)
+def test_attention_protocol_with_threads_as_pes_emulated(monkeypatch, fetch):
+    """The same protocol with each PE's attend_peers, attend_peers_dst and attend_peers_src run by
+    the CUDA host code and kernels under the SIMT emulator (tests/emulator.py), fp32, against the
+    float64 reference of the CPU kernels, reading peers' rows directly or by NVSHMEM gets."""
+    names = ("attend_peers", "attend_peers_dst", "attend_peers_src")
+    before = [emulator.CALLS[n] for n in names]
+    with emulator.emulated_ops(seed=3):
+        _attention_protocol(monkeypatch, torch.float32, fetch)
+    assert [emulator.CALLS[n] - b for n, b in zip(names, before, strict=True)] == [3 * 2] * 3  # every PE, both calls
+
+
+def _attention_protocol(monkeypatch, dtype, fetch="direct"):
+    pes, heads, c = 3, 2, 5
+    g = ops.attention_graph(random_graph(150, 1500, seed=4, skew=0.5))  # directed, self-loops added
+    plan = mgg.Plan(g, pes)
+    plan_t = mgg.Plan(g.transpose(), bounds=plan.bounds)
+    b = plan.bounds
+    range_rows = [int(n) for n in np.diff(b)]
+    gen = torch.Generator().manual_seed(0)
+    h, a_src, a_dst = (
+        torch.randn(*shape, dtype=torch.float64, generator=gen)
+        for shape in ((150, heads, c), (150, heads), (150, heads))
+    )
+    w = torch.randn(150, heads * c, dtype=torch.float64, generator=gen)
+    seeds = (11, 12)
+    ref = [t.clone().requires_grad_() for t in (h, a_src, a_dst)]
+    with emulator.suspended():  # the float64 reference on the CPU kernels
+        ref_out = [ops.attend(*ref, g, dropout=0.5, seed=s).reshape(150, -1) for s in seeds]
+        sum((o * w).sum() for o in ref_out).backward()
+    h, a_src, a_dst, w = (t.to(dtype) for t in (h, a_src, a_dst, w))
+    world, local, results = _FakeWorld(pes), threading.local(), {}
+    monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
+
+    def pe_main(pe):
+        local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
+        lo, hi = int(b[pe]), int(b[pe + 1])
+        mine = [t[lo:hi].clone().requires_grad_() for t in (h, a_src, a_dst)]
+        rp, rpt = plan.rank_plan(pe, Config(4, 2, 2)), plan_t.rank_plan(pe, Config(4, 2, 2))
+        table = ops.attention_table(mine[0], mine[1])
+        outs = [nvshmem.attend(table, mine[2], rp, rpt, range_rows, fetch, heads, 0.2, 0.5, s) for s in seeds]
+        sum((o * w[lo:hi]).sum() for o in outs).backward()
+        results[pe] = ([o.detach() for o in outs], [t.grad for t in mine])
+
+    run_pes(pes, pe_main, world.barrier)
+    assert world.barriers == [2 * len(seeds)] * pes  # one per forward, one per backward
+    tol = {} if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)
+    for i, o in enumerate(ref_out):
+        torch.testing.assert_close(torch.cat([results[pe][0][i] for pe in range(pes)]).double(), o.detach(), **tol)
+    for k, t in enumerate(ref):
+        torch.testing.assert_close(torch.cat([results[pe][1][k] for pe in range(pes)]).double(), t.grad, **tol)
+
+
+class _FakeCore:
+    """nvshmem.core's API as mgg uses it, for a world of one PE on the CPU, enforcing nvshmem4py's
+    order: init before any symmetric allocation or barrier, tables freed before finalize, nothing
+    after finalize; and mgg's: the extension attaches after init and detaches before finalize."""
+
+    class InitStatus:
+        STATUS_IS_BOOTSTRAPPED, STATUS_IS_INITIALIZED = 1, 2
+
+    class NvshmemStream:
+        def __init__(self, stream):
+            self.stream = stream
+
+    class _Uid:
+        def __init__(self, data):
+            self._data = data
+
+    def __init__(self, status_after_init=2, version="3.4.5"):
+        self.calls, self.state, self.live = [], "new", set()
+        self.status_after_init, self.version = status_after_init, version
+
+    def _call(self, name, *allowed):
+        assert self.state in allowed, f"{name} while {self.state}"
+        self.calls.append(name)
+
+    def get_version(self):
+        self.calls.append("get_version")
+        return type("V", (), {"libnvshmem_version": self.version})()
+
+    def get_unique_id(self, empty=False):
+        self._call("get_unique_id", "new")
+        data = np.zeros(128, np.uint8) if empty else np.arange(128, dtype=np.uint8)
+        return self._Uid(data)
+
+    def init(self, device, uid, rank, nranks, initializer_method):
+        self._call("init", "new")
+        assert initializer_method == "uid" and (rank, nranks) == (0, 1)
+        assert np.array_equal(uid._data, np.arange(128, dtype=np.uint8))  # rank 0's id, rebuilt from its bytes
+        self.state = "init"
+
+    def init_status(self):
+        return self.status_after_init if self.state != "new" else 0
+
+    def my_pe(self):
+        return 0
+
+    def n_pes(self):
+        return 1
+
+    def tensor(self, shape, dtype):
+        self._call("tensor", "attached")
+        t = torch.zeros(shape, dtype=dtype)
+        self.live.add(t.data_ptr())
+        return t
+
+    def get_peer_tensor(self, t, pe):
+        raise AssertionError("the own PE's table is used as is, never through get_peer_tensor")
+
+    def barrier_all(self, stream):
+        assert isinstance(stream, self.NvshmemStream)
+        self._call("barrier_all", "attached")
+
+    def free_tensor(self, t):
+        self._call("free_tensor", "attached")
+        self.live.remove(t.data_ptr())
+
+    def finalize(self):
+        self._call("finalize", "detached")
+        assert not self.live, "tables left unfreed at finalize"
+        self.state = "finalized"
+
+
+class _FakeLib:
+    def __init__(self, core, version="3.4.5"):
+        self.core, self.version = core, version
+
+    def compiled_version(self):
+        return self.version
+
+    def attach(self):
+        self.core._call("attach", "init")
+        self.core.state = "attached"
+
+    def detach(self):
+        self.core._call("detach", "attached")
+        self.core.state = "detached"
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    yield None
+    dist.destroy_process_group()
+
+
+def test_start_use_and_shutdown_in_nvshmem4py_order(one_rank_group, monkeypatch):
+    core = _FakeCore()
+    lib = _FakeLib(core)
+    nvshmem.check_versions(core, lib)
+    monkeypatch.setattr(nvshmem, "_runtime", None)
+    monkeypatch.setattr(nvshmem.atexit, "register", lambda fn: None)
+    nvshmem.start(core, lib, device=object())
+    g = random_graph(40, 300, seed=3)
+    rp = mgg.Plan(g).rank_plan(0, Config(2, 1, 2))
+    x = torch.randn(40, 5, dtype=torch.float64)
+    for _ in range(3):  # three layers of one shape: two tables, used in turn
+        out = nvshmem.aggregate(x, rp, rp, [40], "direct", False)
+        torch.testing.assert_close(out, g.to_torch_sparse(torch.float64) @ x)
+    nvshmem.finalize()
+    assert core.calls == [
+        "get_version",
+        "get_unique_id",
+        "get_unique_id",
+        "init",
+        "attach",
+        "tensor",
+        "tensor",
+        "barrier_all",
+        "barrier_all",
+        "barrier_all",
+        "free_tensor",
+        "free_tensor",
+        "detach",
+        "finalize",
+    ]
+    nvshmem.finalize()  # a second finalize (atexit) does nothing
+    assert core.calls[-1] == "finalize" and core.calls.count("finalize") == 1
+
+
+def test_start_up_failures_are_one_line(one_rank_group, monkeypatch):
+    with pytest.raises(MggError, match="nvshmem4py loaded NVSHMEM 3.5.0 but mgg was built with NVSHMEM 3.4.5") as e:
+        nvshmem.check_versions(_FakeCore(version="3.5.0"), _FakeLib(None))
+    assert "\n" not in str(e.value)
+    monkeypatch.setattr(nvshmem, "_runtime", None)
+    core = _FakeCore(status_after_init=1)  # NVSHMEM swallowed a setup error: only bootstrapped
+    with pytest.raises(MggError, match="only bootstrapped"):
+        nvshmem.start(core, _FakeLib(core), device=object())
+    assert "attach" not in core.calls
+
+
+def test_single_node_defaults_keep_what_the_user_set():
+    env = {"LOCAL_WORLD_SIZE": "4", "WORLD_SIZE": "4", "NVSHMEM_REMOTE_TRANSPORT": "ibrc"}
+    d = nvshmem.single_node_defaults(env)
+    assert "NVSHMEM_REMOTE_TRANSPORT" not in d and d["NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME"] == "lo"
+    assert nvshmem.single_node_defaults({"LOCAL_WORLD_SIZE": "4", "WORLD_SIZE": "8"}) == {}

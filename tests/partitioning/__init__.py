@@ -1,0 +1,1 @@
+"""mgg.partitioning: the partition methods, their cache and statistics."""
