@@ -7,7 +7,7 @@
 #   A  bash bench/gpu_verify.sh versions deps build cuda nvshmem-one
 #   B  bash bench/gpu_verify.sh versions deps build nvshmem memcheck
 #   C  bash bench/gpu_verify.sh versions build kernel
-#   later: racecheck synccheck scaling dist tune
+#   later: racecheck synccheck ncu scaling dist tune
 #
 # Nothing is installed: the checkout is on PYTHONPATH (workers too). Every stage runs under its
 # own timeout, writes $OUT/STAGE.log as it goes, and appends its exit status and length to
@@ -100,6 +100,16 @@ sanitize() {  # sanitize TOOL: compute-sanitizer on mgg's kernels only, every on
   compute-sanitizer --tool "$1" $filter --error-exitcode 9 $PY -m bench.sanitize_case
 }
 
+ncu_counters() {  # Nsight Compute's counterparts of bench.counters' columns (the emulator's memory
+  # counters), for mgg's kernels on bench/sanitize_case.py's checked case, as CSV
+  local ncu metrics
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  [ -x "$ncu" ] || { echo "no ncu (Nsight Compute) here"; return 3; }
+  metrics=$($PY -m bench.counters --ncu-metrics) || return 1
+  "$ncu" --kernel-name-base demangled --kernel-name regex:mgg::kernels --metrics "$metrics" --csv --page raw \
+    --log-file "$OUT/ncu-log.txt" $PY -m bench.sanitize_case >"$OUT/ncu.csv"
+}
+
 PYTEST="$PY -m pytest -q -p no:cacheprovider --timeout=300"
 for s in "$@"; do
   case $s in
@@ -110,6 +120,7 @@ for s in "$@"; do
     nvshmem-one) stage nvshmem-one 180 $PYTEST tests/distributed/test_nvshmem.py -k "2 and cora and match_single" ;;
     nvshmem) stage nvshmem 420 $PYTEST tests/distributed/test_nvshmem.py --junitxml="$OUT/nvshmem.xml" ;;
     memcheck | racecheck | synccheck) stage "$s" 300 sanitize "$s" ;;
+    ncu) stage ncu 300 ncu_counters ;;
     kernel) stage kernel 480 $PY -m bench kernel --graphs rmat-reddit rmat-products --dims 16 64 128 256 \
       --impls mgg torch.sparse cupy --budget-s 420 --out "$OUT" --tag h100 --quiet ;;
     tune) stage tune 540 $PY -m bench tune --graphs rmat-reddit rmat-products rmat:2000000:40000000 --dims 64 \

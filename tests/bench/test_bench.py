@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from bench.report import COLUMNS
+from tests import emulator
 
 
 def test_smoke_all_suites(tmp_path):
@@ -537,3 +538,27 @@ def test_resources_reads_ptxas_and_refuses_a_new_or_larger_spill():
     assert allowed and all(k.rsplit("@sm_", 1)[1] in ("80", "90") and v > 0 for k, v in allowed.items())
     ci = open(os.path.join(os.path.dirname(__file__), "..", "..", ".ci", "run")).read()
     assert "bench.resources" in ci and "--check" in ci
+
+
+@pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
+def test_counters_report_of_the_emulated_kernels(tmp_path):
+    """bench.counters on a small graph: one CSV row per case and memory class with Nsight
+    Compute's metric names, the ratios consistent with the raw counts, a markdown table and a
+    plot; --ncu-metrics names the metrics the GPU stage collects (bench/gpu_verify.sh)."""
+    from bench import counters
+
+    assert counters.main(["--graphs", "rmat:300:2400", "--dims", "16", "64", "--dtypes", "float32",
+                          "--sources", "table", "get-warp", "--out", str(tmp_path)]) == 0  # fmt: skip
+    (path,) = tmp_path.glob("counters-*.csv")
+    rows = list(csv.DictReader(open(path)))
+    assert len(rows) == 2 * 2 * len(counters.CLASSES)
+    req, sec = counters.NCU["requests"], counters.NCU["sectors"]
+    for r in rows:
+        if r["class"] == "rows":
+            assert float(r["sectors_per_request"]) == pytest.approx(int(r[sec]) / int(r[req]), abs=1e-3)
+            assert float(r["active_lanes_pct"]) == (50.0 if r["dim"] == "16" else 100.0)  # lanes own columns
+        if r["class"] == "landed":
+            assert (int(r[req]) > 0) == (r["source"] == "get-warp")  # gets land rows in shared memory
+    assert list(tmp_path.glob("counters-*.md")) and list(tmp_path.glob("counters-*.png"))
+    gpu = open(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu_verify.sh")).read()
+    assert "bench.counters --ncu-metrics" in gpu

@@ -1,0 +1,216 @@
+"""What the aggregation kernels ask of the memory system, counted by the SIMT emulator (issue 31):
+per graph, feature width, dtype and remote-row source, the global-memory load requests, the
+32-byte sectors they touch, the bytes they ask for, the lanes active per load and the warp
+shuffles per edge, summed over every rank's step. Machine-independent: no GPU, no timing.
+
+    python -m bench.counters [--graphs rmat-reddit:scale=0.0005 rmat-products:scale=0.0001]
+                             [--dims 16 32 64 128 256] [--dtypes float32 bfloat16]
+                             [--sources table get-warp] [--ranks 2] [--out DIR]
+    python -m bench.counters --ncu-metrics   # the Nsight Compute metrics the columns mirror
+
+Writes counters-<date>.csv (one row per case and memory class: `global` is what Nsight Compute
+sees as global loads, `rows` the source rows read in place, `edges` the plan's column ids,
+weights and PEs, `landed` the rows NVSHMEM gets put in shared memory, read from there; the gets'
+own traffic is not counted yet), a markdown table and a plot. The default graphs keep Reddit's and
+products' degree profiles at about 13K edges, so the default run emulates in minutes. Columns that
+Nsight Compute also reports carry its metric names (bench/gpu_verify.sh's `ncu` stage collects
+them on a GPU). Needs the repository checkout (the emulator is tests/emulator.py) and g++ with
+the CUDA headers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# emulator field -> the Nsight Compute metric of the same quantity (global loads, per kernel launch)
+NCU = {
+    "requests": "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "active_lanes": "smsp__sass_thread_inst_executed_op_global_ld_pred_on.sum",
+}
+# further metrics the GPU stage records beside them (no emulator counterpart)
+NCU_EXTRA = [
+    "smsp__sass_inst_executed_op_global_ld.sum",
+    "launch__registers_per_thread",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "gpu__time_duration.sum",
+]
+CLASSES = ("global", "rows", "edges", "landed")
+COLUMNS = [
+    "graph",
+    "dim",
+    "dtype",
+    "source",
+    "ranks",
+    "edges",
+    "class",
+    NCU["requests"],
+    NCU["sectors"],
+    NCU["active_lanes"],
+    "bytes_requested",
+    "sectors_per_request",
+    "bytes_in_sectors_over_requested",
+    "requests_per_128_bytes",
+    "active_lanes_pct",
+    "shuffles_per_edge",
+]
+
+
+def region_class(region: str) -> str:
+    """rows, edges or landed (a region name of tests/emulated_ops.py's cases)."""
+    if region == "shared":
+        return "landed"
+    if region in ("table", "remote_table") or region.startswith("peer"):
+        return "rows"
+    return "edges"
+
+
+def summarize(per_rank: list, edges: int) -> dict:
+    """Per class: the counters summed over ranks and regions, and the ratios."""
+    sums = {c: dict(requests=0, sectors=0, active_lanes=0, lane_slots=0, bytes=0) for c in CLASSES}
+    shuffles = 0
+    for counters in per_rank:
+        for (_, region), v in counters["loads"].items():
+            cls = region_class(region)
+            for c in {cls, "global"} if cls != "landed" else {cls}:
+                for f, n in v.items():
+                    sums[c][f] += n
+        shuffles += counters["warp_calls"].get("__shfl_sync", 0)
+    out = {}
+    for c, s in sums.items():
+        req, sec, by = s["requests"], s["sectors"], s["bytes"]
+        out[c] = {
+            NCU["requests"]: req,
+            NCU["sectors"]: sec,
+            NCU["active_lanes"]: s["active_lanes"],
+            "bytes_requested": by,
+            "sectors_per_request": round(sec / req, 3) if req else "",
+            "bytes_in_sectors_over_requested": round(32 * sec / by, 3) if by else "",
+            "requests_per_128_bytes": round(128 * req / by, 3) if by else "",
+            "active_lanes_pct": round(100 * s["active_lanes"] / s["lane_slots"], 1) if s["lane_slots"] else "",
+            "shuffles_per_edge": round(shuffles / edges, 3) if edges else "",
+        }
+    return out
+
+
+def measure(spec: str, dim: int, dtype: str, source: str, ranks: int, work: Path) -> list[dict]:
+    """One case: the emulated kernels of every rank's step, checked against the float64
+    reference before their counters are read."""
+    import torch
+
+    from mgg import Config, Plan
+    from mgg.data import load_graph
+    from mgg.testing import assert_matches_reference
+    from tests import emulator
+    from tests.emulated_ops import aggregate
+
+    g = load_graph(spec)
+    x = torch.randn(g.num_nodes, dim, generator=torch.Generator().manual_seed(0)).to(getattr(torch, dtype))
+    plan = Plan(g, ranks)
+    completion = "proxy" if source.startswith("get") else "loadstore"
+    out = aggregate(work, plan, x, Config(), source, completion, counters=True)
+    assert_matches_reference(out, g, x)
+    per_rank = [emulator.counters_of(work / f"rank{r}") for r in range(ranks)]
+    base = dict(graph=spec, dim=dim, dtype=dtype, source=source, ranks=ranks, edges=g.num_edges)
+    return [dict(base, **{"class": c}, **v) for c, v in summarize(per_rank, g.num_edges).items()]
+
+
+RATIOS = ("sectors_per_request", "bytes_in_sectors_over_requested", "requests_per_128_bytes", "active_lanes_pct")
+
+
+def markdown(rows: list[dict]) -> str:
+    head = [
+        "graph",
+        "D",
+        "dtype",
+        "source",
+        "sectors/req (rows)",
+        "bytes in sectors / requested (rows)",
+        "req per 128 B (rows)",
+        "active lanes % (rows)",
+        "active lanes % (edges)",
+        "shuffles/edge",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    by = {(r["graph"], r["dim"], r["dtype"], r["source"], r["class"]): r for r in rows}
+    for g, d, t, s, c in by:
+        if c != "rows":
+            continue
+        r, e = by[(g, d, t, s, "rows")], by[(g, d, t, s, "edges")]
+        cells = [g, d, t, s] + [r[k] for k in RATIOS] + [e["active_lanes_pct"], r["shuffles_per_edge"]]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    series = sorted({(r["graph"], r["dtype"], r["source"]) for r in rows})
+    for g, t, s in series:
+        mine = [r for r in rows if (r["graph"], r["dtype"], r["source"], r["class"]) == (g, t, s, "rows")]
+        pts = sorted(((r["dim"], r) for r in mine), key=lambda p: p[0])
+        dims = [d for d, _ in pts]
+        axes[0].plot(dims, [r["bytes_in_sectors_over_requested"] for _, r in pts], marker="o", label=f"{g} {t} {s}")
+        axes[1].plot(dims, [r["active_lanes_pct"] for _, r in pts], marker="o", label=f"{g} {t} {s}")
+    axes[0].set(xscale="log", xlabel="D", ylabel="bytes in touched sectors / bytes requested", title="source rows")
+    axes[1].set(xscale="log", xlabel="D", ylabel="active lanes per load (%)", title="source rows")
+    for a in axes:
+        a.set_xticks(sorted({r["dim"] for r in rows}), [str(d) for d in sorted({r["dim"] for r in rows})])
+    axes[1].legend(fontsize=7)
+    fig.suptitle("mgg aggregation kernels under the SIMT emulator (counts, not times)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.counters", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--graphs", nargs="+", default=["rmat-reddit:scale=0.0005", "rmat-products:scale=0.0001"])
+    ap.add_argument("--dims", nargs="+", type=int, default=[16, 32, 64, 128, 256])
+    ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], help="float32, float16, bfloat16")
+    ap.add_argument(
+        "--sources", nargs="+", default=["table", "get-warp"], help="table, direct, get-thread, get-warp, get-block"
+    )
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--ncu-metrics", action="store_true", help="print the Nsight Compute metrics and exit")
+    args = ap.parse_args(argv)
+    if args.ncu_metrics:
+        print(",".join(list(NCU.values()) + NCU_EXTRA))
+        return 0
+    if str(ROOT) not in sys.path:  # tests.emulator, from the checkout
+        sys.path.insert(0, str(ROOT))
+    rows = []
+    cases = [(g, d, t, s) for g in args.graphs for t in args.dtypes for s in args.sources for d in args.dims]
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (g, d, t, s) in enumerate(cases):
+            print(f"[{i + 1}/{len(cases)}] {g} D={d} {t} {s}", flush=True)
+            rows += measure(g, d, t, s, args.ranks, Path(tmp) / str(i))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"counters-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    with open(f"{stem}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    table = markdown(rows)
+    Path(f"{stem}.md").write_text(table + "\n")
+    plot(rows, Path(f"{stem}.png"))
+    print(table)
+    print(f"wrote {stem}.csv, .md, .png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
