@@ -555,6 +555,10 @@ class Aggregation(Protocol):
     def aggregate(self, x: torch.Tensor, config: Optional[Config] = None, deterministic: bool = False) -> torch.Tensor:
         """The output rows this process owns; x: the input rows it owns [rows, D]."""
 
+    def aggregate_extreme(self, x: torch.Tensor, reduce: str, config: Optional[Config] = None) -> torch.Tensor:
+        """The same rows of the max or min aggregation (reduce 'max' or 'min') over an unweighted
+        graph."""
+
     def attend(
         self,
         h: torch.Tensor,

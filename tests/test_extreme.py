@@ -183,3 +183,13 @@ def test_bad_input_is_refused_in_one_line():
             call()
         msg = str(e.value).strip()
         assert words in msg and "\n" not in msg.split("\nException raised from")[0], msg
+
+
+def test_nvshmem_backend_refuses_max_min_in_one_line():
+    """The nvshmem backend's kernels read peers' rows in place for sums only: max/min is refused
+    (tests/test_distributed.py runs the halo and allgather backends)."""
+    from mgg.distributed.backends import BACKENDS
+
+    with pytest.raises(MggError, match="use backend 'halo' or 'allgather'") as e:
+        BACKENDS["nvshmem"].aggregate_extreme(None, torch.zeros(1, 1), None, None, "max")
+    assert "\n" not in str(e.value)
