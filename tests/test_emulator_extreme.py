@@ -4,12 +4,13 @@ torch.ops.mgg_emu): every rank of real multi-rank plans, fp32/fp16/bf16, graphs 
 (thousands of edges: many edge chunks per warp), rows without in-edges and duplicate edges (ties),
 widths that cut the columns into several tiles, warps per block 1 to 16 and several scheduling
 seeds: the output and the arg (which source row won) equal the CPU executor's bit for bit, and
-the output equals torch's scatter_reduce."""
+the output equals torch's scatter_reduce; the same under ASan/UBSan through the runner."""
 
 import emulator
 import numpy as np
 import pytest
 import torch
+from emulated_ops import aggregate_extreme
 from test_extreme import empty_hub_graph, oracle
 
 from mgg import Config, Graph, Plan
@@ -88,6 +89,27 @@ def test_kernel_equals_cpu_executor(case, dtype, reduce):
             assert torch.equal(arg, ref_arg), f"rank {r}: {int((arg != ref_arg).sum())} args differ"
             assert torch.equal(out, ref), f"rank {r}: {int((out != ref).sum())} outputs differ"
         assert torch.equal(torch.cat([o for (o, _), _ in found]), oracle(g, x, reduce))
+
+
+@pytest.mark.parametrize("case", ["hub-rows", "distinct-hub-rows", "four-ranks-wpb16", "dim300-tiles", "ties"])
+def test_runner_under_sanitizers_equals_cpu_executor(tmp_path, case):
+    """The same kernel by the runner (tests/emulated_ops.py's aggregate_extreme: the emulator
+    built with ASan and UBSan, out NaN-filled and arg poisoned first, so an unwritten element or
+    an out-of-bounds read shows), bf16 and fp32, max and min: out and arg equal the CPU op's."""
+    make, dim, ranks, config, kind = CASES[case]
+    g = make()
+    plan = Plan(g, ranks)
+    for dtype, reduce in ((torch.float32, "max"), (torch.bfloat16, "min")):
+        x = values(g.num_nodes, dim, dtype, kind)
+        found = aggregate_extreme(tmp_path / f"{dtype}-{reduce}", plan, x, config, reduce, seed=5)
+        for r, (out, arg) in enumerate(found):
+            rp = plan.rank_plan(r, config)
+            lo, hi = int(plan.bounds[r]), int(plan.bounds[r + 1])
+            args, params = rp.op_args("cpu", transposed=False)
+            remote = x[torch.from_numpy(rp.shard.halo_nodes)].contiguous()
+            ref, ref_arg = torch.ops.mgg.aggregate_extreme(x[lo:hi].contiguous(), remote, args, params, reduce)
+            assert torch.equal(arg, ref_arg), f"rank {r}: {int((arg != ref_arg).sum())} args differ"
+            assert torch.equal(out, ref), f"rank {r}: {int((out != ref).sum())} outputs differ"
 
 
 def test_emulated_op_autograd():

@@ -1,6 +1,6 @@
-// simt_runner CASE_DIR...: runs each case (op aggregate or attention) under the SIMT emulator
-// with the scheduling seed it names, and writes status.txt ("ok" or why not) beside it (and,
-// for a case with `trace 1`, the emulator's trace of warp and block calls as trace.txt).
+// simt_runner CASE_DIR...: runs each case (op aggregate, aggregate_extreme or attention) under the
+// SIMT emulator with the scheduling seed it names, and writes status.txt ("ok" or why not) beside
+// it (and, for a case with `trace 1`, the emulator's trace of warp and block calls as trace.txt).
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -26,7 +26,10 @@ int main(int argc, char** argv) {
       simt::set_seed(static_cast<uint64_t>(c.integer("seed")));
       std::FILE* trace = c.has("trace") ? std::fopen((c.dir() + "/trace.txt").c_str(), "w") : nullptr;
       simt::trace_to(trace);
-      status = c.text("op") == "aggregate" ? mgg::emu::run_aggregate(c) : mgg::emu::run_attention(c);
+      const std::string op = c.text("op");
+      status = op == "aggregate"           ? mgg::emu::run_aggregate(c)
+               : op == "aggregate_extreme" ? mgg::emu::run_aggregate_extreme(c)
+                                           : mgg::emu::run_attention(c);
       simt::trace_to(nullptr);
       if (trace) std::fclose(trace);
     } catch (const std::exception& e) {
