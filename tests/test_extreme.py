@@ -151,6 +151,12 @@ def test_opcheck_and_compile():
     for rg in (False, True):
         x = torch.randn(60, 8, requires_grad=rg)
         torch.library.opcheck(torch.ops.mgg.aggregate_extreme.default, (x, x.new_empty(0, 8), args, params, "max"))
+    ranks = Plan(g, 3)  # rank 1 of 3: own rows and halo rows, both differentiable
+    rp = ranks.rank_plan(1, Config(4, 2, 2))
+    r_args, r_params = rp.op_args("cpu", transposed=False)
+    own = torch.randn(int(ranks.bounds[2] - ranks.bounds[1]), 8, requires_grad=True)
+    halo = torch.randn(rp.shard.num_halo, 8, requires_grad=True)
+    torch.library.opcheck(torch.ops.mgg.aggregate_extreme.default, (own, halo, r_args, r_params, "min"))
     x = torch.randn(60, 8, requires_grad=True)
     remote = x.new_empty(0, 8)
     f = torch.compile(
