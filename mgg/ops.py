@@ -14,15 +14,33 @@ from . import _C  # noqa: F401  (loading the extension registers the ops)
 from .errors import MggError
 from .graph import Graph
 from .plan import Config, Plan
-from .steps import FETCH, _acc_dtype, _needs_grad, attention_table, check_fetch, run_attend, run_peers, run_step  # noqa: F401
+from .steps import (  # noqa: F401
+    EXTREMES,
+    FETCH,
+    _acc_dtype,
+    _needs_grad,
+    attention_table,
+    check_fetch,
+    run_attend,
+    run_extreme,
+    run_peers,
+    run_step,
+)
 
-REDUCTIONS = ("sum", "mean")
+REDUCTIONS = ("sum", "mean") + EXTREMES
 
 
 @torch.library.register_fake("mgg::aggregate")
 def _aggregate_fake(x, x_remote, plan, params, deterministic):
     torch._check(x.dim() == 2, lambda: "mgg.aggregate: x must be 2-D")
     return x.new_empty((plan[0].size(0) - 1, x.size(1)))
+
+
+@torch.library.register_fake("mgg::aggregate_extreme")
+def _aggregate_extreme_fake(x, x_remote, plan, params, reduce):
+    torch._check(x.dim() == 2, lambda: "mgg.aggregate_extreme: x must be 2-D")
+    shape = (plan[0].size(0) - 1, x.size(1))
+    return x.new_empty(shape), x.new_empty(shape, dtype=torch.long)
 
 
 @torch.library.register_fake("mgg::aggregate_peers")
@@ -37,7 +55,7 @@ def make_plan(graph: Graph, reduce: str = "sum", num_ranks: int = 1) -> Plan:
     Args:
         graph: the graph.
         reduce: 'sum' uses the graph's edge weights (if any; e.g. from Graph.gcn_norm), 'mean'
-            divides by the in-degree.
+            divides by the in-degree; 'max' and 'min' plan the graph without its weights.
         num_ranks: ranks of the plan.
 
     Returns:
@@ -45,6 +63,8 @@ def make_plan(graph: Graph, reduce: str = "sum", num_ranks: int = 1) -> Plan:
     """
     if reduce not in REDUCTIONS:
         raise MggError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
+    if reduce in EXTREMES:
+        return Plan(Graph._unchecked(graph.rowptr, graph.col) if graph.weight is not None else graph, num_ranks)
     return Plan(graph.mean_norm() if reduce == "mean" else graph, num_ranks)
 
 
@@ -55,23 +75,31 @@ def aggregate(
     reduce: str = "sum",
     deterministic: bool = False,
 ) -> torch.Tensor:
-    """out[v] = sum over edges u->v of w(u,v) * x[u], on one rank, differentiable in x.
+    """out[v] = sum over edges u->v of w(u,v) * x[u] (or, reduce 'max'/'min', the elementwise max
+    or min of x[u], 0 for a node without in-edges), on one rank, differentiable in x.
 
     Args:
         x: node features [nodes, D]: float32, float64 (CPU), float16 or bfloat16 storage;
             accumulation is float32 or wider.
         plan: a Plan of one rank (see make_plan) or a Graph (planned here, with `reduce`).
         config: (ps, dist, wpb); default Config().
-        reduce: with a Graph: 'sum' or 'mean'.
-        deterministic: bit-identical results from run to run.
+        reduce: 'sum' or 'mean' (with a Graph; a Plan's weights fix them), 'max' or 'min' (a Plan
+            of an unweighted graph; the gradient goes to the winning row, ties to the lowest row:
+            csrc/core/extreme.h).
+        deterministic: bit-identical results from run to run (max and min always are).
 
     Returns:
         [nodes, D].
     """
     if isinstance(plan, Graph):
         plan = make_plan(plan, reduce)
-    elif reduce != "sum":
-        raise MggError("reduce applies when a Graph is passed; a Plan already fixes the weights")
+    elif reduce not in ("sum",) + EXTREMES:
+        raise MggError(
+            f"reduce {reduce!r} applies when a Graph is passed; with a Plan (whose weights fix sum or mean) "
+            f"reduce must be one of {('sum',) + EXTREMES}"
+        )
+    if reduce in EXTREMES:
+        return plan.aggregate_extreme(x, reduce, config)
     return plan.aggregate(x, config, deterministic)
 
 

@@ -39,7 +39,7 @@ from .errors import MggError, PlanError
 from .graph import Graph
 from .partitioning.ranges import split_ranges
 from .partitioning.stats import partition_stats
-from .steps import attention_table, run_attend, run_step
+from .steps import attention_table, run_attend, run_extreme, run_step
 
 PS_RANGE = tuple(_C.limits["ps"])
 DIST_RANGE = tuple(_C.limits["dist"])
@@ -480,14 +480,25 @@ class Plan:
     def aggregate(self, x: torch.Tensor, config: Optional[Config] = None, deterministic: bool = False) -> torch.Tensor:
         """out[v] = sum over edges u->v of w(u,v) * x[u] on this one-rank plan, differentiable in x
         (mgg.aggregate)."""
+        self._check_rows(x, "mgg.aggregate")
+        x = x.contiguous()
+        return run_step(x, x.new_empty((0, x.size(1))), self.rank_plan(0, config or Config()), deterministic)
+
+    def aggregate_extreme(self, x: torch.Tensor, reduce: str, config: Optional[Config] = None) -> torch.Tensor:
+        """out[v] = the elementwise max (reduce='max') or min ('min') of x[u] over the edges u->v of
+        this one-rank plan of an unweighted graph, 0 for a node without in-edges, differentiable in
+        x (the gradient goes to the winning row; ties: the lowest row; csrc/core/extreme.h)."""
+        self._check_rows(x, "mgg.aggregate_extreme")
+        x = x.contiguous()
+        return run_extreme(x, x.new_empty((0, x.size(1))), self.rank_plan(0, config or Config()), reduce)
+
+    def _check_rows(self, x, op: str) -> None:
         if self.num_ranks != 1:
-            raise MggError(f"mgg.aggregate runs one rank; this plan has {self.num_ranks} (use mgg.distributed)")
+            raise MggError(f"{op} runs one rank; this plan has {self.num_ranks} (use mgg.distributed)")
         if not isinstance(x, torch.Tensor) or x.dim() != 2:
             raise MggError(f"x must be a 2-D tensor [nodes, dim], got {getattr(x, 'shape', type(x).__name__)}")
         if x.size(0) != self.graph.num_nodes:
             raise MggError(f"x has {x.size(0)} rows but the graph has {self.graph.num_nodes} nodes")
-        x = x.contiguous()
-        return run_step(x, x.new_empty((0, x.size(1))), self.rank_plan(0, config or Config()), deterministic)
 
     def attend(
         self,
@@ -543,6 +554,10 @@ class Aggregation(Protocol):
 
     def aggregate(self, x: torch.Tensor, config: Optional[Config] = None, deterministic: bool = False) -> torch.Tensor:
         """The output rows this process owns; x: the input rows it owns [rows, D]."""
+
+    def aggregate_extreme(self, x: torch.Tensor, reduce: str, config: Optional[Config] = None) -> torch.Tensor:
+        """The same rows of the max or min aggregation (reduce 'max' or 'min') over an unweighted
+        graph."""
 
     def attend(
         self,

@@ -1,7 +1,7 @@
 """One rank's step through the mgg ops: `run_step` (remote rows from one table, a halo buffer),
-`run_peers` (remote rows read from each PE's own table) and `run_attend` (GAT's attention), on a
-RankPlan (mgg.plan, which imports this module: `plan` is not annotated). The backends,
-Plan.aggregate/attend and mgg.ops all call these."""
+`run_extreme` (max/min, remote rows likewise), `run_peers` (remote rows read from each PE's own
+table) and `run_attend` (GAT's attention), on a RankPlan (mgg.plan, which imports this module:
+`plan` is not annotated). The backends, Plan.aggregate/attend and mgg.ops all call these."""
 
 from __future__ import annotations
 
@@ -40,6 +40,36 @@ def run_step(x: torch.Tensor, x_remote: torch.Tensor, plan, deterministic: bool 
     """
     args = plan.op_args(x.device, transposed=_needs_grad(x, x_remote))
     return torch.ops.mgg.aggregate(x, x_remote, *args, deterministic)
+
+
+EXTREMES = ("max", "min")  # the reductions of aggregate_extreme (csrc/core/extreme.h)
+
+
+def check_extreme(reduce: str) -> None:
+    """Raises MggError unless `reduce` names a reduction of aggregate_extreme."""
+    if reduce not in EXTREMES:
+        raise MggError(f"reduce must be one of {EXTREMES}, got {reduce!r}")
+
+
+def run_extreme(x: torch.Tensor, x_remote: torch.Tensor, plan, reduce: str) -> torch.Tensor:
+    """One rank's max or min aggregation (torch.ops.mgg.aggregate_extreme) with remote rows from
+    one table, differentiable in x and x_remote: per output element the largest (smallest) value
+    of its in-neighbors' rows, 0 for a row without in-edges; the gradient goes to the source row
+    that gave the value (ties and NaN: the lowest row of [x | x_remote], csrc/core/extreme.h).
+
+    Args:
+        x: the rank's own rows [rows, D].
+        x_remote: the rank's halo rows [halo, D] in halo order (empty for one rank).
+        plan: the rank's plan of an unweighted graph, under a config.
+        reduce: 'max' or 'min'.
+
+    Returns:
+        [rows, D], the rank's output rows.
+    """
+    check_extreme(reduce)
+    args = plan.op_args(x.device, transposed=False)  # the backward needs no transposed step
+    out, _ = torch.ops.mgg.aggregate_extreme(x, x_remote, *args, reduce)
+    return out
 
 
 def run_peers(

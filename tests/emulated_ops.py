@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from mgg import Config, Plan
@@ -111,6 +112,53 @@ def aggregate(
         shapes.append((rp.num_rows, x.size(1)))
     _run(folders)
     return torch.cat([_output(f, "out", shape, x.dtype) for f, shape in zip(folders, shapes, strict=True)])
+
+
+def aggregate_extreme(
+    folder: Path, plan: Plan, x: torch.Tensor, config: Config, reduce: str, seed: int = 0
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Max or min over every rank of `plan` by the emulated kernel of kernels/extreme_kernel.cuh
+    (the runner, under ASan/UBSan), remote rows from each rank's halo table, scheduled by `seed`:
+    per rank (out, arg), arg indexing that rank's [own rows | halo rows]."""
+    b = plan.bounds
+    folders, shapes = [], []
+    for r in range(plan.num_ranks):
+        rp = plan.rank_plan(r, config)
+        plan_list, params = rp.op_args("cpu", transposed=False)
+        s = _step(plan_list)
+        ps, dist, wpb, interleave, num_slots, max_remote_part = params[:6]
+        own = x[int(b[r]) : int(b[r + 1])].contiguous()
+        values = dict(
+            op="aggregate_extreme",
+            reduce=reduce,
+            storage=emulator.STORAGE[x.dtype],
+            seed=seed,
+            dim=x.size(1),
+            rows=rp.num_rows,
+            remote_base=own.size(0),
+            num_blocks=s["blocks"].size(0),
+            num_fixups=s["fixups"].size(0),
+            ps=ps,
+            dist=dist,
+            wpb=wpb,
+            interleave=interleave,
+            num_slots=num_slots,
+            max_remote_part=max_remote_part,
+            source="table",
+        )
+        arrays = {k: s[k] for k in ("local_rowptr", "local_col", "remote_rowptr", "remote_col", "blocks", "fixups")}
+        arrays.update(table=own, remote_table=x[torch.from_numpy(rp.shard.halo_nodes)].contiguous())
+        folders.append(emulator.write_case(folder / f"rank{r}", values, arrays))
+        shapes.append((rp.num_rows, x.size(1)))
+    _run(folders)
+    found = []
+    for f, shape in zip(folders, shapes, strict=True):
+        out = _output(f, "out", shape, x.dtype)
+        arg = torch.empty(shape, dtype=torch.int64)
+        if out.numel():
+            arg = torch.from_numpy(np.fromfile(f / "arg.bin", dtype=np.int64)).reshape(shape)
+        found.append((out, arg))
+    return found
 
 
 def _run(folders: list) -> None:

@@ -210,6 +210,7 @@ OPS_SOURCES = (
 EMULATED_OPS = (
     "aggregate",
     "aggregate_peers",
+    "aggregate_extreme",
     "attend",
     "attend_backward",
     "attend_peers",

@@ -73,6 +73,14 @@ cudaError_t launch_table(const Step& step, const Sources& sources, const Launch&
 cudaError_t launch_peers(const Step& step, Source source, const Sources& sources, const Launch& launch, void* out,
                          float* scratch, cudaStream_t stream);
 
+// Max/min aggregation (core/extreme.h, kernels/extreme_kernel.cuh) from tables (Source::kTable):
+// one warp per row, so `step` is planned as a deterministic step; is_max picks max, else min.
+// Writes out [num_rows, dim] in the storage type and arg [num_rows, dim] (rows of
+// [local | remote table], remote rows from remote_base on; kNoArg for a row without edges).
+std::string plan_extreme_launch(const Step& step, Launch* launch);
+cudaError_t launch_extreme_table(const Step& step, const Sources& sources, const Launch& launch, bool is_max,
+                                 int64_t remote_base, void* out, int64_t* arg, cudaStream_t stream);
+
 // GAT's attention (core/attention.h, kernels/attention.cu): one step of the call, its shape,
 // and the global ids its dropout draws with. Sources are read as aggregate's are (Source and
 // Sources: remote rows from one table, peer pointers or NVSHMEM gets); terms tables are fp32.

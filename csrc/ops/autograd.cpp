@@ -137,6 +137,44 @@ class AggregatePeers : public torch::autograd::Function<AggregatePeers> {
   }
 };
 
+// Max/min (core/extreme.h): each output element's gradient goes to the source row its arg
+// names, in [x | x_remote]; elements of rows without in-edges (arg kNoArg) go to a spare last
+// row, which is cut off, so no shape depends on the data. arg is not differentiable.
+class AggregateExtreme : public torch::autograd::Function<AggregateExtreme> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& x_remote,
+                               const PlanList& plan, at::IntArrayRef params, c10::string_view reduce) {
+    static auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("mgg::aggregate_extreme", "")
+            .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const PlanList&,
+                                                      at::IntArrayRef, c10::string_view)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [out, arg] = op.call(x, x_remote, plan, params, reduce);
+    ctx->save_for_backward({arg});
+    ctx->saved_data["rows"] = x.sym_size(0);
+    ctx->saved_data["halo_rows"] = x_remote.sym_size(0);
+    ctx->mark_non_differentiable({arg});
+    return {out, arg};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor arg = ctx->get_saved_variables()[0];
+    const c10::SymInt rows = ctx->saved_data["rows"].toSymInt(), halo = ctx->saved_data["halo_rows"].toSymInt();
+    const c10::SymInt sources = rows + halo;
+    at::Tensor d = arg.new_zeros_symint({sources + 1, arg.sym_size(1)}, grads[0].options());
+    if (grads[0].defined()) d.scatter_add_(0, arg.masked_fill(arg.lt(0), c10::Scalar(sources)), grads[0]);
+    return {d.narrow_symint(0, 0, rows), d.narrow_symint(0, rows, halo), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor> aggregate_extreme_autograd(const at::Tensor& x, const at::Tensor& x_remote,
+                                                              const PlanList& plan, at::IntArrayRef params,
+                                                              c10::string_view reduce) {
+  auto outs = AggregateExtreme::apply(x, x_remote, plan, params, reduce);
+  return {outs[0], outs[1]};
+}
+
 at::Tensor call_attend_backward(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& x_remote,
                                 const at::Tensor& a_dst, const at::Tensor& out, const at::Tensor& stats,
                                 const PlanList& plan, at::IntArrayRef params, int64_t heads, double slope,
@@ -222,6 +260,7 @@ at::Tensor aggregate_peers_autograd(const at::Tensor& x, at::TensorList peers, i
 TORCH_LIBRARY_IMPL(mgg, Autograd, m) {
   m.impl("aggregate", &aggregate_autograd);
   m.impl("aggregate_peers", &aggregate_peers_autograd);
+  m.impl("aggregate_extreme", &aggregate_extreme_autograd);
   m.impl("attend", &attend_autograd);
 }
 

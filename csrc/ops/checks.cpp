@@ -131,6 +131,20 @@ Call check_aggregate(const at::Tensor& x, const at::Tensor& x_remote, const Plan
   return c;
 }
 
+ExtremeCall check_aggregate_extreme(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan,
+                                    at::IntArrayRef params, c10::string_view reduce) {
+  const char* op = "mgg.aggregate_extreme";
+  TORCH_CHECK(reduce == "max" || reduce == "min", op, ": reduce must be 'max' or 'min', got '", reduce, "'");
+  Call c{op, step_of(op, plan, params, 0, true), true};
+  check_x(op, x);
+  check_table(op, x_remote, "x_remote", x);
+  check_step_args(op, c.step, x.device(), false);
+  TORCH_CHECK(!c.step.has(kLocalWeight) && !c.step.has(kRemoteWeight), op,
+              ": the plan has edge weights, but max/min aggregation takes none (plan the graph without weights)");
+  check_step_content(op, c.step, x.size(0), RemoteRows{x_remote.size(0)});
+  return {c, reduce == "max"};
+}
+
 namespace {
 
 // The heads and channels of an attention call's tables [rows, H * (C + extra)], C >= 1.

@@ -62,4 +62,28 @@ at::Tensor aggregate_peers_device(const at::Tensor& x, at::TensorList peers, int
       });
 }
 
+// Max/min (core/extreme.h): one warp per row, planned as a deterministic step.
+template <typename Dev>
+std::tuple<at::Tensor, at::Tensor> aggregate_extreme_device(const at::Tensor& x, const at::Tensor& x_remote,
+                                                            const PlanList& plan, at::IntArrayRef params,
+                                                            c10::string_view reduce) {
+  const typename Dev::Guard guard(x.device());
+  const ExtremeCall e = check_aggregate_extreme(x, x_remote, plan, params, reduce);
+  at::Tensor out = Dev::empty({e.call.step.rows(), x.size(1)}, x.options());
+  at::Tensor arg = at::empty({e.call.step.rows(), x.size(1)}, x.options().dtype(at::kLong));
+  if (out.numel() == 0) return {out, arg};
+  const DeviceStep d = device_step(e.call, x, false);
+  kernels::Launch l{};
+  const std::string why = kernels::plan_extreme_launch(d.step, &l);
+  TORCH_CHECK(why.empty(), e.call.op, ": ", why);
+  kernels::Sources src{};
+  src.local_table = x.data_ptr();
+  src.remote_table = x_remote.data_ptr();
+  Dev::launch(e.call.op, [&](cudaStream_t stream) {
+    return kernels::launch_extreme_table(d.step, src, l, e.is_max, x.size(0), out.data_ptr(), arg.data_ptr<int64_t>(),
+                                         stream);
+  });
+  return {out, arg};
+}
+
 }  // namespace mgg

@@ -7,6 +7,12 @@
 // aggregate_peers:  remote rows come from each PE's own table (peers[pe], row remote_col), read
 //                   through `fetch` (mgg._C.FETCH: direct loads, or NVSHMEM get at thread, warp
 //                   or block scope on CUDA with symmetric tables).
+// aggregate_extreme: max or min (reduce) over each output row's sources, remote rows from one
+//                   table as aggregate's; returns the output and, per element, the row of
+//                   [x | x_remote] it came from (int64, -1 for a row without in-edges, whose
+//                   output is 0). The rule (NaN and ties: the lowest index wins) is
+//                   core/extreme.h's; the plan must be unweighted; only the forward step is read
+//                   (the backward sends each gradient element to its arg, autograd.cpp).
 // block_schedule:   the block schedule of a step from its row pointers (CPU, at plan time).
 // attend:           GAT's attention over a step (core/attention.h): x holds the rank's source
 //                   rows (per head its features then its source term), x_remote the halo rows
@@ -28,6 +34,9 @@ TORCH_LIBRARY(mgg, m) {
   m.def(
       "aggregate_peers(Tensor x, Tensor[] peers, int my_pe, Tensor?[] plan, int[] params, int fetch, "
       "bool deterministic) -> Tensor");
+  m.def(
+      "aggregate_extreme(Tensor x, Tensor x_remote, Tensor?[] plan, int[] params, str reduce) -> (Tensor, "
+      "Tensor)");
   m.def("block_schedule(Tensor local_rowptr, Tensor? remote_rowptr, int ps, int dist, int wpb) -> (Tensor, Tensor)");
   m.def(
       "attend(Tensor x, Tensor x_remote, Tensor a_dst, Tensor?[] plan, int[] params, int heads, float negative_slope, "

@@ -56,6 +56,14 @@ bool check_fetch(const char* op, int64_t fetch, const at::Tensor& x);
 
 Call check_aggregate(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan, at::IntArrayRef params,
                      bool deterministic);
+// A checked call of aggregate_extreme (core/extreme.h): the aggregate checks, an unweighted plan
+// and reduce "max" or "min" (is_max).
+struct ExtremeCall {
+  Call call;
+  bool is_max;
+};
+ExtremeCall check_aggregate_extreme(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan,
+                                    at::IntArrayRef params, c10::string_view reduce);
 Call check_aggregate_peers(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
                            at::IntArrayRef params, int64_t fetch, bool deterministic);
 

@@ -53,19 +53,33 @@ class DistPlan:
         # the fetch policy that decides how peers' rows are read ("none" where the backend has none)
         self.fetch_policy = fetch if kind.uses_fetch else "none"
 
-    def aggregate(
-        self, x_own: torch.Tensor, config: Optional[Config] = None, deterministic: bool = False
-    ) -> torch.Tensor:
-        """This rank's output rows, differentiable in x_own (this rank's rows)."""
+    def _check_rows(self, x_own: torch.Tensor) -> None:
         p = self.plan.shard(self.rank)
         if x_own.dim() != 2 or x_own.size(0) != p.num_rows:
             raise MggError(
                 f"rank {self.rank}: x has {tuple(x_own.shape)} rows but owns {p.num_rows} nodes "
                 f"[{p.row_begin}, {p.row_end})"
             )
+
+    def aggregate(
+        self, x_own: torch.Tensor, config: Optional[Config] = None, deterministic: bool = False
+    ) -> torch.Tensor:
+        """This rank's output rows, differentiable in x_own (this rank's rows)."""
+        self._check_rows(x_own)
         config = config or Config()
         return self.transport.aggregate(
             x_own.contiguous(), self.plan.rank_plan(self.rank, config), config, deterministic
+        )
+
+    def aggregate_extreme(self, x_own: torch.Tensor, reduce: str, config: Optional[Config] = None) -> torch.Tensor:
+        """This rank's output rows of the max or min aggregation (mgg.steps.run_extreme) over an
+        unweighted graph, differentiable in x_own. Ties go to the lowest row of the rank's
+        [own rows | remote rows]: with the halo backend its own rows come first, so a tie between
+        an own and a remote row may resolve otherwise than in one process (values never differ)."""
+        self._check_rows(x_own)
+        config = config or Config()
+        return self.transport.aggregate_extreme(
+            x_own.contiguous(), self.plan.rank_plan(self.rank, config), config, reduce
         )
 
     def attend(

@@ -14,6 +14,7 @@ from torch import nn
 from ..errors import MggError
 from ..graph import Graph
 from ..plan import Config
+from ..steps import EXTREMES
 from . import pyg_aggregation
 from .message_passing import LayerBase, explained_edges
 from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, run_plan
@@ -147,14 +148,32 @@ class _Aggregating(LayerBase):
 
             self.tuner = OnlineTuner(fallback=self.config)
 
-    def _aggregate(self, x: torch.Tensor, plan) -> torch.Tensor:
-        """Aggregates along node_dim; other leading dims (PyG's [B, N, F], a static graph shared
-        by B samples) travel as extra columns."""
+    def _aggregate(self, x: torch.Tensor, plan, reduce: str = "sum") -> torch.Tensor:
+        """Aggregates along node_dim (reduce: run_plan's); other leading dims (PyG's [B, N, F], a
+        static graph shared by B samples) travel as extra columns."""
         if x.dim() == 2:
-            return run_plan(x, plan, self.config, self.deterministic, self.tuner)
+            return run_plan(x, plan, self.config, self.deterministic, self.tuner, reduce)
         xt = x.movedim(self._nodes(x), 0)
-        out = run_plan(xt.reshape(xt.size(0), -1), plan, self.config, self.deterministic, self.tuner)
+        out = run_plan(xt.reshape(xt.size(0), -1), plan, self.config, self.deterministic, self.tuner, reduce)
         return out.reshape((out.size(0),) + tuple(xt.shape[1:])).movedim(0, self._nodes(x))
+
+    @property
+    def _reduce(self) -> str:
+        """The op's reduction for the layer's aggr: 'sum' (the plan's weights make a sum or a
+        mean) or 'max'/'min' (the max/min op)."""
+        return self.aggr if self.aggr in EXTREMES else "sum"
+
+    def _graph_of(self, g: Graph, dtype: torch.dtype, drop_values: bool) -> Graph:
+        """The graph the layer aggregates over: without edge values where PyG drops them (a
+        torch_sparse SparseTensor's), normalised by in-degree for 'mean'; 'max' and 'min' take no
+        weights, so they refuse a weighted graph (a torch sparse adjacency's values)."""
+        if self.aggr in EXTREMES and g.weight is not None and not drop_values:
+            raise MggError(
+                f"{type(self).__name__}: aggr={self.aggr!r} over a weighted graph (a sparse adjacency's values) "
+                "is not supported by mgg (pass its edge_index)"
+            )
+        g = Graph._unchecked(g.rowptr, g.col) if drop_values else g
+        return g.mean_norm(dtype) if self.aggr == "mean" else g
 
     def _explained(self, x_src: torch.Tensor, edge_index, n_dst: int) -> torch.Tensor:
         """sum (or mean, by in-degree) over edges of mask[e] * x_src[src_e], mask the attached
@@ -163,6 +182,8 @@ class _Aggregating(LayerBase):
         from ..ops import aggregate_edges
 
         name = type(self).__name__
+        if self.aggr in EXTREMES:
+            raise MggError(f"{name}: an explainer's edge mask with aggr={self.aggr!r} is not supported by mgg")
         src, dst = explained_edges(name, edge_index, self.flow)
         mask = self._explain_mask(src.numel())
         if x_src.dim() != 2:
@@ -341,8 +362,8 @@ def _reset(module) -> None:
 
 
 class GINConv(_Aggregating):
-    """out = nn((1 + eps) * x + sum_{u -> v} x_u), as torch_geometric.nn.GINConv (aggr 'add',
-    or 'mean')."""
+    """out = nn((1 + eps) * x + sum_{u -> v} x_u), as torch_geometric.nn.GINConv (aggr 'add', or
+    'mean', 'max', 'min': the mean, elementwise max or min of the x_u, 0 without in-edges)."""
 
     def __init__(
         self,
@@ -361,7 +382,7 @@ class GINConv(_Aggregating):
             self.eps = torch.nn.Parameter(torch.empty(1))
         else:
             self.register_buffer("eps", torch.empty(1))
-        self._setup(config, autotune, deterministic, kwargs, ("add", "sum", "mean"), "add")
+        self._setup(config, autotune, deterministic, kwargs, ("add", "sum", "mean") + EXTREMES, "add")
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -373,8 +394,7 @@ class GINConv(_Aggregating):
         sparse_tensor = is_sparse_tensor(edge_index)  # PyG drops a SparseTensor's values in GINConv
 
         def make(g, dt):
-            g = Graph._unchecked(g.rowptr, g.col) if sparse_tensor else g
-            return g.mean_norm(dt) if self.aggr == "mean" else g
+            return self._graph_of(g, dt, sparse_tensor)
 
         tag = f"gin:{self.aggr}:{sparse_tensor}"
         if getattr(self, "_explain", None):
@@ -384,10 +404,11 @@ class GINConv(_Aggregating):
             out = self._aggregate(
                 pad_rows(x_src.movedim(self._nodes(x_src), 0), plan.graph.num_nodes).movedim(0, self._nodes(x_src)),
                 plan,
+                self._reduce,
             ).narrow(self._nodes(x_src), 0, n_dst)
         else:
             plan = cached_plan(edge_index, x_src.size(self._nodes(x_src)), None, tag, make, self.flow, x_src.dtype)
-            out = self._aggregate(x_src, plan)
+            out = self._aggregate(x_src, plan, self._reduce)
         if x_dst is not None:
             out = out + (1 + self.eps) * x_dst
         return self.nn(out)

@@ -148,10 +148,16 @@ def cached_plan(
     return plan
 
 
-def run_plan(x: torch.Tensor, plan, config: Config, deterministic: bool, tuner=None) -> torch.Tensor:
+def run_plan(
+    x: torch.Tensor, plan, config: Config, deterministic: bool, tuner=None, reduce: str = "sum"
+) -> torch.Tensor:
     """Aggregates x over a layer's plan (a one-rank Plan, or a DistPlan: this rank's rows)
     through the layer's online tuner if it has one (over a DistPlan every rank of the group
-    tunes together), else with `config`. Both speak mgg.plan.Aggregation."""
+    tunes together), else with `config`. Both speak mgg.plan.Aggregation. reduce 'sum' is the
+    plan's weighted sum; 'max' or 'min' (mgg.steps.EXTREMES) run the max/min op with `config`
+    (the tuner tunes the sum's kernels)."""
+    if reduce != "sum":
+        return plan.aggregate_extreme(x, reduce, config)
     if tuner is not None:
         return tuner.aggregate(x, plan, deterministic)
     return plan.aggregate(x, config, deterministic)

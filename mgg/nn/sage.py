@@ -1,9 +1,9 @@
 """SAGEConv (Hamilton et al.'s GraphSAGE layer) with PyG's constructor, forward signature and
-state_dict layout, aggregating through mgg's op: the mean over in-neighbors (the graph's mean
-normalisation, weights 1/in-degree) or their sum, also for bipartite inputs and lazy widths
-(in_channels=-1). PyG's other aggregations ('lstm', 'softmax', lists of them, Aggregation
-modules, aggr_kwargs) run through PyG's own aggregation module on one process
-(pyg_aggregation.py), at PyG's speed."""
+state_dict layout, aggregating through mgg's ops: the mean over in-neighbors (the graph's mean
+normalisation, weights 1/in-degree), their sum, or their elementwise max or min (the max/min op,
+mgg.steps.run_extreme), also for bipartite inputs and lazy widths (in_channels=-1). PyG's other
+aggregations ('lstm', 'softmax', lists of them, Aggregation modules, aggr_kwargs) run through
+PyG's own aggregation module on one process (pyg_aggregation.py), at PyG's speed."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MggError
-from ..graph import Graph
 from ..plan import Config
+from ..steps import EXTREMES
 from . import pyg_aggregation
 from .conv import _Aggregating, is_lazy, linear, split_input
 from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows
 
-AGGREGATIONS = ("mean", "add", "sum")
+AGGREGATIONS = ("mean", "add", "sum") + EXTREMES
 
 
 def _widths(in_channels) -> tuple[int, int]:
@@ -35,7 +35,9 @@ def _widths(in_channels) -> tuple[int, int]:
 
 class SAGEConv(_Aggregating):
     """out = W_l agg_{j -> i} x_j + b + W_r x_i, as torch_geometric.nn.SAGEConv; agg is the mean
-    (default) or the sum of the in-neighbors' rows; a node without in-edges aggregates to 0.
+    (default), the sum, or the elementwise max or min of the in-neighbors' rows (max/min: the
+    gradient goes to the winning row, ties to the lowest; a torch sparse adjacency's values are
+    refused, a SparseTensor's dropped); a node without in-edges aggregates to 0.
 
     With project=True the aggregated rows are relu(lin(x_j)) (the root term keeps raw x_i); with
     normalize=True the output rows are scaled to unit L2 norm. `edge_index` may be a [2, E]
@@ -94,26 +96,26 @@ class SAGEConv(_Aggregating):
         sparse_tensor = is_sparse_tensor(edge_index)  # PyG drops a SparseTensor's values in SAGEConv
 
         def make(g, dt):
-            g = Graph._unchecked(g.rowptr, g.col) if sparse_tensor else g
-            return g.mean_norm(dt) if self.aggr == "mean" else g
+            return self._graph_of(g, dt, sparse_tensor)
 
         tag = f"sage:{self.aggr}:{sparse_tensor}"
         nd = self._nodes(x_src)
+        reduce = self._reduce
         if getattr(self, "_explain", None):
             aggregate = lambda t: self._explained(t, edge_index, n_dst)  # noqa: E731
         elif bipartite:
             plan = bipartite_plan(edge_index, n_src, n_dst, tag, make, self.flow, x_src.dtype, "SAGEConv")
             m = plan.graph.num_nodes
-            aggregate = lambda t: self._aggregate(pad_rows(t.movedim(nd, 0), m).movedim(0, nd), plan).narrow(  # noqa: E731
+            aggregate = lambda t: self._aggregate(pad_rows(t.movedim(nd, 0), m).movedim(0, nd), plan, reduce).narrow(  # noqa: E731
                 nd, 0, n_dst
             )
         else:
             plan = cached_plan(edge_index, n_src, None, tag, make, self.flow, x_src.dtype)
-            aggregate = lambda t: self._aggregate(t, plan)  # noqa: E731
+            aggregate = lambda t: self._aggregate(t, plan, reduce)  # noqa: E731
         lin = self.lin_l
         if is_lazy(lin.weight):
             lin(x_src[..., :0, :])  # sizes the lazy layer
-        if lin.weight.size(0) < lin.weight.size(1):  # W (agg x) = agg (W x): aggregate the narrower rows
+        if reduce == "sum" and lin.weight.size(0) < lin.weight.size(1):  # W (agg x) = agg (W x) for sums only
             out = aggregate(F.linear(x_src, lin.weight))
             out = out + lin.bias if lin.bias is not None else out
         else:

@@ -316,7 +316,7 @@ def test_bad_input_errors():
     with pytest.raises(MggError, match="x must be a 2-D tensor"):
         mgg.aggregate(torch.randn(30), g)
     with pytest.raises(MggError, match="reduce must be one of"):
-        make_plan(g, "max")
+        make_plan(g, "lstm")
     with pytest.raises(MggError, match="runs one rank"):
         mgg.aggregate(torch.randn(30, 4), Plan(g, 2))
     x, xr, plan, params, det = _op_args(g)

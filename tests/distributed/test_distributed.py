@@ -104,6 +104,16 @@ def test_layer_ranks_match_single_process(tmp_path, reference, kind, nproc):
     compare(reference(kind), dist_path)
 
 
+@pytest.mark.parametrize("kind", ["directed-sage-max", "directed-sage-min"])
+@pytest.mark.parametrize("backend,nproc", [("halo", 2), ("halo", 4), ("allgather", 2)])
+def test_max_min_ranks_match_single_process(tmp_path, reference, kind, backend, nproc):
+    """SAGE with max and min aggregation (the max/min op over each rank's own and halo rows, or
+    the gathered table) on a directed graph with hub rows: logits and gradients of one process."""
+    dist_path = tmp_path / "dist.pkl"
+    run_worker([kind, str(dist_path), "--backend", backend], nproc)
+    compare(reference(kind), dist_path)
+
+
 @pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin", "cora-sage", "cora-gat"])
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_allgather_ranks_match_single_process(tmp_path, reference, kind, nproc):

@@ -36,7 +36,7 @@ def test_plan_is_cached_per_input(cora):
         (lambda: mnn.GCNConv(4, 4, flow="sideways"), "MggError", "flow must be one of"),
         (lambda: mnn.GCNConv(4, 4, normalize=False, add_self_loops=True), "MggError", "add_self_loops=True needs"),
         (lambda: mnn.GCNConv(4, 4, bogus=1), "TypeError", "unexpected keyword argument"),
-        (lambda: mnn.GINConv(torch.nn.Identity(), aggr="max"), "MggError", "aggr must be one of"),
+        (lambda: mnn.GINConv(torch.nn.Identity(), aggr="lstm"), "MggError", "aggr must be one of"),
     ],
 )
 def test_gcn_gin_refuse_what_they_do_not_implement_in_one_line(make, err, msg):

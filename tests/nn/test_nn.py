@@ -52,12 +52,13 @@ def test_gcnconv_edge_weight_and_sparse_input(cora):
     assert_same_formula(ours(x, adj.to_sparse_csr()), ref(x, ei))
 
 
+@pytest.mark.parametrize("aggr", ["add", "max", "min"])
 @pytest.mark.parametrize("train_eps", [False, True])
-def test_ginconv_loads_pyg_state_and_matches(cora, train_eps):
+def test_ginconv_loads_pyg_state_and_matches(cora, train_eps, aggr):
     torch.manual_seed(2)
     mlp = lambda: torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32))  # noqa: E731
-    ref = pyg_nn.GINConv(mlp(), eps=0.3, train_eps=train_eps).double()
-    ours = mnn.GINConv(mlp(), eps=0.3, train_eps=train_eps).double()
+    ref = pyg_nn.GINConv(mlp(), eps=0.3, train_eps=train_eps, aggr=aggr).double()
+    ours = mnn.GINConv(mlp(), eps=0.3, train_eps=train_eps, aggr=aggr).double()
     assert ours.state_dict().keys() == ref.state_dict().keys()
     ours.load_state_dict(ref.state_dict())
     ei = _edge_index(cora)
@@ -283,8 +284,9 @@ def _bipartite(n_src=30, n_dst=17, seed=17):
     return torch.cat([ei, torch.tensor([[3, 3, 5, 29], [3, 3, 5, 0]])], 1)
 
 
+@pytest.mark.parametrize("aggr", ["add", "max", "min"])
 @pytest.mark.parametrize("mode", ["pair", "none", "square-pair"])
-def test_ginconv_bipartite_as_pyg(mode):
+def test_ginconv_bipartite_as_pyg(mode, aggr):
     """GINConv on (x_src, x_dst), (x_src, None) with size, and a pair of equal sizes: outputs and
     gradients of both inputs and the MLP equal PyG's."""
     ei = _bipartite()
@@ -294,8 +296,8 @@ def test_ginconv_bipartite_as_pyg(mode):
     xd = torch.randn(n_dst, 6, dtype=torch.float64, generator=gen, requires_grad=True)
     torch.manual_seed(19)
     mlp = torch.nn.Linear(6, 3).double()
-    ref = pyg_nn.GINConv(mlp, eps=0.2, train_eps=True).double()
-    ours = mnn.GINConv(mlp, eps=0.2, train_eps=True).double()
+    ref = pyg_nn.GINConv(mlp, eps=0.2, train_eps=True, aggr=aggr).double()
+    ours = mnn.GINConv(mlp, eps=0.2, train_eps=True, aggr=aggr).double()
     args = ((xs, None), ei) if mode == "none" else ((xs, xd), ei)
     kw = dict(size=(30, 17)) if mode == "none" else {}
     a, b = ours(*args, **kw), ref(*args, **kw)

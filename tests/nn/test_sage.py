@@ -17,7 +17,7 @@ pyg_nn = pytest.importorskip("torch_geometric.nn")
 
 OPTIONS = [
     dict(aggr=a, normalize=n, root_weight=r, project=p, bias=b)
-    for a, n, r, p, b in itertools.product(["mean", "sum", "add"], *[[False, True]] * 4)
+    for a, n, r, p, b in itertools.product(["mean", "sum", "add", "max", "min"], *[[False, True]] * 4)
 ]
 
 
@@ -66,7 +66,8 @@ def _assert_same(ref, ours, x, graph_ref, graph_ours):
 @pytest.mark.parametrize("kw", OPTIONS, ids=_id)
 def test_options_match_pyg_on_a_multigraph(multigraph, kw, dims):
     """Every combination of aggr, normalize, root_weight, project and bias; the narrowing case
-    aggregates after lin_l (mgg reorders), the widening one before (as PyG)."""
+    aggregates after lin_l (mgg reorders sums; max and min always aggregate first, as PyG), the
+    widening one before (as PyG)."""
     ref, ours = _pair(kw, *dims)
     assert list(ours.state_dict()) == list(ref.state_dict())  # PyG's names, in PyG's order
     for k, v in ref.state_dict().items():  # same seed, same initial weights
@@ -77,13 +78,30 @@ def test_options_match_pyg_on_a_multigraph(multigraph, kw, dims):
 
 
 @pytest.mark.parametrize(
-    "kw", [dict(), dict(project=True, normalize=True), dict(aggr="sum", root_weight=False)], ids=_id
+    "kw",
+    [
+        dict(),
+        dict(project=True, normalize=True),
+        dict(aggr="sum", root_weight=False),
+        dict(aggr="max"),
+        dict(aggr="min", project=True),
+    ],
+    ids=_id,
 )
 def test_cora_matches_pyg(cora, kw):
+    """Max and min run on Cora's graph with continuous features: Cora's are 0/1, so almost every
+    max is a tie, whose gradient mgg gives to the lowest row and PyG splits evenly among the tied
+    edges (tests/core/test_extreme.py tests mgg's tie rule)."""
     ref, ours = _pair(kw, 1433, 16)
     ours.load_state_dict(ref.state_dict())
     ei = cora.graph.edge_index()
-    _assert_same(ref, ours, cora.x, ei, ei)
+    x = cora.x if kw.get("aggr", "mean") in ("mean", "sum") else _continuous(cora.x)
+    _assert_same(ref, ours, x, ei, ei)
+
+
+def _continuous(x: torch.Tensor) -> torch.Tensor:
+    """Features of x's shape without ties (random normal)."""
+    return torch.randn(x.shape, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
 
 
 def test_pyg_state_dict_loads_into_a_fresh_layer(cora):
@@ -155,7 +173,25 @@ def test_bipartite_matches_pyg(kw, graph):
     gen = torch.Generator().manual_seed(21)
     w = torch.rand(ei.size(1), dtype=torch.float64, generator=gen) + 0.5
     adj = torch.sparse_coo_tensor(ei.flip(0), w, (17, 30)).coalesce()
-    g = {"edge_index": ei, "coo": adj, "csr": adj.to_sparse_csr()}[graph]
+    _check_bipartite(kw, {"edge_index": ei, "coo": adj, "csr": adj.to_sparse_csr()}[graph], gen)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(aggr="max"),
+        dict(aggr="min"),
+        dict(aggr="max", project=True, normalize=True),
+        dict(aggr="min", root_weight=False),
+    ],
+    ids=_id,
+)
+def test_bipartite_max_min_match_pyg(kw):
+    """The same for max and min (destinations without in-edges aggregate to 0, as in PyG)."""
+    _check_bipartite(kw, _bipartite(), torch.Generator().manual_seed(21))
+
+
+def _check_bipartite(kw, g, gen):
     for x_dst_given in (True, False):
         ref, ours = _pair(kw, (6, 4), 5)
         xs = torch.randn(30, 6, dtype=torch.float64, generator=gen, requires_grad=True)
@@ -237,4 +273,33 @@ def test_pyg_aggregation_is_refused_on_a_dist_graph_and_without_pyg(monkeypatch)
     monkeypatch.setitem(sys.modules, "torch_geometric.nn.resolver", None)  # import fails
     with pytest.raises(mgg.MggError, match="torch_geometric is not installed") as e:
         mnn.SAGEConv(4, 4, aggr="std")
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("aggr", ["max", "min"])
+def test_max_min_float32_match_pyg(cora, aggr):
+    """float32 on Cora's graph (the kernels' storage type; continuous features, so no ties):
+    outputs and gradients within 1e-5 of PyG's."""
+    torch.manual_seed(9)
+    ref = pyg_nn.SAGEConv(1433, 16, aggr=aggr)
+    ours = mnn.SAGEConv(1433, 16, aggr=aggr)
+    ours.load_state_dict(ref.state_dict())
+    ei = cora.graph.edge_index()
+    x = _continuous(cora.x).float()
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    a, b = ours(xa, ei), ref(xb, ei)
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    r = torch.randn(a.shape, generator=torch.Generator().manual_seed(10))
+    ga = torch.autograd.grad((a * r).sum(), [xa, *ours.parameters()])
+    gb = torch.autograd.grad((b * r).sum(), [xb, *ref.parameters()])
+    for u, v in zip(ga, gb, strict=True):
+        torch.testing.assert_close(u, v, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("aggr", ["max", "min"])
+def test_max_min_over_a_weighted_adjacency_is_refused(multigraph, aggr):
+    w = torch.rand(multigraph.size(1), dtype=torch.float64) + 0.5
+    coo = torch.sparse_coo_tensor(multigraph.flip(0), w, (150, 150)).coalesce()
+    with pytest.raises(mgg.MggError, match="over a weighted graph") as e:
+        mnn.SAGEConv(6, 4, aggr=aggr).double()(torch.randn(150, 6, dtype=torch.float64), coo)
     assert "\n" not in str(e.value)

@@ -27,11 +27,19 @@ MODEL_ARGS = {"gat": dict(heads=2, attention_dropout=0.5)}  # the same attention
 
 
 def case(kind):
+    """(graph, features, model, hidden) of a kind: cora-MODEL, or directed-MODEL[-AGGR] (a
+    directed graph with hub rows and continuous features: max/min without ties between rows)."""
     if kind in ("cora-gcn", "cora-sage", "cora-gat"):
         ds = load_planetoid(bundled_planetoid_dir(), "cora")
         return ds.graph, ds.x[:, :64].contiguous(), kind.split("-")[1], 16
     g = random_graph(300, 3000, seed=11, skew=0.6)  # directed: the backward needs the transposed plan
-    return g, torch.randn(300, 12, generator=torch.Generator().manual_seed(1)), "gin", 8
+    return g, torch.randn(300, 12, generator=torch.Generator().manual_seed(1)), kind.split("-")[1], 8
+
+
+def model_args(kind: str, model_kind: str) -> dict:
+    """The model's keyword arguments: MODEL_ARGS, and the aggregation a kind names (directed-sage-max)."""
+    extra = {"aggr": kind.split("-")[2]} if kind.count("-") == 2 else {}
+    return dict(MODEL_ARGS.get(model_kind, {}), **extra)
 
 
 def step(model, x, graph, y, n, dg):
@@ -58,7 +66,7 @@ def run(args, dg=None):
         num_layers=2,
         dropout=0.0,
         deterministic=args.deterministic,
-        **MODEL_ARGS.get(model_kind, {}),
+        **model_args(args.kind, model_kind),
     ).to(args.device, dtype)
     x = x.to(dtype)
     y = torch.arange(g.num_nodes) % 5

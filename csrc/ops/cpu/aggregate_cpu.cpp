@@ -82,9 +82,35 @@ at::Tensor aggregate_peers_cpu(const at::Tensor& x, at::TensorList peers, int64_
   return execute(x, c, [&](auto zero) { return PeerSource<decltype(zero)>{base.data(), x.size(1)}; });
 }
 
+// Max/min (core/extreme.h): row by row, one task per slice of feature columns.
+std::tuple<at::Tensor, at::Tensor> aggregate_extreme_cpu(const at::Tensor& x, const at::Tensor& x_remote,
+                                                         const PlanList& plan, at::IntArrayRef params,
+                                                         c10::string_view reduce) {
+  const ExtremeCall e = check_aggregate_extreme(x, x_remote, plan, params, reduce);
+  const Step& s = e.call.step;
+  const int64_t dim = x.size(1), rows = s.rows();
+  at::Tensor out = at::empty({rows, dim}, x.options());
+  at::Tensor arg = at::empty({rows, dim}, x.options().dtype(at::kLong));
+  if (rows == 0 || dim == 0) return {out, arg};
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "mgg_aggregate_extreme_cpu", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const PlanPart<acc_t> local = plan_part<acc_t>(s, kLocalRowptr, kLocalCol, at::Tensor(), at::Tensor());
+    const PlanPart<acc_t> remote = plan_part<acc_t>(s, kRemoteRowptr, kRemoteCol, at::Tensor(), at::Tensor());
+    const TableSource<scalar_t> lsrc{x.data_ptr<scalar_t>(), dim};
+    const TableSource<scalar_t> rsrc{x_remote.data_ptr<scalar_t>(), dim};
+    at::parallel_for(0, dim, kGrain, [&](int64_t d0, int64_t d1) {
+      std::vector<acc_t> best(d1 - d0);
+      execute_extreme_rows<scalar_t, acc_t>(local, lsrc, remote, rsrc, x.size(0), e.is_max, rows, dim,
+                                            out.data_ptr<scalar_t>(), arg.data_ptr<int64_t>(), best.data(), d0, d1);
+    });
+  });
+  return {out, arg};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(mgg, CPU, m) {
+  m.impl("aggregate_extreme", &aggregate_extreme_cpu);
   m.impl("aggregate", &aggregate_cpu);
   m.impl("aggregate_peers", &aggregate_peers_cpu);
 }

@@ -1,4 +1,4 @@
-// CUDA implementations of mgg::aggregate and mgg::aggregate_peers: the op bodies of
+// CUDA implementations of mgg::aggregate, mgg::aggregate_peers and mgg::aggregate_extreme: the op bodies of
 // ops/device_aggregate.h on the current GPU and stream, through the torch-free launchers of
 // kernels/api.h.
 #include <torch/library.h>
@@ -11,6 +11,7 @@ namespace mgg {
 TORCH_LIBRARY_IMPL(mgg, CUDA, m) {
   m.impl("aggregate", &aggregate_device<Cuda>);
   m.impl("aggregate_peers", &aggregate_peers_device<Cuda>);
+  m.impl("aggregate_extreme", &aggregate_extreme_device<Cuda>);
 }
 
 }  // namespace mgg

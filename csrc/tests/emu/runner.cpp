@@ -1,8 +1,8 @@
-// simt_runner CASE_DIR...: runs each case (op aggregate or attention) under the SIMT emulator
-// with the scheduling seed it names, and writes status.txt ("ok" or why not) beside it (and,
-// for a case with `trace 1`, the emulator's trace of warp and block calls as trace.txt; for a
-// case with `counters 1`, the memory counters by load site and region, the case's arrays and
-// shared memory named, as counters.txt).
+// simt_runner CASE_DIR...: runs each case (op aggregate, aggregate_extreme or attention) under the
+// SIMT emulator with the scheduling seed it names, and writes status.txt ("ok" or why not) beside
+// it (and, for a case with `trace 1`, the emulator's trace of warp and block calls as trace.txt;
+// for a case with `counters 1`, the memory counters by load site and region, the case's arrays
+// and shared memory named, as counters.txt).
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -58,7 +58,10 @@ int main(int argc, char** argv) {
       simt::trace_to(trace);
       const bool counting = c.has("counters");
       if (counting) start_counters(c);
-      status = c.text("op") == "aggregate" ? mgg::emu::run_aggregate(c) : mgg::emu::run_attention(c);
+      const std::string op = c.text("op");
+      status = op == "aggregate"           ? mgg::emu::run_aggregate(c)
+               : op == "aggregate_extreme" ? mgg::emu::run_aggregate_extreme(c)
+                                           : mgg::emu::run_attention(c);
       if (counting) write_counters(c);
       simt::trace_to(nullptr);
       if (trace) std::fclose(trace);

@@ -9,6 +9,7 @@
 namespace mgg::emu {
 
 std::string run_aggregate(Case& c);
+std::string run_aggregate_extreme(Case& c);
 std::string run_attention(Case& c);
 
 }  // namespace mgg::emu

@@ -1,12 +1,11 @@
 // The mgg ops' CUDA path on CPU tensors, under the SIMT emulator: a test-only torch extension
 // (tests/emulator.py builds it with torch.utils.cpp_extension.load into the emulator's cache,
-// never installed) defining mgg_emu::aggregate and mgg_emu::aggregate_peers (the attention ops:
-// torch_attention.cpp), their schemas inferred from the op bodies. Each call runs the op files'
-// host code (ops/device_aggregate.h: ops/checks.cpp, ops/device_step.h, the launch planners and
-// launchers of kernels/) on the emulated device (torch_device.h) and the real kernels, each
-// thread a fiber; tests/emulator.py puts them in place of the mgg ops' CPU kernels for a test.
-// Not built with sanitizers (the runner, csrc/tests/emu/runner.cpp, keeps ASan/UBSan coverage of
-// the same kernels).
+// never installed) defining mgg_emu::aggregate, mgg_emu::aggregate_peers and mgg_emu::aggregate_extreme (the attention
+// ops: torch_attention.cpp), their schemas inferred from the op bodies. Each call runs the op files' host code
+// (ops/device_aggregate.h: ops/checks.cpp, ops/device_step.h, the launch planners and launchers of kernels/) on the
+// emulated device (torch_device.h) and the real kernels, each thread a fiber; tests/emulator.py puts them in place of
+// the mgg ops' CPU kernels for a test. Not built with sanitizers (the runner, csrc/tests/emu/runner.cpp, keeps
+// ASan/UBSan coverage of the same kernels).
 #include <torch/library.h>
 
 #include "../../ops/device_aggregate.h"
@@ -31,6 +30,7 @@ void set_seed(int64_t seed) { simt::set_seed(static_cast<uint64_t>(seed)); }
 TORCH_LIBRARY(mgg_emu, m) {
   m.def("aggregate", &aggregate_device<Emulated>);
   m.def("aggregate_peers", &aggregate_peers_device<Emulated>);
+  m.def("aggregate_extreme", &aggregate_extreme_device<Emulated>);
   m.def("set_seed(int seed) -> ()", &set_seed);
 }
 

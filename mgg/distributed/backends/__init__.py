@@ -6,7 +6,8 @@ entry in BACKENDS). A backend class has:
 - `uses_fetch`: whether a fetch policy (mgg._C.FETCH) chooses how the kernel reads peers' rows;
 - `start(group, fetch)`: checks and process-wide start-up, before any plan (DistGraph);
 - `Backend(dist_plan, graph)`: what one DistPlan needs (an exchange, a transposed plan, ...);
-- `aggregate(x_own, rank_plan, config, deterministic)` and
+- `aggregate(x_own, rank_plan, config, deterministic)`,
+  `aggregate_extreme(x_own, rank_plan, config, reduce)` (max/min; nvshmem refuses it) and
   `attend(table_own, a_dst_own, rank_plan, config, (heads, slope, dropout, seed), row_offset)`:
   this rank's output rows, differentiable (the op's autograd plus the adjoint of the exchange);
 - `drop(config)`: forgets what it built for a config beyond the plan's schedule (the tuner)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ...ops import run_attend, run_step
+from ...ops import run_attend, run_extreme, run_step
 from ..comm import all_gather_rows, staged
 
 
@@ -75,6 +75,10 @@ class AllGatherBackend:
     def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:
         x_all = self.exchange(x_own)
         return run_step(x_all, x_all.new_empty((0, x_all.size(1))), rp, deterministic)
+
+    def aggregate_extreme(self, x_own: torch.Tensor, rp, config, reduce: str) -> torch.Tensor:
+        x_all = self.exchange(x_own)
+        return run_extreme(x_all, x_all.new_empty((0, x_all.size(1))), rp, reduce)
 
     def attend(
         self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple, row_offset: int

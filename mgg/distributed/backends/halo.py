@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ...ops import run_attend, run_step
+from ...ops import run_attend, run_extreme, run_step
 from ...plan import RankShard
 from ..comm import all_to_all_rows
 
@@ -94,6 +94,9 @@ class Halo:
 
     def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:
         return run_step(x_own, self.exchange(x_own), rp, deterministic)
+
+    def aggregate_extreme(self, x_own: torch.Tensor, rp, config, reduce: str) -> torch.Tensor:
+        return run_extreme(x_own, self.exchange(x_own), rp, reduce)
 
     def attend(
         self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple, row_offset: int

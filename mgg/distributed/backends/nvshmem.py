@@ -32,6 +32,12 @@ class Nvshmem:
         # the fused kernel's adjoint reads peers' gradients through the transposed graph's plan
         self.plan_t = dist_plan.plan if graph.symmetric else Plan(graph.transpose(), bounds=dist_plan.plan.bounds)
 
+    def aggregate_extreme(self, x_own: torch.Tensor, rp, config, reduce: str) -> torch.Tensor:
+        raise MggError(
+            f"the nvshmem backend has no {reduce} aggregation in mgg (its kernels read peers' rows in place "
+            "for sums only); use backend 'halo' or 'allgather'"
+        )
+
     def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:
         d = self.dist_plan
         return nvshmem.aggregate(x_own, rp, self.plan_t.rank_plan(d.rank, config), d.range_rows, d.fetch, deterministic)
