@@ -9,11 +9,11 @@ the output equals torch's scatter_reduce; the same under ASan/UBSan through the 
 import numpy as np
 import pytest
 import torch
-from test_extreme import empty_hub_graph, oracle
 
 from mgg import Config, Graph, Plan
 from mgg.testing import random_graph
 from tests import emulator
+from tests.core.test_extreme import empty_hub_graph, oracle
 from tests.emulated_ops import aggregate_extreme
 
 pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
