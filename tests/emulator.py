@@ -13,6 +13,8 @@ import hashlib
 import os
 import shutil
 import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
 
@@ -89,15 +91,19 @@ def build(target: str) -> Path:
     if exe.exists():
         return exe
     cache.mkdir(parents=True, exist_ok=True)
-    objects = []
-    for src, shim in TARGETS[target]:
+
+    def compile_unit(unit) -> str:
+        src, shim = unit
         obj = cache / (src.parent.name + "_" + src.name + ".o")
         if not obj.exists():
             extra = ["-include", str(CSRC / "tests" / "simt" / "simt.h"), "-x", "c++"] if shim else []
-            tmp = obj.with_suffix(f".{os.getpid()}.tmp")
+            tmp = obj.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
             subprocess.run([CXX, *FLAGS, *extra, "-c", str(src), "-o", str(tmp)], check=True, cwd=ROOT)
             tmp.rename(obj)
-        objects.append(str(obj))
+        return str(obj)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # one compiler per core
+        objects = list(pool.map(compile_unit, TARGETS[target]))
     tmp = exe.with_suffix(f".{os.getpid()}.tmp")
     subprocess.run([CXX, "-fsanitize=address,undefined", *objects, "-o", str(tmp)], check=True)
     tmp.rename(exe)

@@ -152,7 +152,7 @@ def test_cuda_agrees_with_cpu(device):
     [
         (lambda: GATConv((4, 4, 4), 2), MggError, "in_channels must be a positive int, -1"),
         (lambda: GATConv(0, 2), MggError, "in_channels must be a positive int, -1"),
-        (lambda: GATConv(4, 2, edge_dim=3), MggError, "edge features"),
+        (lambda: GATConv(4, 2, edge_dim=1.5), MggError, "edge_dim must be a positive int"),
         (lambda: GATConv(4, 2, autotune=True), MggError, "autotune is not supported"),
         (lambda: GATConv(4, 2, aggr="mean"), MggError, "aggr must be 'add'"),
         (lambda: GATConv(4, 2, node_dim=0), TypeError, "multiple values for keyword argument 'node_dim'"),
@@ -162,9 +162,9 @@ def test_cuda_agrees_with_cpu(device):
         (lambda: GATConv(4, 2)(torch.randn(5, 3), torch.tensor([[0], [1]])), MggError, "x has 3 channels"),
         (lambda: GATConv(4, 2)(torch.randn(5, 2, 4), torch.tensor([[0], [1]])), MggError, "x must be 2-D"),
         (
-            lambda: GATConv(4, 2)(torch.randn(5, 4), torch.tensor([[0], [1]]), edge_attr=torch.ones(1, 2)),
+            lambda: GATConv(4, 2, edge_dim=2)(torch.randn(5, 4), torch.tensor([[0], [1]]), edge_attr=torch.ones(3, 2)),
             MggError,
-            "edge_attr is not supported",
+            "edge_attr has 3 rows for 1 edges",
         ),
         (
             lambda: GATConv(4, 2)(torch.randn(5, 4), torch.tensor([[0], [1]]), size=(5, 3)),
