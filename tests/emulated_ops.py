@@ -27,6 +27,25 @@ def _step(plan_list: list) -> dict:
     return s
 
 
+def _step_values(rp, s: dict, params: list, x: torch.Tensor, seed: int) -> dict:
+    """The scalar values of a forward step's case: storage, sizes and the launch parameters."""
+    ps, dist, wpb, interleave, num_slots, max_remote_part = params[:6]
+    return dict(
+        storage=emulator.STORAGE[x.dtype],
+        seed=seed,
+        dim=x.size(1),
+        rows=rp.num_rows,
+        num_blocks=s["blocks"].size(0),
+        num_fixups=s["fixups"].size(0),
+        ps=ps,
+        dist=dist,
+        wpb=wpb,
+        interleave=interleave,
+        num_slots=num_slots,
+        max_remote_part=max_remote_part,
+    )
+
+
 def _peer_tables(tables: list) -> tuple[dict, int]:
     """Each PE's table in a symmetric heap of the largest table's size (NaN past its rows)."""
     rows = max(t.size(0) for t in tables)
@@ -68,23 +87,7 @@ def aggregate(
         peers = source != "table"
         plan_list, params = rp.op_args("cpu", peers=peers, transposed=False)
         s = _step(plan_list)
-        ps, dist, wpb, interleave, num_slots, max_remote_part = params[:6]
-        values = dict(
-            op="aggregate",
-            storage=emulator.STORAGE[x.dtype],
-            deterministic=deterministic,
-            seed=seed,
-            dim=x.size(1),
-            rows=rp.num_rows,
-            num_blocks=s["blocks"].size(0),
-            num_fixups=s["fixups"].size(0),
-            ps=ps,
-            dist=dist,
-            wpb=wpb,
-            interleave=interleave,
-            num_slots=num_slots,
-            max_remote_part=max_remote_part,
-        )
+        values = dict(op="aggregate", deterministic=deterministic, **_step_values(rp, s, params, x, seed))
         if trace:
             values["trace"] = 1
         if counters:
@@ -126,25 +129,13 @@ def aggregate_extreme(
         rp = plan.rank_plan(r, config)
         plan_list, params = rp.op_args("cpu", transposed=False)
         s = _step(plan_list)
-        ps, dist, wpb, interleave, num_slots, max_remote_part = params[:6]
         own = x[int(b[r]) : int(b[r + 1])].contiguous()
         values = dict(
             op="aggregate_extreme",
             reduce=reduce,
-            storage=emulator.STORAGE[x.dtype],
-            seed=seed,
-            dim=x.size(1),
-            rows=rp.num_rows,
             remote_base=own.size(0),
-            num_blocks=s["blocks"].size(0),
-            num_fixups=s["fixups"].size(0),
-            ps=ps,
-            dist=dist,
-            wpb=wpb,
-            interleave=interleave,
-            num_slots=num_slots,
-            max_remote_part=max_remote_part,
             source="table",
+            **_step_values(rp, s, params, x, seed),
         )
         arrays = {k: s[k] for k in ("local_rowptr", "local_col", "remote_rowptr", "remote_col", "blocks", "fixups")}
         arrays.update(table=own, remote_table=x[torch.from_numpy(rp.shard.halo_nodes)].contiguous())
