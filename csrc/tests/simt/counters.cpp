@@ -41,11 +41,17 @@ std::map<Key, SiteState> warps;                                    // this block
 std::map<std::pair<std::string, std::string>, SiteCounts> totals;  // (site, region)
 std::map<std::string, uint64_t> calls;
 
-std::string where(const Site& s) {  // e.g. kernels/aggregate_kernel.cuh:77
-  std::string f = std::filesystem::path(s.file_name()).lexically_normal().generic_string();
-  const size_t csrc = f.rfind("csrc/");
-  if (csrc != std::string::npos) f = f.substr(csrc + 5);
-  return f + ":" + std::to_string(s.line());
+// e.g. kernels/aggregate_kernel.cuh:77; named once per site (every lane's every load asks)
+const std::string& where(const Site& s) {
+  static std::map<std::pair<const char*, uint_least32_t>, std::string> names;
+  auto [it, added] = names.try_emplace({s.file_name(), s.line()});
+  if (added) {
+    std::string f = std::filesystem::path(s.file_name()).lexically_normal().generic_string();
+    const size_t csrc = f.rfind("csrc/");
+    if (csrc != std::string::npos) f = f.substr(csrc + 5);
+    it->second = f + ":" + std::to_string(s.line());
+  }
+  return it->second;
 }
 
 std::string region_of(uintptr_t a) {
@@ -88,7 +94,7 @@ void global_load(const void* p, size_t bytes, bool active, const Site& site) {
   if (!on) return;
   const Position& pos = here();
   const int lane = pos.id % 32, warp = pos.id / 32;
-  const std::string s = where(site);
+  const std::string& s = where(site);
   SiteState& state = warps[{s, warp}];
   const int k = state.next[lane]++;
   Instruction& in = state.pending[k];
