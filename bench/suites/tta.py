@@ -1,9 +1,9 @@
 """The `tta` suite: time to a target validation accuracy. One model, one target, trained
 (a) full-graph with mgg's layers, (b) full-graph with PyG's layers, both through mgg.train's
-step (start, train_step), and (c) mini-batch with PyG's layers on sampled neighborhoods:
-PyG's NeighborLoader where pyg-lib or torch-sparse is installed (impl `pyg-neighborloader`),
-else mgg.sampling.NeighborSampler, the same semantics in plain torch (impl
-`minibatch-sampler(torch)`); fan-outs [25, 10] for 2 layers (PyG examples/reddit.py; [10] per
+step (start, train_step), and (c) mini-batch with PyG's layers on sampled neighborhoods
+from PyG's NeighborLoader: with pyg-lib's or torch-sparse's sampler where one is installed (impl
+`pyg-neighborloader`), else with mgg's (mgg.sampling.pyg, the same semantics in plain torch; impl
+`pyg-neighborloader(mgg-sampler)`); fan-outs [25, 10] for 2 layers (PyG examples/reddit.py; [10] per
 layer otherwise, examples/ogbn_train.py), batch size 1024 (both examples), the loss over each
 batch's seeds.
 
@@ -48,13 +48,15 @@ def fanouts(layers: int) -> list:
     return [25, 10] if layers == 2 else [10] * layers
 
 
+PYG_SAMPLER, MGG_SAMPLER = "pyg-neighborloader", "pyg-neighborloader(mgg-sampler)"
+
+
 def minibatch_impl() -> str:
-    """`pyg-neighborloader` where PyG's NeighborLoader can sample here, else the torch sampler."""
-    try:
-        from torch_geometric import typing as t
-    except ImportError:
-        return "minibatch-sampler(torch)"
-    return "pyg-neighborloader" if (t.WITH_PYG_LIB or t.WITH_TORCH_SPARSE) else "minibatch-sampler(torch)"
+    """PyG's NeighborLoader with PyG's own sampler where pyg-lib or torch-sparse can sample here,
+    else with mgg's."""
+    from torch_geometric import typing as t
+
+    return PYG_SAMPLER if (t.WITH_PYG_LIB or t.WITH_TORCH_SPARSE) else MGG_SAMPLER
 
 
 def _trim() -> None:
@@ -133,25 +135,27 @@ def _minibatch_step(s, ds, impl: str, seed: int, layers: int):
     train_nodes = ds.train_mask.nonzero().view(-1)
 
     def loader():
-        if impl == "pyg-neighborloader":
-            if "loader" not in state:
-                from torch_geometric.data import Data
-                from torch_geometric.loader import NeighborLoader
+        if "loader" not in state:
+            from torch_geometric.data import Data
+            from torch_geometric.loader import NeighborLoader
 
-                torch.manual_seed(seed)
-                data = Data(x=s.x.cpu(), y=s.y.cpu(), edge_index=s.graph.cpu(), num_nodes=ds.graph.num_nodes)
-                state["loader"] = NeighborLoader(
-                    data, input_nodes=train_nodes, num_neighbors=fan, batch_size=BATCH_SIZE, shuffle=True
-                )
-            for b in state["loader"]:
-                yield b.n_id, b.edge_index, b.batch_size
-        else:
-            if "sampler" not in state:
-                from mgg.sampling import NeighborSampler
+            torch.manual_seed(seed)
+            data = Data(x=s.x.cpu(), y=s.y.cpu(), edge_index=s.graph.cpu(), num_nodes=ds.graph.num_nodes)
+            sampler = None
+            if impl == MGG_SAMPLER:
+                from mgg.sampling.pyg import PygNeighborSampler
 
-                state["sampler"] = NeighborSampler(ds.graph, fan, torch.Generator().manual_seed(seed))
-            for b in state["sampler"].batches(train_nodes, BATCH_SIZE):
-                yield b.n_id, b.edge_index, b.batch_size
+                sampler = PygNeighborSampler(data, fan)
+            state["loader"] = NeighborLoader(
+                data,
+                input_nodes=train_nodes,
+                num_neighbors=fan,
+                batch_size=BATCH_SIZE,
+                shuffle=True,
+                neighbor_sampler=sampler,
+            )
+        for b in state["loader"]:
+            yield b.n_id, b.edge_index, b.batch_size
 
     def step():
         s.model.train()

@@ -133,6 +133,8 @@ class _Aggregating(LayerBase):
             self.aggr_module = pyg_aggregation.resolve(name, aggr, aggr_kwargs, pyg_width)
             aggr = [str(a) for a in aggr] if isinstance(aggr, (list, tuple)) else str(aggr)  # as PyG
             self.pyg_aggregation = True
+        elif hasattr(self, "aggr_module"):  # PyG's propagate (the path with hooks) reduces as the op does
+            self.aggr_module = pyg_aggregation.resolve(name, aggr, None, -1)
         self.aggr = aggr
         if self.flow not in FLOWS:
             raise MggError(f"{name}: flow must be one of {FLOWS}, got {self.flow!r}")
@@ -277,6 +279,9 @@ class GCNConv(_Aggregating):
         h = self.lin(x)
         n = x.size(self._nodes(x))
         explaining = getattr(self, "_explain", None)
+        if self.hooked():
+            out = self._hooked_propagate(h, edge_index, edge_weight, n)
+            return out + self.bias if self.bias is not None else out
         if explaining or (edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled()):
             out = self._learned_weights(h, edge_index, edge_weight, n, bool(explaining))
             return out + self.bias if self.bias is not None else out
@@ -305,6 +310,49 @@ class GCNConv(_Aggregating):
         out = self._aggregate(h, plan)
         return out + self.bias if self.bias is not None else out
 
+    def message(self, x_j: torch.Tensor, edge_weight: Optional[torch.Tensor]) -> torch.Tensor:
+        """PyG's GCN message (run by PyG's propagate, the path with hooks)."""
+        return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j
+
+    def _hooked_propagate(self, h: torch.Tensor, edge_index, edge_weight, n: int) -> torch.Tensor:
+        """PyG's propagate over PyG's gcn_norm of a [2, E] edge_index (the normalisation of
+        _learned_weights, so the hooks see PyG's edges, weights and messages; an explainer's
+        mask is applied by PyG's explain_message)."""
+        src, dst, w, _ = self._normalised_edges(h, edge_index, edge_weight, n, "a PyG propagate/message hook", False)
+        edges = torch.stack([dst, src]) if self.flow == "target_to_source" else torch.stack([src, dst])
+        return self.propagated(edges, x=h, edge_weight=w.to(h.dtype))
+
+    def _normalised_edges(self, h: torch.Tensor, edge_index, edge_weight, n: int, why: str, explaining: bool):
+        """(src, dst, w, mask) of PyG's gcn_norm in torch ops (differentiable in edge_weight) on
+        a [2, E] edge_index, with the explainer's edge mask extended over the self-loops added
+        (None without an explainer)."""
+        if h.dim() != 2:
+            raise MggError(f"GCNConv: {why} needs 2-D x in mgg")
+        src, dst = explained_edges("GCNConv", edge_index, self.flow, why)
+        if self.cached and self.normalize and edge_weight is not None and edge_weight.requires_grad:
+            raise MggError("GCNConv: cached=True keeps the first weights; it cannot learn edge_weight")
+        src, dst = src.to(h.device), dst.to(h.device)
+        mask = self._explain_mask(src.numel()) if explaining else None
+        dt = torch.float64 if h.dtype == torch.float64 else torch.float32
+        w = (
+            edge_weight.to(h.device, dt).reshape(-1)
+            if edge_weight is not None
+            else torch.ones(src.numel(), dtype=dt, device=h.device)
+        )
+        if self.add_self_loops:  # PyG's add_remaining_self_loops: a node's last loop keeps its weight
+            loop = src == dst
+            fill = 2.0 if self.improved and edge_weight is not None else 1.0  # PyG 2.8: no weights, loops get 1
+            loop_w = w.new_full((n,), fill).index_put((src[loop],), w[loop])
+            nodes = torch.arange(n, device=h.device)
+            src, dst = torch.cat([src[~loop], nodes]), torch.cat([dst[~loop], nodes])
+            w = torch.cat([w[~loop], loop_w])
+            mask = None if mask is None else torch.cat([mask.to(w)[~loop], w.new_ones(n)])
+        if self.normalize:
+            deg = w.new_zeros(n).index_add(0, dst, w)
+            dis = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
+            w = dis[src] * w * dis[dst]
+        return src, dst, w, mask
+
     def _learned_weights(
         self, h: torch.Tensor, edge_index, edge_weight: torch.Tensor, n: int, explaining: bool
     ) -> torch.Tensor:
@@ -314,33 +362,8 @@ class GCNConv(_Aggregating):
         the gradient in the weights (mgg.ops.aggregate_edges)."""
         from ..ops import aggregate_edges
 
-        if h.dim() != 2:
-            raise MggError(
-                "GCNConv: an edge_weight that requires grad, or an explainer's edge mask, needs 2-D x in mgg"
-            )
         why = "an explainer's edge mask" if explaining else "an edge_weight that requires grad"
-        src, dst = explained_edges("GCNConv", edge_index, self.flow, why)
-        if self.cached and self.normalize and edge_weight is not None and edge_weight.requires_grad:
-            raise MggError("GCNConv: cached=True keeps the first weights; it cannot learn edge_weight")
-        src, dst = src.to(h.device), dst.to(h.device)
-        mask = self._explain_mask(src.numel())
-        dt = torch.float64 if h.dtype == torch.float64 else torch.float32
-        w = (
-            edge_weight.to(h.device, dt).reshape(-1)
-            if edge_weight is not None
-            else torch.ones(src.numel(), dtype=dt, device=h.device)
-        )
-        if self.add_self_loops:  # PyG's add_remaining_self_loops: a node's last loop keeps its weight
-            loop = src == dst
-            loop_w = w.new_full((n,), 2.0 if self.improved else 1.0).index_put((src[loop],), w[loop])
-            nodes = torch.arange(n, device=h.device)
-            src, dst = torch.cat([src[~loop], nodes]), torch.cat([dst[~loop], nodes])
-            w = torch.cat([w[~loop], loop_w])
-            mask = None if mask is None else torch.cat([mask.to(w)[~loop], w.new_ones(n)])
-        if self.normalize:
-            deg = w.new_zeros(n).index_add(0, dst, w)
-            dis = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
-            w = dis[src] * w * dis[dst]
+        src, dst, w, mask = self._normalised_edges(h, edge_index, edge_weight, n, why, explaining)
         if self.aggr == "mean":
             w = w / torch.bincount(dst, minlength=n).clamp(min=1).to(w)[dst]
         if mask is not None:
@@ -397,7 +420,9 @@ class GINConv(_Aggregating):
             return self._graph_of(g, dt, sparse_tensor)
 
         tag = f"gin:{self.aggr}:{sparse_tensor}"
-        if getattr(self, "_explain", None):
+        if self.hooked():
+            out = self.propagated(edge_index, x=(x_src, x_dst), size=size)
+        elif getattr(self, "_explain", None):
             out = self._explained(x_src, edge_index, n_dst)
         elif bipartite:
             plan = bipartite_plan(edge_index, n_src, n_dst, tag, make, self.flow, x_src.dtype, "GINConv")

@@ -26,7 +26,7 @@ from ..graph import Graph
 from ..ops import aggregate_edges, attention_graph
 from ..plan import Config
 from .conv import glorot, is_lazy, linear, refuse_script, split_input
-from .message_passing import LayerBase
+from .message_passing import LayerBase, refuse_hooks
 from .plans import bipartite_plan, cached_plan, pad_rows
 
 _MIX = 0x9E3779B97F4A7C15
@@ -37,6 +37,7 @@ _SEED_BITS = (1 << 62) - 1
 _FILL_REDUCE = {"add": "sum", "sum": "sum", "mean": "mean", "min": "amin", "max": "amax", "mul": "prod"}
 
 
+@refuse_hooks  # its scores are not PyG's edge_updater and its aggregation not PyG's propagate
 class GATConv(LayerBase):
     """out_i = sum_{j -> i} alpha_ij W x_j per head, alpha_ij = softmax_j(leaky_relu(a_src . W x_j
     + a_dst . W x_i)), as torch_geometric.nn.GATConv: heads concatenated (concat=True) or

@@ -2,11 +2,14 @@
 PyG's tools which look for message-passing layers take mgg's as theirs (to_hetero's per-edge-type
 calls, the explainers' edge masks), and nn.Module where it is not.
 
-mgg's layers aggregate in one fused op and never call MessagePassing.propagate: PyG's propagate,
-message and aggregate hooks would never run, so registering one is refused in one line (torch's
-own forward hooks on the layer work). An explainer's edge mask (explain=True, _edge_mask) scales
-each message as PyG's explain_message does, through mgg.ops.aggregate_edges, so the mask gets its
-gradient."""
+mgg's layers aggregate in one fused op, without MessagePassing.propagate. While a PyG propagate,
+message, aggregate or message_and_aggregate hook is registered on a layer that can (GCNConv,
+GINConv, SAGEConv), its aggregation runs through PyG's own propagate instead, so the hooks see
+what PyG's layer shows them (per-edge messages, decomposed_layers' chunks) at PyG's speed, on one
+process; a layer that cannot (GATConv: its scores are not PyG's edge_updater) refuses the hook
+in one line at registration. torch's own forward hooks on the layer always work. An explainer's
+edge mask (explain=True, _edge_mask) scales each message as PyG's explain_message does, through
+mgg.ops.aggregate_edges, so the mask gets its gradient."""
 
 from __future__ import annotations
 
@@ -25,18 +28,27 @@ try:
 except ImportError:  # PyG is optional: the layers work without it, as plain modules
     _Base = nn.Module
 
-_HOOKS = ("propagate", "message", "aggregate", "message_and_aggregate", "edge_update")
+HOOKS = ("propagate", "message", "aggregate", "message_and_aggregate", "edge_update")
+_HOOK_DICTS = tuple(f"_{kind}_forward{when}_hooks" for kind in HOOKS for when in ("_pre", ""))  # PyG's
 
 
 def _refuse_hook(kind: str):
     def register(self, *args, **kwargs):
         raise MggError(
-            f"{type(self).__name__}: register_{kind}_forward_(pre_)hook is not supported: mgg's layers "
-            f"aggregate in one fused op and never call propagate(), so the hook would not run; use "
+            f"{type(self).__name__}: register_{kind}_forward_(pre_)hook is not supported: this layer "
+            f"aggregates in one fused op and never calls propagate(), so the hook would not run; use "
             f"torch's register_forward_hook / register_forward_pre_hook on the layer"
         )
 
     return register
+
+
+def refuse_hooks(cls, kinds=HOOKS):
+    """Makes cls refuse PyG hooks of `kinds` at registration (hooks its forward never runs)."""
+    for kind in kinds:
+        setattr(cls, f"register_{kind}_forward_pre_hook", _refuse_hook(kind))
+        setattr(cls, f"register_{kind}_forward_hook", _refuse_hook(kind))
+    return cls
 
 
 class LayerBase(_Base):
@@ -46,6 +58,22 @@ class LayerBase(_Base):
         super().__init__()
         if _Base is nn.Module:  # the attributes PyG's MessagePassing would have set
             self._explain, self._edge_mask, self._loop_mask, self._apply_sigmoid = None, None, None, True
+
+    def hooked(self) -> bool:
+        """Whether a PyG propagate/message/aggregate hook is registered: then the layer's
+        aggregation runs through PyG's propagate (propagated), where the hooks run."""
+        return any(getattr(self, d, None) for d in _HOOK_DICTS)
+
+    def propagated(self, edge_index, **kwargs) -> torch.Tensor:
+        """PyG's own MessagePassing.propagate over edge_index (a [2, E] tensor or a sparse
+        adjacency), with the layer's message() and its aggr_module: the path with hooks."""
+        name = type(self).__name__
+        if not isinstance(edge_index, torch.Tensor) and not hasattr(edge_index, "sparse_sizes"):
+            raise MggError(
+                f"{name}: with a PyG propagate/message/aggregate hook registered the layer runs PyG's "
+                f"propagate, which needs an edge_index [2, E] or a sparse adjacency, not a {type(edge_index).__name__}"
+            )
+        return self.propagate(edge_index, **kwargs)
 
     def _explain_mask(self, num_edges: int) -> Optional[torch.Tensor]:
         """The multiplier of each input edge's message while an explainer is attached (PyG's
@@ -63,9 +91,7 @@ class LayerBase(_Base):
         return mask.sigmoid() if self._apply_sigmoid else mask
 
 
-for _kind in _HOOKS:
-    setattr(LayerBase, f"register_{_kind}_forward_pre_hook", _refuse_hook(_kind))
-    setattr(LayerBase, f"register_{_kind}_forward_hook", _refuse_hook(_kind))
+refuse_hooks(LayerBase, ("edge_update",))  # no mgg layer calls PyG's edge_updater
 
 
 def explained_edges(

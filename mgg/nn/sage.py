@@ -91,6 +91,8 @@ class SAGEConv(_Aggregating):
         x_src, x_dst, n_src, n_dst, bipartite = split_input(x, size, "SAGEConv", self.node_dim, edge_index)
         if self.project:
             x_src = F.relu(self.lin(x_src))
+        if self.hooked():
+            return self._finish(self.lin_l(self.propagated(edge_index, x=(x_src, x_dst), size=size)), x_dst)
         if self.pyg_aggregation:
             return self._finish(self.lin_l(self._pyg_aggregate(x_src, edge_index, n_dst)), x_dst)
         sparse_tensor = is_sparse_tensor(edge_index)  # PyG drops a SparseTensor's values in SAGEConv

@@ -9,8 +9,12 @@ import torch.nn.functional as F
 
 pnn = pytest.importorskip("torch_geometric.nn")
 
+from torch_geometric import typing as pyg_typing  # noqa: E402
+from torch_geometric.data import Data  # noqa: E402
+from torch_geometric.loader import NeighborLoader  # noqa: E402
+
 import mgg.nn as mnn  # noqa: E402
-from mgg.sampling import NeighborSampler  # noqa: E402
+from mgg.sampling.pyg import PygNeighborSampler  # noqa: E402
 
 
 def _accuracy(logits, data, mask) -> float:
@@ -27,31 +31,36 @@ class _Sage(torch.nn.Module):
         return self.c2(x, edge_index)
 
 
-def test_sage_trains_on_sampled_minibatches_as_with_pygs_layers(cora):
-    """GraphSAGE's mini-batch protocol: 2 hops of 10 sampled in-neighbors around batches of 64
-    training seeds (mgg.sampling replays NeighborLoader's semantics; NeighborLoader itself needs
-    pyg-lib or torch-sparse, not installed here), a new edge_index every batch; full-graph
-    evaluation."""
+def test_sage_trains_on_neighborloader_minibatches_as_with_pygs_layers(cora):
+    """GraphSAGE's mini-batch protocol through PyG's own NeighborLoader: 2 hops of 10 sampled
+    in-neighbors around shuffled batches of 64 training seeds, a new edge_index every batch;
+    full-graph evaluation. The loader samples with pyg-lib or torch-sparse where one is
+    installed, else with mgg's sampler (mgg.sampling.pyg); both runs see the same batches."""
     ei = cora.graph.edge_index()
-    train = cora.train_mask.nonzero().flatten()
-    acc = {}
+    data = Data(x=cora.x, y=cora.y, edge_index=ei, num_nodes=cora.graph.num_nodes)
+    own_sampler = not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE)
+    acc, batches = {}, {}
     for name, nn in (("pyg", pnn), ("mgg", mnn)):
         torch.manual_seed(0)
         model = _Sage(nn, cora.x.size(1), 32, int(cora.y.max()) + 1)
         opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
-        sampler = NeighborSampler(cora.graph, [10, 10], generator=torch.Generator().manual_seed(1))
-        order = torch.Generator().manual_seed(2)
+        sampler = PygNeighborSampler(data, [10, 10]) if own_sampler else None
+        loader = NeighborLoader(
+            data, [10, 10], batch_size=64, input_nodes=cora.train_mask, shuffle=True, neighbor_sampler=sampler
+        )
+        batches[name] = 0
         for _ in range(20):
             model.train()
-            for seeds in train[torch.randperm(train.numel(), generator=order)].split(64):
-                sub = sampler.sample(seeds)
+            for b in loader:
                 opt.zero_grad()
-                out = model(cora.x[sub.n_id], sub.edge_index)[: sub.batch_size]
-                F.cross_entropy(out, cora.y[seeds]).backward()
+                out = model(b.x, b.edge_index)[: b.batch_size]
+                F.cross_entropy(out, b.y[: b.batch_size]).backward()
                 opt.step()
+                batches[name] += 1
         model.eval()
         with torch.no_grad():
             acc[name] = _accuracy(model(cora.x, ei), cora, cora.test_mask)
+    assert batches["mgg"] == batches["pyg"] == 20 * 3  # 140 training nodes in batches of 64
     assert acc["mgg"] > 0.7, acc
     assert abs(acc["mgg"] - acc["pyg"]) <= 0.015, acc
 

@@ -1,6 +1,7 @@
 """mgg's layers under PyG's own tools, against the same script with PyG's layers (float64):
 to_hetero's per-edge-type calls, the explainers' edge masks (GNNExplainer on a GCN; set_masks on
-SAGE and GIN), and the propagate/message hooks they refuse in one line."""
+SAGE and GIN), and PyG's propagate/message/aggregate hooks (GCN, GIN, SAGE through PyG's propagate;
+GAT refuses them in one line)."""
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from torch_geometric.datasets import FakeHeteroDataset  # noqa: E402
 from torch_geometric.explain import Explainer, GNNExplainer  # noqa: E402
 from torch_geometric.explain.algorithm.utils import clear_masks, set_masks  # noqa: E402
 
+import mgg  # noqa: E402
 import mgg.nn as mnn  # noqa: E402
 from mgg.errors import MggError  # noqa: E402
 from mgg.testing import assert_same_formula  # noqa: E402
@@ -122,8 +124,9 @@ def test_gnnexplainer_explains_an_mgg_gcn_as_pygs():
         lambda nn: nn.GINConv(torch.nn.Linear(8, 5), aggr="mean"),
         lambda nn: nn.GCNConv(8, 5),
         lambda nn: nn.GCNConv(8, 5, add_self_loops=False, normalize=False),
+        lambda nn: nn.GCNConv(8, 5, improved=True),  # no edge weights: PyG's loops get 1, not 2
     ],
-    ids=["sage-mean", "sage-sum", "sage-project", "gin-add", "gin-mean", "gcn", "gcn-plain"],
+    ids=["sage-mean", "sage-sum", "sage-project", "gin-add", "gin-mean", "gcn", "gcn-plain", "gcn-improved"],
 )
 def test_an_edge_mask_scales_messages_as_pygs_explain_message(layer):
     x, ei = _graph()
@@ -152,13 +155,116 @@ def test_gat_refuses_an_edge_mask_in_one_line():
         conv(x, ei)
 
 
+_HOOKED = {
+    "gcn": lambda nn: nn.GCNConv(8, 4),
+    "gcn-improved-mean": lambda nn: nn.GCNConv(8, 4, improved=True, aggr="mean"),
+    "gin": lambda nn: nn.GINConv(torch.nn.Linear(8, 4), train_eps=True),
+    "sage": lambda nn: nn.SAGEConv(8, 4),
+    "sage-max-project": lambda nn: nn.SAGEConv(8, 4, aggr="max", project=True, normalize=True),
+    "sage-multi": lambda nn: nn.SAGEConv(8, 4, aggr=["mean", "sum"]),
+}
+
+
+def _record(conv, log: list) -> None:
+    """Every PyG hook kind on conv, each appending what it sees to log; the propagate hook also
+    changes the output (PyG lets a forward hook return a replacement)."""
+    conv.register_propagate_forward_pre_hook(lambda m, inp: log.append(("propagate-pre", inp[0])))
+    conv.register_message_forward_pre_hook(lambda m, inp: log.append(("message-pre", inp[0]["x_j"])))
+    conv.register_message_forward_hook(lambda m, inp, out: log.append(("message", out)))
+    conv.register_aggregate_forward_pre_hook(lambda m, inp: log.append(("aggregate-pre", inp[0]["index"])))
+    conv.register_aggregate_forward_hook(lambda m, inp, out: log.append(("aggregate", out)))
+    conv.register_propagate_forward_hook(lambda m, inp, out: 2 * out)
+
+
+@pytest.mark.parametrize("bipartite", [False, True])
+@pytest.mark.parametrize("layer", list(_HOOKED))
+def test_pyg_hooks_see_what_pygs_layer_shows_them(layer, bipartite):
+    """With PyG's hooks registered, mgg's layer runs PyG's propagate: each hook sees PyG's
+    tensors (edges, messages, aggregates), the output and every gradient are PyG's."""
+    if bipartite and layer.startswith("gcn"):
+        pytest.skip("GCNConv takes one node set (as PyG)")
+    x, ei = _graph()
+    if bipartite:
+        x = (x, torch.randn(12, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(3)))
+        ei = ei[:, ei[1] < 12]
+    runs = []
+    for nn in (pnn, mnn):
+        torch.manual_seed(1)
+        conv = _HOOKED[layer](nn).double()
+        if runs:
+            conv.load_state_dict(runs[0][0].state_dict())
+        log = []
+        _record(conv, log)
+        inputs = [t.detach().clone().requires_grad_() for t in (x if bipartite else (x,))]
+        out = conv(tuple(inputs) if bipartite else inputs[0], ei)
+        out.pow(2).sum().backward()
+        runs.append((conv, log, out, inputs))
+    (pc, plog, pout, pin), (mc, mlog, mout, min_) = runs
+    assert [k for k, _ in mlog] == [k for k, _ in plog] and len(plog) == 5
+    for (kind, got), (_, want) in zip(mlog, plog, strict=True):
+        if want.is_floating_point():
+            assert_same_formula(got, want, kind)
+        else:
+            assert torch.equal(got, want), kind
+    assert_same_formula(mout, pout)
+    for a, b in zip(min_, pin, strict=True):
+        assert_same_formula(a.grad, b.grad)
+    for (name, a), (_, b) in zip(mc.named_parameters(), pc.named_parameters(), strict=True):
+        assert_same_formula(a.grad, b.grad, name)
+
+
+def test_decomposed_layers_chunk_the_messages_as_pyg():
+    """PyG's own test: with decomposed_layers=2 the message hook sees half the channels each time."""
+    x, ei = _graph()
+    shapes, outs = {}, {}
+    for name, nn in (("pyg", pnn), ("mgg", mnn)):
+        torch.manual_seed(1)
+        conv = nn.GCNConv(8, 4).double()
+        conv.register_message_forward_pre_hook(lambda m, inp, n=name: shapes.setdefault(n, []).append(inp[0]["x_j"]))
+        conv.decomposed_layers = 2
+        outs[name] = conv(x, ei)
+    assert [t.shape[1] for t in shapes["mgg"]] == [2, 2]
+    for a, b in zip(shapes["mgg"], shapes["pyg"], strict=True):
+        assert_same_formula(a, b)
+    assert_same_formula(outs["mgg"], outs["pyg"])
+
+
+def test_without_hooks_the_layer_leaves_pygs_propagate_alone():
+    """A removed hook puts the layer back on mgg's fused op (propagate is not called)."""
+    x, ei = _graph()
+    conv = mnn.SAGEConv(8, 4).double()
+    handle = conv.register_message_forward_pre_hook(lambda m, inp: None)
+    hooked = conv(x, ei)
+    handle.remove()
+
+    def refuse(*a, **k):
+        raise AssertionError("propagate ran without hooks")
+
+    conv.propagate = refuse
+    assert_same_formula(conv(x, ei), hooked)
+
+
+def test_hooks_need_an_edge_index_or_adjacency():
+    x, ei = _graph()
+    g = mgg.Graph.from_edge_index(ei, 30)
+    conv = mnn.GINConv(torch.nn.Identity()).double()
+    conv.register_message_forward_pre_hook(lambda m, inp: None)
+    with pytest.raises(MggError, match="PyG's propagate") as e:
+        conv(x, g)
+    assert "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("kind", ["propagate", "message", "aggregate", "message_and_aggregate", "edge_update"])
 @pytest.mark.parametrize("when", ["pre_hook", "hook"])
 def test_hooks_that_would_never_run_are_refused_in_one_line(kind, when):
-    for conv in (mnn.GCNConv(4, 4), mnn.SAGEConv(4, 4), mnn.GINConv(torch.nn.Identity()), mnn.GATConv(4, 4)):
+    """GATConv's attention does not run through PyG's propagate, and no layer calls PyG's
+    edge_updater: those hooks are refused at registration."""
+    convs = [mnn.GATConv(4, 4)] + ([mnn.GCNConv(4, 4), mnn.SAGEConv(4, 4)] if kind == "edge_update" else [])
+    for conv in convs:
         assert isinstance(conv, pnn.MessagePassing)
-        with pytest.raises(MggError, match="never call propagate"):
+        with pytest.raises(MggError, match="never calls propagate") as e:
             getattr(conv, f"register_{kind}_forward_{when}")(lambda *a: None)
+        assert "\n" not in str(e.value)
 
 
 def test_torch_forward_hooks_run():

@@ -49,7 +49,7 @@ def check(g: Graph, seeds: list, sub, fanouts: list) -> None:
         assert new == hop_nodes[k + 1]
 
 
-@pytest.mark.parametrize("fanouts", [[25, 10], [3, 2, 2], [-1, -1], [1]])
+@pytest.mark.parametrize("fanouts", [[25, 10], [3, 2, 2], [-1, -1], [1], [4, 0]])
 def test_samples_follow_the_semantics_on_a_multigraph(fanouts):
     """Hub targets, nodes without in-edges, duplicate edges, self loops."""
     g = random_graph(300, 3000, seed=3, skew=0.6)
@@ -107,7 +107,13 @@ def test_same_generator_seed_same_sample(cora):
 
 @pytest.mark.parametrize(
     "fanouts, seeds, msg",
-    [([], [0], "num_neighbors"), ([0], [0], "num_neighbors"), ([2], [0, 0], "distinct"), ([2], [9], r"in \[0, 3\)")],
+    [
+        ([], [0], "num_neighbors"),
+        ([-2], [0], "num_neighbors"),
+        ([1.5], [0], "num_neighbors"),
+        ([2], [0, 0], "distinct"),
+        ([2], [9], r"in \[0, 3\)"),
+    ],
 )
 def test_bad_input_is_refused_in_one_line(fanouts, seeds, msg):
     g = Graph.from_edges([0, 1], [1, 2], 3)

@@ -15,8 +15,8 @@ from typing import Iterator, Optional
 
 import torch
 
-from .errors import MggError
-from .graph import Graph
+from ..errors import MggError
+from ..graph import Graph
 
 
 @dataclass
@@ -39,6 +39,14 @@ class Subgraph:
     num_sampled_edges: list
 
 
+def check_fanouts(num_neighbors) -> list:
+    """num_neighbors as a list of fan-outs (>= 0, or -1 for every in-neighbor), or an MggError."""
+    fanouts = list(num_neighbors) if isinstance(num_neighbors, (list, tuple)) else None
+    if not fanouts or any(isinstance(f, bool) or not isinstance(f, int) or f < -1 for f in fanouts):
+        raise MggError(f"num_neighbors must be a non-empty list of fan-outs >= 0 or -1, got {num_neighbors!r}")
+    return fanouts
+
+
 class NeighborSampler:
     """Samples the in-neighborhoods of seed nodes, hop by hop.
 
@@ -49,13 +57,19 @@ class NeighborSampler:
     """
 
     def __init__(self, graph: Graph, num_neighbors: list, generator: Optional[torch.Generator] = None):
-        if not num_neighbors or any(not isinstance(f, int) or (f < 1 and f != -1) for f in num_neighbors):
-            raise MggError(f"num_neighbors must be a non-empty list of positive fan-outs or -1, got {num_neighbors!r}")
         self.rowptr, self.col = graph.rowptr.long(), graph.col.long()
         self.num_nodes = graph.num_nodes
-        self.num_neighbors = list(num_neighbors)
+        self.num_neighbors = check_fanouts(num_neighbors)
         self.generator = generator
         self._local = torch.full((self.num_nodes,), -1, dtype=torch.long)  # global -> local id, -1: not reached
+
+    @classmethod
+    def from_csr(
+        cls, rowptr: torch.Tensor, col: torch.Tensor, num_neighbors: list, generator: Optional[torch.Generator] = None
+    ) -> "NeighborSampler":
+        """A sampler over a CSR of in-edges given as arrays (row i: the sources of i's in-edges),
+        e.g. PyG's CSC (colptr, row)."""
+        return cls(Graph(rowptr.long().contiguous(), col.long().contiguous()), num_neighbors, generator)
 
     def _hop(self, frontier: torch.Tensor, fanout: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(CSR positions of the sampled in-edges, their targets) of one hop."""
