@@ -140,7 +140,13 @@ def cmd_train(args):
         from .distributed.trainer import train as train_distributed
 
         res = train_distributed(
-            ds, cfg, args.backend, progress=not args.quiet, fetch=args.fetch, partition=args.partition
+            ds,
+            cfg,
+            args.backend,
+            progress=not args.quiet,
+            fetch=args.fetch,
+            partition=args.partition,
+            remote_reads=args.remote_reads,
         )
         if res["rank"] != 0:
             return
@@ -253,6 +259,13 @@ def _fetch_names() -> list:
     return list(FETCH)
 
 
+def _remote_read_modes() -> list:
+    from .runtime.remote_reads import AUTO
+    from .steps import REMOTE_READS
+
+    return [*REMOTE_READS, AUTO]
+
+
 def parser() -> argparse.ArgumentParser:
     from .nn.models import PROTOCOLS
 
@@ -351,6 +364,14 @@ def parser() -> argparse.ArgumentParser:
         default="get-warp",
         help="how the nvshmem backend reads peers' rows: NVSHMEM get at warp/thread/block scope, "
         "or direct loads through nvshmem_ptr",
+    )
+    p.add_argument(
+        "--remote-reads",
+        choices=_remote_read_modes(),
+        default="per-edge",
+        help="how often the nvshmem backend reads a remote row per aggregation: once per edge that "
+        "names it (MGG), once (gathered into a local table, then aggregated), or auto (each layer "
+        "measured in both at its first step, the faster kept)",
     )
     p.add_argument(
         "--partition",

@@ -322,6 +322,44 @@ _NO_STEP = [None] * len(STEP_FIELDS)
 _NO_PARAMS = [0, 1, 1, 1, 0, 0]
 
 
+class HaloGather:
+    """The step that reads each of a rank's halo rows once from its owner (issue 34's `once`
+    mode): an aggregate_peers step whose row h has no local edge and one remote edge, to row
+    halo_offset[h] of PE halo_pe[h]'s table, so its output is the halo table [halo, D] in halo
+    order, each remote row moved once however many of the rank's edges read it. The rank's
+    aggregation then reads that table as aggregate reads a halo buffer. Forward only: the
+    nvshmem backend's adjoint gathers over the transposed graph's plan the same way."""
+
+    def __init__(self, shard: RankShard, config: Config):
+        h = shard.num_halo
+        self.shard, self.num_rows = shard, h
+        self.local = Csr(np.zeros(h + 1, np.int64), np.zeros(0, np.int32), None)
+        self.remote = Csr(np.arange(h + 1, dtype=np.int64), shard.halo_offset.astype(np.int32), None)
+        # one edge per row, so partitions of one edge; each warp walks the most partitions a
+        # config allows (DIST_RANGE's top), which keeps the schedule at a few bytes per halo row
+        self.schedule = Schedule(self.local, self.remote if h else None, Config(1, DIST_RANGE[1], config.wpb))
+        self._args: dict = {}
+
+    def op_args(self, device) -> tuple[list, list]:
+        """The `plan` and `params` lists of aggregate_peers on `device` (no transposed step)."""
+        key = str(torch.device(device))
+        if key not in self._args:
+            t = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
+            blocks, fixups = self.schedule.on(torch.device(device))
+            step = dict.fromkeys(STEP_FIELDS)
+            step.update(
+                local_rowptr=t(self.local.rowptr),
+                local_col=t(self.local.col),
+                remote_rowptr=t(self.remote.rowptr),
+                remote_col=t(self.remote.col),
+                remote_pe=t(self.shard.halo_pe.astype(np.int32)),
+                blocks=blocks,
+                fixups=fixups,
+            )
+            self._args[key] = ([step[f] for f in STEP_FIELDS] + _NO_STEP, self.schedule.params() + _NO_PARAMS)
+        return self._args[key]
+
+
 class RankPlan:
     """A rank's shard under one config: what the mgg ops walk."""
 
@@ -339,6 +377,11 @@ class RankPlan:
     @cached_property
     def schedule_t(self) -> Schedule:
         return Schedule(self.shard.transposed, None, self.config)
+
+    @cached_property
+    def halo_gather(self) -> HaloGather:
+        """The step that reads each halo row once (the `once` remote mode), built on first use."""
+        return HaloGather(self.shard, self.config)
 
     @property
     def num_rows(self) -> int:

@@ -1,7 +1,8 @@
 """One rank's step through the mgg ops: `run_step` (remote rows from one table, a halo buffer),
 `run_extreme` (max/min, remote rows likewise), `run_peers` (remote rows read from each PE's own
-table) and `run_attend` (GAT's attention), on a RankPlan (mgg.plan, which imports this module:
-`plan` is not annotated). The backends, Plan.aggregate/attend and mgg.ops all call these."""
+table, once per edge), `run_peers_once` (each remote row read once) and `run_attend` (GAT's
+attention), on a RankPlan (mgg.plan, which imports this module: `plan` is not annotated). The
+backends, Plan.aggregate/attend and mgg.ops all call these."""
 
 from __future__ import annotations
 
@@ -91,6 +92,42 @@ def run_peers(
     check_fetch(fetch)
     args = plan.op_args(x.device, peers=True, transposed=_needs_grad(x, *peers))
     return torch.ops.mgg.aggregate_peers(x, peers, my_pe, *args, FETCH[fetch], deterministic)
+
+
+REMOTE_READS = ("per-edge", "once")  # how often a remote row is read per aggregation (run_peers_once)
+
+
+def check_remote_reads(mode: str) -> None:
+    """Raises MggError unless `mode` names a remote-read mode."""
+    if mode not in REMOTE_READS:
+        raise MggError(f"remote_reads must be one of {REMOTE_READS}, got {mode!r}")
+
+
+def run_peers_once(
+    x: torch.Tensor, peers: list, my_pe: int, plan, fetch: str = "direct", deterministic: bool = False
+) -> torch.Tensor:
+    """run_peers with each remote row read once (issue 34): aggregate_peers over the plan's
+    HaloGather brings the rank's halo rows from their owners' tables (each once, by `fetch`)
+    into a halo table, then aggregate reads them from it as the halo backend reads its buffer.
+    MGG's per-edge fetch (run_peers) reads a remote row once per edge that names it. The sums
+    are the same, in the same order, so the results are bit-identical in deterministic mode.
+    Forward only (the nvshmem backend composes the adjoint over the transposed graph's plan).
+
+    Args:
+        x, peers, my_pe, plan, fetch, deterministic: as run_peers.
+
+    Returns:
+        [rows, D], the rank's output rows.
+    """
+    check_fetch(fetch)
+    if _needs_grad(x, *peers):
+        raise MggError("run_peers_once is forward only; differentiate through the nvshmem backend or run_peers")
+    if plan.shard.num_halo:
+        gather = plan.halo_gather
+        halo = torch.ops.mgg.aggregate_peers(x, peers, my_pe, *gather.op_args(x.device), FETCH[fetch], deterministic)
+    else:
+        halo = x.new_empty((0, x.size(1)))
+    return torch.ops.mgg.aggregate(x, halo, *plan.op_args(x.device, transposed=False), deterministic)
 
 
 def _acc_dtype(dtype: torch.dtype) -> torch.dtype:

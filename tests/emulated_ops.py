@@ -72,12 +72,17 @@ def aggregate(
     seed: int = 0,
     trace: bool = False,
     counters: bool = False,
+    halo_gather: bool = False,
 ) -> torch.Tensor:
     """A @ x over every rank of `plan`, each rank's step by the emulated kernels reading remote
     rows from `source` (gets completed as `completion` says: loadstore or proxy), scheduled by
     `seed`; the rows of all ranks in graph order. trace: each rank's folder keeps the
     emulator's trace of warp and block calls (trace.txt). counters: each rank's folder keeps the
-    memory counters (counters.txt; emulator.counters_of reads them)."""
+    memory counters (counters.txt; emulator.counters_of reads them). halo_gather: run each
+    rank's HaloGather step instead (the `once` mode's read of each halo row from its owner; a
+    peers source), returning every rank's halo rows, rank after rank."""
+    if halo_gather and source == "table":
+        raise ValueError("the halo gather reads peers' tables: give a peers source")
     b = plan.bounds
     own = [x[int(b[r]) : int(b[r + 1])].contiguous() for r in range(plan.num_ranks)]
     heaps, heap_bytes = _peer_tables(own)
@@ -85,7 +90,11 @@ def aggregate(
     for r in range(plan.num_ranks):
         rp = plan.rank_plan(r, config)
         peers = source != "table"
-        plan_list, params = rp.op_args("cpu", peers=peers, transposed=False)
+        if halo_gather:
+            rp = rp.halo_gather
+            plan_list, params = rp.op_args("cpu")
+        else:
+            plan_list, params = rp.op_args("cpu", peers=peers, transposed=False)
         s = _step(plan_list)
         values = dict(op="aggregate", deterministic=deterministic, **_step_values(rp, s, params, x, seed))
         if trace:

@@ -29,6 +29,8 @@ from ..ops import attention_table
 from ..partitioning import CACHED, METHODS, Partition
 from ..partitioning import partition as partition_nodes
 from ..plan import Config, Plan
+from ..runtime.remote_reads import AUTO
+from ..steps import check_remote_reads
 from .backends import BACKENDS as _KINDS
 from .comm import all_gather_rows
 
@@ -42,9 +44,19 @@ class DistPlan:
 
     distributed = True
 
-    def __init__(self, graph: Graph, rank: int, bounds, group=None, backend: str = "halo", fetch: str = "get-warp"):
+    def __init__(
+        self,
+        graph: Graph,
+        rank: int,
+        bounds,
+        group=None,
+        backend: str = "halo",
+        fetch: str = "get-warp",
+        remote_reads: str = "per-edge",
+    ):
         self.rank, self.world, self.group = rank, len(bounds) - 1, group
         self.backend, self.fetch = backend, fetch
+        self.remote_reads = remote_reads  # the nvshmem backend's: per-edge (MGG) or once (steps.REMOTE_READS)
         kind = _KINDS[backend]
         # the ranges of the DistGraph, whatever the normalisation
         self.plan = Plan(graph, bounds=bounds, gathered=kind.gathered)
@@ -141,6 +153,12 @@ class DistGraph:
         group: the torch.distributed group (default: the world).
         backend: 'halo' or 'nvshmem' (module docstring).
         fetch: how the nvshmem backend reads peers' rows (mgg._C.FETCH).
+        remote_reads: how often the nvshmem backend reads a remote row per aggregation:
+            'per-edge' (MGG's fused kernel: once per edge that names it) or 'once' (each of the
+            rank's halo rows read once into a local table, then aggregated from it; on dense
+            graphs many times fewer bytes over NVLink) or 'auto' (each layer's shape measured in
+            both modes at its first step, the faster kept: mgg.runtime.remote_reads). Other
+            backends move each row once anyway.
         partition: which nodes each rank owns: a method of mgg.partition ('range', MGG
             Algorithm 1 on the graph's order, the default; 'random', 'metis', 'hypergraph') or a
             precomputed mgg.Partition of this graph for this many ranks. Rank 0 partitions (or
@@ -159,13 +177,17 @@ class DistGraph:
         fetch: str = "get-warp",
         partition: Union[str, Partition] = "range",
         seed: int = 0,
+        remote_reads: str = "per-edge",
     ):
         if backend not in BACKENDS:
             raise MggError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if remote_reads != AUTO:
+            check_remote_reads(remote_reads)
         if not dist.is_initialized():
             raise MggError("mgg.distributed: torch.distributed is not initialised (launch with torchrun)")
         _KINDS[backend].start(group, fetch)
         self.graph, self.group, self.backend, self.fetch = graph, group, backend, fetch
+        self.remote_reads = remote_reads
         self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
         if self.world > graph.num_nodes:
             raise MggError(f"{self.world} ranks exceed the graph's {graph.num_nodes} nodes")
@@ -216,7 +238,9 @@ class DistGraph:
         relabelled into the ranks' order), built once per tag."""
         if tag not in self._plans:
             g = self.partition.relabel(make(self.graph))
-            self._plans[tag] = DistPlan(g, self.rank, self.bounds, self.group, self.backend, self.fetch)
+            self._plans[tag] = DistPlan(
+                g, self.rank, self.bounds, self.group, self.backend, self.fetch, self.remote_reads
+            )
         return self._plans[tag]
 
 

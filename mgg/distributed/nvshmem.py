@@ -33,6 +33,7 @@ import torch.distributed as dist
 from ..errors import MggError
 from ..ops import FETCH, run_peers
 from ..plan import RankPlan
+from ..steps import check_remote_reads, run_peers_once
 
 EXTRA = "pip install 'mgg[nvshmem]'"
 
@@ -261,31 +262,46 @@ class _Table:
         self.own = self.table[: range_rows[me]]
 
 
-def _pull(x_own: torch.Tensor, plan: RankPlan, range_rows: list[int], fetch: str, deterministic: bool) -> torch.Tensor:
+def _pull(
+    x_own: torch.Tensor,
+    plan: RankPlan,
+    range_rows: list[int],
+    fetch: str,
+    deterministic: bool,
+    remote_reads: str = "per-edge",
+) -> torch.Tensor:
     """One aggregation over the symmetric tables: write this rank's rows into the next table,
-    barrier, then the kernel reads its own rows and peers' rows from their tables."""
+    barrier, then the kernel reads its own rows and peers' rows from their tables, once per
+    edge (MGG's fused kernel, run_peers) or each remote row once (run_peers_once)."""
     rt = runtime()
     t = _publish(rt, x_own, range_rows, fetch)  # every PE's rows of this layer are written before any PE reads
-    return run_peers(t.own, t.peers, rt.heap.my_pe(), plan, fetch, deterministic)
+    read = run_peers_once if remote_reads == "once" else run_peers
+    return read(t.own, t.peers, rt.heap.my_pe(), plan, fetch, deterministic)
 
 
 class _Aggregate(torch.autograd.Function):
     """The fused kernel reads peers' rows itself, so the communication is inside the kernel and so
     is its adjoint: the backward is the same pull over the transposed graph's plan, reading
-    peers' gradient rows (MGG's design applied to the backward pass)."""
+    peers' gradient rows (MGG's design applied to the backward pass), in the same remote mode."""
 
     @staticmethod
-    def forward(ctx, x_own, plan, plan_t, range_rows, fetch, deterministic):
-        ctx.args = (plan_t, range_rows, fetch, deterministic)
-        return _pull(x_own, plan, range_rows, fetch, deterministic)
+    def forward(ctx, x_own, plan, plan_t, range_rows, fetch, deterministic, remote_reads):
+        ctx.args = (plan_t, range_rows, fetch, deterministic, remote_reads)
+        return _pull(x_own, plan, range_rows, fetch, deterministic, remote_reads)
 
     @staticmethod
     def backward(ctx, grad):
-        return _pull(grad.contiguous(), *ctx.args), None, None, None, None, None
+        return _pull(grad.contiguous(), *ctx.args), None, None, None, None, None, None
 
 
 def aggregate(
-    x_own: torch.Tensor, plan: RankPlan, plan_t: RankPlan, range_rows: list[int], fetch: str, deterministic: bool
+    x_own: torch.Tensor,
+    plan: RankPlan,
+    plan_t: RankPlan,
+    range_rows: list[int],
+    fetch: str,
+    deterministic: bool,
+    remote_reads: str = "per-edge",
 ) -> torch.Tensor:
     """One rank's aggregation of one layer over the symmetric tables, differentiable in x_own.
 
@@ -295,11 +311,15 @@ def aggregate(
         range_rows: every rank's row count.
         fetch: how peers' rows are read (mgg._C.FETCH).
         deterministic: bit-identical results from run to run.
+        remote_reads: 'per-edge' (MGG: a remote row is read once per edge that names it) or
+            'once' (each of the rank's halo rows read once, then aggregated from a local table;
+            the same sums in the same order).
 
     Returns:
         [rows, D], this rank's output rows.
     """
-    return _Aggregate.apply(x_own, plan, plan_t, range_rows, fetch, deterministic)
+    check_remote_reads(remote_reads)
+    return _Aggregate.apply(x_own, plan, plan_t, range_rows, fetch, deterministic, remote_reads)
 
 
 class _Attend(torch.autograd.Function):

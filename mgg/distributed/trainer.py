@@ -22,10 +22,12 @@ def train(
     progress: bool = True,
     fetch: str = "get-warp",
     partition="range",
+    remote_reads: str = "per-edge",
 ) -> dict:
     """Trains once per seed over the ranks of the torchrun job; every rank returns the summary.
     `partition` (a method of mgg.partition or an mgg.Partition) decides which nodes each rank
-    owns; features, labels and masks stay in the dataset's node order."""
+    owns; features, labels and masks stay in the dataset's node order; `remote_reads` is the
+    nvshmem backend's mode (DistGraph)."""
     if backend == "nvshmem" and not cfg.device.startswith("cuda"):
         raise MggError("the nvshmem backend runs on GPUs: add --device cuda (or use --backend halo)")
     if backend == "nvshmem":
@@ -37,6 +39,6 @@ def train(
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise MggError(f"--device {cfg.device} but no CUDA GPU is visible")
     init_from_env(cfg.device, backend)
-    dg = DistGraph(ds.graph, backend=backend, fetch=fetch, partition=partition)
+    dg = DistGraph(ds.graph, backend=backend, fetch=fetch, partition=partition, remote_reads=remote_reads)
     runs = [train_once(ds, cfg, s, progress, dg) for s in cfg.seeds]
     return dict(summarize(ds, cfg, runs), rank=dg.rank, world=dg.world)

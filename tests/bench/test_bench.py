@@ -563,3 +563,24 @@ def test_counters_report_of_the_emulated_kernels(tmp_path):
     assert list(tmp_path.glob("counters-*.md")) and list(tmp_path.glob("counters-*.png"))
     gpu = open(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu_verify.sh")).read()
     assert "bench.counters --ncu-metrics" in gpu
+
+
+@pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
+def test_remote_reads_counts_and_models_both_modes(tmp_path):
+    """python -m bench.remote_reads on a tiny graph: the counted rows (emulated kernels, results
+    checked first) give the per-edge mode its remote edges' bytes and the once mode exactly the
+    unique remote rows' bytes; the model rows exist for every D and mode; CSV, markdown, plot."""
+    from bench import remote_reads
+
+    args = ["--graphs", "rmat:300:4000", "--ranks", "2", "--sources", "direct", "--out", str(tmp_path)]
+    assert remote_reads.main(args + ["--model-graphs", "rmat:1500:15000", "--model-dims", "16", "64"]) == 0
+    (csv_path,) = tmp_path.glob("remote-reads-*.csv")
+    rows = list(csv.DictReader(open(csv_path)))
+    counted = {r["mode"]: r for r in rows if r["part"] == "counted"}
+    assert float(counted["once"]["peer_over_unique"]) == 1.0
+    edge = counted["per-edge"]
+    assert int(edge["peer_bytes"]) == int(edge["remote_edges"]) * 32 * 4 > int(edge["unique_bytes"])
+    model = [(int(r["dim"]), r["mode"]) for r in rows if r["part"] == "model"]
+    assert sorted(model) == [(16, "once"), (16, "per-edge"), (64, "once"), (64, "per-edge")]
+    assert (tmp_path / csv_path.name.replace(".csv", ".md")).exists()
+    assert (tmp_path / csv_path.name.replace(".csv", ".png")).exists()

@@ -40,6 +40,23 @@ def test_pes_on_one_gpu_match_single_process(reference, tmp_path, kind, nproc):
         compare(reference(kind), f"{out}.{fetch}")
 
 
+@pytest.mark.parametrize("remote_reads", ["once", "auto"])
+@pytest.mark.parametrize("nproc", [2, 4])
+@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin", "cora-sage"])
+def test_remote_rows_read_once_match_single_process(reference, tmp_path, kind, nproc, remote_reads):
+    """Issue 34's once mode (and auto, which measures both first) on the GPU: every fetch policy
+    gathers each halo row once, forward and backward, and equals one process."""
+    out = tmp_path / "dist.pkl"
+    run_worker(
+        [kind, str(out), "--device", "cuda", "--backend", "nvshmem", "--fetch", ",".join(FETCHES)]
+        + ["--remote-reads", remote_reads],
+        nproc,
+        env=NVSHMEM_ENV,
+    )
+    for fetch in FETCHES:
+        compare(reference(kind), f"{out}.{fetch}")
+
+
 @pytest.mark.parametrize("partition", [p for p in PARTITIONS if p != "range"])
 @pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin"])
 def test_pes_on_one_gpu_with_a_partition(tmp_path, kind, partition):

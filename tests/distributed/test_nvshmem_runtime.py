@@ -347,3 +347,71 @@ def test_single_node_defaults_keep_what_the_user_set():
     d = nvshmem.single_node_defaults(env)
     assert "NVSHMEM_REMOTE_TRANSPORT" not in d and d["NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME"] == "lo"
     assert nvshmem.single_node_defaults({"LOCAL_WORLD_SIZE": "4", "WORLD_SIZE": "8"}) == {}
+
+
+REMOTE_READS = ["per-edge", "once"]
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_remote_rows_read_once_forward_and_backward(monkeypatch, deterministic):
+    """The `once` mode (issue 34) on 3 threads as PEs, float64: each PE gathers its halo rows once
+    from their owners' tables, then aggregates; the backward does the same over the transposed
+    graph's plan. Outputs and gradients equal A @ x and A^T @ g of one process, and equal the
+    per-edge mode's bit for bit in deterministic mode (the same sums in the same order)."""
+    _remote_reads_protocol(monkeypatch, torch.float64, "direct", deterministic)
+
+
+@pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
+@pytest.mark.parametrize("fetch", FETCHES)
+def test_remote_rows_read_once_emulated(monkeypatch, fetch):
+    """The same with each PE's aggregate_peers (the halo gather) and aggregate run by the CUDA
+    host code and kernels under the SIMT emulator, fp32, reading peers' rows directly or by
+    NVSHMEM gets."""
+    before = (emulator.CALLS["aggregate_peers"], emulator.CALLS["aggregate"])
+    with emulator.emulated_ops(seed=5):
+        _remote_reads_protocol(monkeypatch, torch.float32, fetch, False, modes=["once"])
+    calls = (emulator.CALLS["aggregate_peers"] - before[0], emulator.CALLS["aggregate"] - before[1])
+    assert calls == (3 * 2, 3 * 2)  # every PE gathers then aggregates, forward and backward
+
+
+def _remote_reads_protocol(monkeypatch, dtype, fetch, deterministic, modes=REMOTE_READS):
+    pes = 3
+    g = random_graph(240, 4000, seed=21, weighted=True, skew=0.6)  # directed: the transpose differs
+    plan = mgg.Plan(g, pes)
+    plan_t = mgg.Plan(g.transpose(), bounds=plan.bounds)
+    b = plan.bounds
+    range_rows = [int(n) for n in np.diff(b)]
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(240, 10, dtype=torch.float64, generator=gen)
+    grad = torch.randn(240, 10, dtype=torch.float64, generator=gen)
+    a = g.to_torch_sparse(torch.float64)
+    want, want_grad = a @ x, a.t() @ grad
+    results = {}
+    for mode in modes:
+        world, local, out = _FakeWorld(pes), threading.local(), {}
+        monkeypatch.setattr(nvshmem, "runtime", lambda local=local: local.rt)
+
+        def pe_main(pe, mode=mode, world=world, local=local, out=out):
+            local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
+            lo, hi = int(b[pe]), int(b[pe + 1])
+            mine = x[lo:hi].to(dtype).requires_grad_()
+            rp, rpt = plan.rank_plan(pe, Config(4, 2, 2)), plan_t.rank_plan(pe, Config(4, 2, 2))
+            y = nvshmem.aggregate(mine, rp, rpt, range_rows, fetch, deterministic, mode)
+            y.backward(grad[lo:hi].to(dtype))
+            out[pe] = (y.detach(), mine.grad)
+
+        run_pes(pes, pe_main, world.barrier)
+        assert world.barriers == [2] * pes  # one publish per forward and per backward
+        results[mode] = [torch.cat([out[pe][i] for pe in range(pes)]) for i in (0, 1)]
+        tol = {} if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(results[mode][0].double(), want, **tol)
+        torch.testing.assert_close(results[mode][1].double(), want_grad, **tol)
+    if deterministic and len(modes) == 2:
+        for i in (0, 1):
+            assert torch.equal(results["per-edge"][i], results["once"][i])
+
+
+def test_remote_reads_mode_is_checked_in_one_line():
+    with pytest.raises(MggError, match="remote_reads must be one of") as e:
+        nvshmem.aggregate(torch.zeros(2, 2), None, None, [2], "direct", False, "twice")
+    assert "\n" not in str(e.value)

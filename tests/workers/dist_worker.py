@@ -104,6 +104,7 @@ def main():
         help="default float64 on the CPU (so ranks and one process agree to 1e-10 on every CPU), "
         "float32 on CUDA (the kernels' widest storage)",
     )
+    ap.add_argument("--remote-reads", default="per-edge", help="the nvshmem backend's mode (DistGraph)")
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--partition", default="range", help="a method of mgg.partition")
@@ -124,7 +125,7 @@ def main():
     )
     fetches = args.fetch.split(",")
     for fetch in fetches:
-        dg = DistGraph(g, backend=args.backend, fetch=fetch, partition=part)
+        dg = DistGraph(g, backend=args.backend, fetch=fetch, partition=part, remote_reads=args.remote_reads)
         assert not args.precomputed or dg.partition is part
         (logits, xgrad, wgrads), identical = run(args, dg)
         logits, xgrad = dg.gather(logits), dg.gather(xgrad)  # every rank's rows, in the user's node order

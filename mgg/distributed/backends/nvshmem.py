@@ -5,10 +5,13 @@ steps are mgg.distributed.nvshmem; this is the backend's face."""
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 
 from ...errors import MggError
 from ...ops import check_fetch
 from ...plan import Plan
+from ...runtime.coordination import GroupCoordinator
+from ...runtime.remote_reads import AUTO, choose_remote_reads
 from .. import nvshmem
 
 
@@ -31,6 +34,7 @@ class Nvshmem:
         self.dist_plan = dist_plan
         # the fused kernel's adjoint reads peers' gradients through the transposed graph's plan
         self.plan_t = dist_plan.plan if graph.symmetric else Plan(graph.transpose(), bounds=dist_plan.plan.bounds)
+        self.remote_choice: dict = {}  # remote_reads='auto': (D, dtype, config) -> (mode, {mode: ms})
 
     def aggregate_extreme(self, x_own: torch.Tensor, rp, config, reduce: str) -> torch.Tensor:
         raise MggError(
@@ -40,7 +44,27 @@ class Nvshmem:
 
     def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:
         d = self.dist_plan
-        return nvshmem.aggregate(x_own, rp, self.plan_t.rank_plan(d.rank, config), d.range_rows, d.fetch, deterministic)
+        plan_t = self.plan_t.rank_plan(d.rank, config)
+        mode = d.remote_reads
+        if mode == AUTO:
+            mode = self._choose(x_own, rp, plan_t, config, deterministic)
+        return nvshmem.aggregate(x_own, rp, plan_t, d.range_rows, d.fetch, deterministic, mode)
+
+    def _choose(self, x_own, rp, plan_t, config, deterministic) -> str:
+        """The remote-read mode of this layer's shape: measured on its first step (every rank
+        reaches it at the same call), then kept."""
+        key = (x_own.size(1), x_own.dtype, config)
+        if key not in self.remote_choice:
+            d = self.dist_plan
+            coordinator = GroupCoordinator(d.group) if dist.is_initialized() else None
+            rows = x_own.detach()
+
+            def step(mode):
+                return nvshmem.aggregate(rows, rp, plan_t, d.range_rows, d.fetch, deterministic, mode)
+
+            with torch.no_grad():
+                self.remote_choice[key] = choose_remote_reads(step, x_own.device, coordinator)
+        return self.remote_choice[key][0]
 
     def attend(
         self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple, row_offset: int

@@ -1,0 +1,97 @@
+"""The choice between the nvshmem backend's remote-read modes (mgg/runtime/remote_reads.py): the
+faster mode by the slowest rank's measured step time, every mode run alike on every rank (the
+steps are collective), and the backend's `auto` mode on threads as PEs keeping the choice."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from mgg import Config, Plan
+from mgg.distributed import nvshmem
+from mgg.distributed.graph import DistPlan
+from mgg.runtime import remote_reads
+from mgg.runtime.coordination import Coordinator
+from mgg.runtime.remote_reads import choose_remote_reads, remote_read_bytes
+from mgg.testing import random_graph
+from tests.distributed.test_nvshmem_runtime import _FakeHeap, _FakeWorld, run_pes
+
+
+def _timer(ms: dict):
+    """A timer that runs the step and reports the time `ms` gives its mode."""
+
+    def timer(fn, device):
+        return fn(), ms[fn.args[0]]
+
+    return timer
+
+
+@pytest.mark.parametrize("fast", ["per-edge", "once"])
+def test_the_faster_mode_wins_and_each_runs_alike(fast):
+    calls = []
+    ms = {"per-edge": 5.0, "once": 5.0, fast: 1.0}
+    mode, times = choose_remote_reads(calls.append, "cpu", reps=3, timer=_timer(ms))
+    assert mode == fast and times == ms
+    assert calls == ["per-edge"] * 4 + ["once"] * 4  # a warm-up and 3 timed runs each, in one order
+
+
+class _SlowRankOne(Coordinator):
+    """Two ranks; rank 1's `once` steps take 10 ms whatever this rank measured."""
+
+    def __init__(self):
+        self.mode = None
+
+    def slowest(self, ms: float) -> float:
+        return max(ms, 10.0) if self.mode == "once" else ms
+
+
+def test_the_slowest_rank_decides():
+    coord = _SlowRankOne()
+
+    def step(mode):
+        coord.mode = mode
+
+    mode, times = choose_remote_reads(step, "cpu", coord, timer=_timer({"per-edge": 3.0, "once": 1.0}))
+    assert mode == "per-edge" and times == {"per-edge": 3.0, "once": 10.0}
+
+
+def test_bytes_per_mode_follow_the_plan():
+    g = random_graph(300, 6000, seed=2, skew=0.6)
+    for shard in (Plan(g, 4).shard(r) for r in range(4)):
+        b = remote_read_bytes(shard, 64, 2)
+        assert b["per-edge"][0] == shard.num_remote_edges * 128 and b["once"][0] == shard.num_halo * 128
+        assert b["once"][0] < b["per-edge"][0]  # 6000 edges over 300 nodes: remote rows repeat
+
+
+@pytest.mark.parametrize("fast", ["per-edge", "once"])
+def test_auto_mode_on_threads_as_pes_keeps_the_measured_choice(monkeypatch, fast):
+    """DistPlans of the nvshmem backend with remote_reads='auto' on 3 threads as PEs: the first
+    step of a layer shape measures both modes (a timer that makes `fast` faster), every later
+    step runs the chosen mode, and every result equals A @ x."""
+    pes = 3
+    g = random_graph(150, 2500, seed=8, weighted=True, skew=0.5)
+    bounds = Plan(g, pes).bounds
+    x = torch.randn(150, 6, dtype=torch.float64)
+    world, local, results, chosen = _FakeWorld(pes), threading.local(), {}, {}
+    monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
+    monkeypatch.setattr(remote_reads, "time_once", _timer({"per-edge": 2.0, "once": 2.0, fast: 1.0}))
+    ran = []
+    real = nvshmem.aggregate
+    monkeypatch.setattr(nvshmem, "aggregate", lambda *a: ran.append(a[-1]) or real(*a))
+
+    def pe_main(pe):
+        local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
+        dp = DistPlan(g, pe, bounds, backend="nvshmem", fetch="direct", remote_reads="auto")
+        lo, hi = int(bounds[pe]), int(bounds[pe + 1])
+        results[pe] = [dp.aggregate(x[lo:hi], Config(4, 2, 2)) for _ in range(2)]
+        chosen[pe] = dp.transport.remote_choice[(6, torch.float64, Config(4, 2, 2))][0]
+
+    run_pes(pes, pe_main, world.barrier)
+    assert chosen == dict.fromkeys(range(pes), fast)
+    assert ran.count(fast) == pes * (4 + 2) and len(ran) == pes * (8 + 2)  # measured, then two steps
+    want = g.to_torch_sparse(torch.float64) @ x
+    for i in range(2):
+        got = torch.cat([results[pe][i] for pe in range(pes)])
+        torch.testing.assert_close(got, want)
+    assert np.all(np.array(world.barriers) == 8 + 2)
