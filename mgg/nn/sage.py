@@ -18,7 +18,7 @@ from ..plan import Config
 from ..steps import EXTREMES
 from . import pyg_aggregation
 from .conv import _Aggregating, is_lazy, linear, split_input
-from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows
+from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, plan_rows
 
 AGGREGATIONS = ("mean", "add", "sum") + EXTREMES
 
@@ -105,7 +105,7 @@ class SAGEConv(_Aggregating):
             aggregate = lambda t: self._explained(t, edge_index, n_dst)  # noqa: E731
         elif bipartite:
             plan = bipartite_plan(edge_index, n_src, n_dst, tag, make, self.flow, x_src.dtype, "SAGEConv")
-            m = plan.graph.num_nodes
+            m = plan_rows(plan)
             aggregate = lambda t: self._aggregate(pad_rows(t.movedim(nd, 0), m).movedim(0, nd), plan, reduce).narrow(  # noqa: E731
                 nd, 0, n_dst
             )
