@@ -2,10 +2,11 @@
 whose ranks own ranges of sources and of destinations; each rank passes its shard
 (local_src(x_src), local_dst(x_dst)) to SAGEConv (mean, max, min), GINConv (add, max) and
 GATConv (with x_dst, and (x_src, None) with size) over the halo and allgather backends, with
-more sources than destinations and the reverse (where some ranks own no source). The outputs
-and the gradients of x_src, x_dst and every parameter (summed over ranks) equal PyG's own layer
-on the whole graph in one process. One torchrun launch per rank count runs every case
-(tests/workers/bipartite_worker.py); wrong inputs are one-line MggErrors on every rank."""
+more sources than destinations and the reverse (ranks owning part of their range's sources or
+destinations, or none). The outputs and the gradients of x_src, x_dst and every parameter
+(summed over ranks) equal PyG's own layer on the whole graph in one process. One torchrun
+launch per rank count runs every case (tests/workers/bipartite_worker.py); wrong inputs are
+one-line MggErrors on every rank."""
 
 import os
 import pickle

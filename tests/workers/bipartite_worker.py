@@ -30,7 +30,9 @@ with warnings.catch_warnings():  # PyG's modules call torch.jit.script at import
 
 F64 = torch.float64
 BACKENDS = ("halo", "allgather")  # nvshmem: the same square plans, on GPUs (test_nvshmem.py's machines)
-SHAPES = {"more-sources": (37, 23), "more-destinations": (19, 41)}  # (N_src, N_dst)
+# (N_src, N_dst): each count ends inside a rank's range on 2 and 4 ranks (a rank pads part of its
+# range), and on 4 ranks with more destinations the last rank owns no source
+SHAPES = {"more-sources": (37, 23), "more-destinations": (23, 41)}
 SRC_WIDTH, DST_WIDTH = 6, 4
 # layer case -> (mgg layer, PyG layer, whether x_dst is None (size=(N_src, N_dst) instead)),
 # built alike: the same seed, then PyG's state_dict loaded into mgg's
