@@ -385,7 +385,10 @@ def _reset(module) -> None:
 
 class GINConv(_Aggregating):
     """out = nn((1 + eps) * x + sum_{u -> v} x_u), as torch_geometric.nn.GINConv (aggr 'add', or
-    'mean', 'max', 'min': the mean, elementwise max or min of the x_u, 0 without in-edges)."""
+    'mean', 'max', 'min': the mean, elementwise max or min of the x_u, 0 without in-edges). `x`
+    may be a bipartite pair (x_src, x_dst) (x_dst may be None; size=(N_src, N_dst)) with an
+    edge_index [2, E], a torch sparse adjacency [N_dst, N_src] or a bipartite DistGraph (each
+    rank's shards)."""
 
     def __init__(
         self,

@@ -4,7 +4,8 @@ head one pass computes the scores, the softmax and the weighted sum, reading eac
 its source term in one fetch, local and remote sources interleaved as in the aggregation kernels.
 
 Bipartite inputs ((x_src, x_dst), in_channels=(a, b), size) attend over the square plan of
-max(N_src, N_dst) nodes with zero-padded sources (mgg.nn.plans.bipartite_plan);
+max(N_src, N_dst) nodes with zero-padded sources (mgg.nn.plans.bipartite_plan), on one process
+or over a bipartite DistGraph (each rank's shards);
 in_channels=-1 sizes the layer on its first call. Edge features (edge_dim, edge_attr) add a
 per-edge term to the scores: those scores and their softmax are computed per edge with torch ops
 (PyG's formula, self-loop features by fill_value), and the weighted sum goes through mgg's op

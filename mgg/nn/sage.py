@@ -43,8 +43,9 @@ class SAGEConv(_Aggregating):
     normalize=True the output rows are scaled to unit L2 norm. `edge_index` may be a [2, E]
     tensor, a torch sparse adjacency (its values weight the messages, as in PyG), an mgg.Graph
     or an mgg.distributed.DistGraph. `x` may be a tensor, or a bipartite pair (x_src, x_dst)
-    (x_dst may be None; size=(N_src, N_dst)) with an edge_index [2, E] or a torch sparse
-    adjacency [N_dst, N_src]; a torch_sparse SparseTensor's values are dropped, as in PyG."""
+    (x_dst may be None; size=(N_src, N_dst)) with an edge_index [2, E], a torch sparse
+    adjacency [N_dst, N_src] or a bipartite DistGraph (each rank's shards); a torch_sparse
+    SparseTensor's values are dropped, as in PyG."""
 
     def __init__(
         self,
