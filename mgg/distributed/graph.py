@@ -13,7 +13,13 @@ peers' rows through the backend:
 
 The same model code runs on both. Which nodes a rank owns is a partition (mgg.partition): by
 default MGG's ranges of the graph's own order, or a relabelling that cuts communication
-(METIS, hypergraph); users see their own node order either way."""
+(METIS, hypergraph); users see their own node order either way.
+
+A bipartite graph (N_src sources, N_dst destinations; DistGraph(..., size=(N_src, N_dst))) is
+held as the square graph of max(N_src, N_dst) nodes, as on one process (mgg.nn.plans.bipartite_plan):
+rank r's range [b_r, b_r+1) of that index space names the sources and the destinations it owns,
+the layers pad its sources with zero rows to the range and keep its destinations' rows of the
+output, and the backends move rows of the square graph as they do for any other."""
 
 from __future__ import annotations
 
@@ -64,6 +70,11 @@ class DistPlan:
         self.transport = kind(self, graph)
         # the fetch policy that decides how peers' rows are read ("none" where the backend has none)
         self.fetch_policy = fetch if kind.uses_fetch else "none"
+
+    @property
+    def num_rows(self) -> int:
+        """The rows this rank's op reads and writes: its range."""
+        return self.range_rows[self.rank]
 
     def _check_rows(self, x_own: torch.Tensor) -> None:
         p = self.plan.shard(self.rank)
@@ -153,21 +164,29 @@ class DistGraph:
         group: the torch.distributed group (default: the world).
         backend: 'halo' or 'nvshmem' (module docstring).
         fetch: how the nvshmem backend reads peers' rows (mgg._C.FETCH).
+        partition: which nodes each rank owns: a method of mgg.partition ('range', MGG
+            Algorithm 1 on the graph's order, the default; 'random', 'metis', 'hypergraph') or a
+            precomputed mgg.Partition of this graph for this many ranks. Rank 0 partitions (or
+            reads the disk cache) and the others receive its result, so all ranks agree.
+        seed: the partitioning method's seed.
+        size: (N_src, N_dst) of a bipartite graph (module docstring), whose `graph` holds its
+            edges over max(N_src, N_dst) nodes: mgg.Graph.from_edge_index(edge_index, max(size))
+            (rows are destinations, columns sources). The ranks split that index space by range
+            (partition 'range' or an identity mgg.Partition): rank r owns the sources and the
+            destinations whose ids fall in [b_r, b_r+1). Default: the square graph's (N, N).
         remote_reads: how often the nvshmem backend reads a remote row per aggregation:
             'per-edge' (MGG's fused kernel: once per edge that names it) or 'once' (each of the
             rank's halo rows read once into a local table, then aggregated from it; on dense
             graphs many times fewer bytes over NVLink) or 'auto' (each layer's shape measured in
             both modes at its first step, the faster kept: mgg.runtime.remote_reads). Other
             backends move each row once anyway.
-        partition: which nodes each rank owns: a method of mgg.partition ('range', MGG
-            Algorithm 1 on the graph's order, the default; 'random', 'metis', 'hypergraph') or a
-            precomputed mgg.Partition of this graph for this many ranks. Rank 0 partitions (or
-            reads the disk cache) and the others receive its result, so all ranks agree.
-        seed: the partitioning method's seed.
 
     The ranks own contiguous ranges of the relabelled graph, but every tensor a user hands in
     or gets back is in the user's node order: `local(t)` takes a per-node tensor and gives this
-    rank's rows, `global_ids` names them, `gather(rows)` assembles every rank's rows."""
+    rank's rows, `global_ids` names them, `gather(rows)` assembles every rank's rows. Over a
+    bipartite graph `local_src`/`local_dst` and `gather_src`/`gather_dst` do so for each node set
+    (over a square one they are local and gather); a layer takes this rank's pair
+    (local_src(x_src), local_dst(x_dst)) and gives its destinations' rows."""
 
     def __init__(
         self,
@@ -177,6 +196,7 @@ class DistGraph:
         fetch: str = "get-warp",
         partition: Union[str, Partition] = "range",
         seed: int = 0,
+        size: Optional[tuple] = None,
         remote_reads: str = "per-edge",
     ):
         if backend not in BACKENDS:
@@ -185,6 +205,7 @@ class DistGraph:
             check_remote_reads(remote_reads)
         if not dist.is_initialized():
             raise MggError("mgg.distributed: torch.distributed is not initialised (launch with torchrun)")
+        self.size = _bipartite_size(graph, size, partition)
         _KINDS[backend].start(group, fetch)
         self.graph, self.group, self.backend, self.fetch = graph, group, backend, fetch
         self.remote_reads = remote_reads
@@ -194,14 +215,31 @@ class DistGraph:
         self.partition = _agree(graph, self.world, self.rank, group, partition, seed)
         self.bounds = self.partition.bounds
         self.row_begin, self.row_end = int(self.bounds[self.rank]), int(self.bounds[self.rank + 1])
+        # the ranges of the sources and of the destinations: the rows of each range below N_src, N_dst
+        self.src_bounds, self.dst_bounds = (np.minimum(self.bounds, n) for n in self.size)
         self.global_ids = torch.from_numpy(self.partition.rank_nodes(self.rank).copy())
         self._ids: dict = {}
         self._plans: dict[str, DistPlan] = {}
 
     @property
+    def bipartite(self) -> bool:
+        """Whether the graph has two node sets of different sizes (size=(N_src, N_dst))."""
+        return self.size[0] != self.size[1]
+
+    @property
     def num_rows(self) -> int:
-        """The number of nodes this rank owns."""
+        """The number of nodes this rank owns (of the square graph: its range)."""
         return self.row_end - self.row_begin
+
+    @property
+    def num_src_rows(self) -> int:
+        """The number of sources this rank owns: the first rows of its range."""
+        return int(self.src_bounds[self.rank + 1] - self.src_bounds[self.rank])
+
+    @property
+    def num_dst_rows(self) -> int:
+        """The number of destinations this rank owns (its output rows): the first rows of its range."""
+        return int(self.dst_bounds[self.rank + 1] - self.dst_bounds[self.rank])
 
     def _ids_on(self, device) -> torch.Tensor:
         key = str(device)
@@ -209,13 +247,34 @@ class DistGraph:
             self._ids[key] = self.global_ids.to(device)
         return self._ids[key]
 
+    def _square(self, what: str) -> None:
+        if self.bipartite:
+            raise MggError(
+                f"DistGraph.{what}: the graph is bipartite {self.size} (two node sets); use {what}_src for "
+                f"sources and {what}_dst for destinations"
+            )
+
     def local(self, t: torch.Tensor) -> torch.Tensor:
         """This rank's rows of a per-node tensor given in the user's node order (features,
         labels, masks), in the rank's row order: rows global_ids of t (a view for 'range')."""
-        if t.size(0) != self.graph.num_nodes:
-            raise MggError(f"a per-node tensor has {t.size(0)} rows but the graph has {self.graph.num_nodes} nodes")
+        self._square("local")
+        return self._local(t, self.bounds, "nodes")
+
+    def local_src(self, t: torch.Tensor) -> torch.Tensor:
+        """This rank's rows of a per-source tensor [N_src, ...] (x_src), as local()."""
+        return self._local(t, self.src_bounds, "sources")
+
+    def local_dst(self, t: torch.Tensor) -> torch.Tensor:
+        """This rank's rows of a per-destination tensor [N_dst, ...] (x_dst, labels), as local()."""
+        return self._local(t, self.dst_bounds, "destinations")
+
+    def _local(self, t: torch.Tensor, bounds: np.ndarray, what: str) -> torch.Tensor:
+        """local() over the ranges `bounds` of `what` (a relabelled partition is square: bounds are its own)."""
+        n = int(bounds[-1])
+        if t.size(0) != n:
+            raise MggError(f"a per-node tensor has {t.size(0)} rows but the graph has {n} {what}")
         if self.partition.identity:
-            return t[self.row_begin : self.row_end]
+            return t[int(bounds[self.rank]) : int(bounds[self.rank + 1])]
         return t[self._ids_on(t.device)]
 
     def gather(self, rows: torch.Tensor) -> torch.Tensor:
@@ -228,10 +287,24 @@ class DistGraph:
         Returns:
             [nodes, ...] in the user's node order, on rows' device.
         """
-        if rows.size(0) != self.num_rows:
-            raise MggError(f"rank {self.rank}: {rows.size(0)} rows given but it owns {self.num_rows}")
-        sizes = [int(b) for b in np.diff(self.bounds)]
-        return self.partition.to_user(all_gather_rows(rows.detach(), sizes, self.group))
+        self._square("gather")
+        return self._gather(rows, self.bounds, "nodes")
+
+    def gather_src(self, rows: torch.Tensor) -> torch.Tensor:
+        """Every rank's rows of a per-source tensor (x_src's gradient) [N_src, ...], as gather()."""
+        return self._gather(rows, self.src_bounds, "sources")
+
+    def gather_dst(self, rows: torch.Tensor) -> torch.Tensor:
+        """Every rank's rows of a per-destination tensor (outputs) [N_dst, ...], as gather()."""
+        return self._gather(rows, self.dst_bounds, "destinations")
+
+    def _gather(self, rows: torch.Tensor, bounds: np.ndarray, what: str) -> torch.Tensor:
+        """gather() over the ranges `bounds` of `what`."""
+        sizes = [int(b) for b in np.diff(bounds)]
+        if rows.size(0) != sizes[self.rank]:
+            raise MggError(f"rank {self.rank}: {rows.size(0)} rows given but it owns {sizes[self.rank]} {what}")
+        rows = all_gather_rows(rows.detach(), sizes, self.group)
+        return rows if self.partition.identity else self.partition.to_user(rows)
 
     def plan_for(self, tag: str, make: Callable[[Graph], Graph]) -> DistPlan:
         """The DistPlan of make(graph) (a layer's normalisation, in the user's order, then
@@ -242,6 +315,38 @@ class DistGraph:
                 g, self.rank, self.bounds, self.group, self.backend, self.fetch, self.remote_reads
             )
         return self._plans[tag]
+
+
+def _bipartite_size(graph: Graph, size: Optional[tuple], partition: Union[str, Partition]) -> tuple[int, int]:
+    """(N_src, N_dst) of a DistGraph's `size` argument, checked against its graph: max(size)
+    nodes, no source at or past N_src, no destination at or past N_dst, and a range partition
+    (a relabelling would mix the two node sets' ranges)."""
+    n = graph.num_nodes
+    if size is None:
+        return n, n
+    if (
+        not isinstance(size, (tuple, list))
+        or len(size) != 2
+        or not all(isinstance(s, (int, np.integer)) and s > 0 for s in size)
+    ):
+        raise MggError(f"DistGraph: size must be a pair of positive ints (N_src, N_dst), got {size!r}")
+    n_src, n_dst = int(size[0]), int(size[1])
+    if n != max(n_src, n_dst):
+        raise MggError(
+            f"DistGraph: a bipartite graph of size {(n_src, n_dst)} is held over max(N_src, N_dst) = "
+            f"{max(n_src, n_dst)} nodes (Graph.from_edge_index(edge_index, max(size))), got {n}"
+        )
+    if graph.num_edges and int(graph.col.max()) >= n_src:
+        raise MggError(f"DistGraph: an edge names source {int(graph.col.max())}, but size has {n_src} sources")
+    if int(graph.rowptr[n_dst]) != graph.num_edges:
+        raise MggError(f"DistGraph: an edge names a destination >= {n_dst}, but size has {n_dst} destinations")
+    by_range = partition == "range" or (isinstance(partition, Partition) and partition.identity)
+    if n_src != n_dst and not by_range:
+        raise MggError(
+            f"DistGraph: a bipartite graph is split by range (partition 'range' or an identity "
+            f"mgg.Partition), got {getattr(partition, 'method', partition)!r}"
+        )
+    return n_src, n_dst
 
 
 def _agree(graph: Graph, world: int, rank: int, group, partition: Union[str, Partition], seed: int) -> Partition:

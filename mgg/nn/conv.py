@@ -17,7 +17,7 @@ from ..plan import Config
 from ..steps import EXTREMES
 from . import pyg_aggregation
 from .message_passing import LayerBase, explained_edges
-from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, run_plan
+from .plans import bipartite_plan, cached_plan, is_distributed, is_sparse_tensor, pad_rows, plan_rows, run_plan
 
 
 def glorot(w: torch.Tensor) -> None:
@@ -73,13 +73,16 @@ def adjacency_shape(edge_index) -> Optional[tuple]:
 def split_input(x, size, name: str, node_dim: int = -2, edge_index=None):
     """(x_src, x_dst, n_src, n_dst, bipartite) of PyG's x (a tensor, or a pair whose second part
     may be None) and size (N_src, N_dst). Without size, N_dst is the rows of a sparse adjacency
-    edge_index, else that of x_dst, else N_src, as in PyG."""
+    edge_index, else that of x_dst, else N_src, as in PyG. Over a DistGraph, x is this rank's
+    shard and n_src, n_dst the rows it owns (rank_input)."""
     if isinstance(x, torch.Tensor):
         x_src = x_dst = x
     elif isinstance(x, (tuple, list)) and len(x) == 2 and isinstance(x[0], torch.Tensor):
         x_src, x_dst = x
     else:
         raise MggError(f"{name}: x must be a tensor or a pair (x_src, x_dst), got {type(x).__name__}")
+    if is_distributed(edge_index):
+        return rank_input(x_src, x_dst, size, name, node_dim, edge_index)
     n_src = x_src.size(node_dim)
     n_dst = x_dst.size(node_dim) if x_dst is not None else n_src
     adj = adjacency_shape(edge_index)
@@ -97,6 +100,25 @@ def split_input(x, size, name: str, node_dim: int = -2, edge_index=None):
         n_dst = size[1]
     bipartite = n_src != n_dst
     return x_src, x_dst, n_src, n_dst, bipartite
+
+
+def rank_input(x_src, x_dst, size, name: str, node_dim: int, graph):
+    """split_input over a DistGraph: the rank's shards (graph.local_src(x_src),
+    graph.local_dst(x_dst), or local(x) of a square graph) checked against the rows it owns, and
+    size, if given, against the graph's (N_src, N_dst)."""
+    n_src, n_dst = graph.num_src_rows, graph.num_dst_rows
+    if size is not None and tuple(int(s) for s in size) != graph.size:
+        raise MggError(f"{name}: size {tuple(size)} is not the DistGraph's (N_src, N_dst) {graph.size}")
+    rows = (x_src.size(node_dim), None if x_dst is None else x_dst.size(node_dim))
+    if rows[0] != n_src or rows[1] not in (None, n_dst):
+        fix = "pass its shards: local_src(x_src), local_dst(x_dst)"
+        if not graph.bipartite:
+            fix = "the DistGraph is square; a bipartite graph is DistGraph(..., size=(N_src, N_dst))"
+        raise MggError(
+            f"{name}: rank {graph.rank} owns {n_src} sources and {n_dst} destinations of the DistGraph, got "
+            f"{rows[0]} x_src rows and {rows[1]} x_dst rows ({fix})"
+        )
+    return x_src, x_dst, n_src, n_dst, graph.bipartite
 
 
 class _Aggregating(LayerBase):
@@ -386,7 +408,10 @@ def _reset(module) -> None:
 
 class GINConv(_Aggregating):
     """out = nn((1 + eps) * x + sum_{u -> v} x_u), as torch_geometric.nn.GINConv (aggr 'add', or
-    'mean', 'max', 'min': the mean, elementwise max or min of the x_u, 0 without in-edges)."""
+    'mean', 'max', 'min': the mean, elementwise max or min of the x_u, 0 without in-edges). `x`
+    may be a bipartite pair (x_src, x_dst) (x_dst may be None; size=(N_src, N_dst)) with an
+    edge_index [2, E], a torch sparse adjacency [N_dst, N_src] or a bipartite DistGraph (each
+    rank's shards)."""
 
     def __init__(
         self,
@@ -427,7 +452,7 @@ class GINConv(_Aggregating):
         elif bipartite:
             plan = bipartite_plan(edge_index, n_src, n_dst, tag, make, self.flow, x_src.dtype, "GINConv")
             out = self._aggregate(
-                pad_rows(x_src.movedim(self._nodes(x_src), 0), plan.graph.num_nodes).movedim(0, self._nodes(x_src)),
+                pad_rows(x_src.movedim(self._nodes(x_src), 0), plan_rows(plan)).movedim(0, self._nodes(x_src)),
                 plan,
                 self._reduce,
             ).narrow(self._nodes(x_src), 0, n_dst)

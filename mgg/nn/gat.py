@@ -4,7 +4,8 @@ head one pass computes the scores, the softmax and the weighted sum, reading eac
 its source term in one fetch, local and remote sources interleaved as in the aggregation kernels.
 
 Bipartite inputs ((x_src, x_dst), in_channels=(a, b), size) attend over the square plan of
-max(N_src, N_dst) nodes with zero-padded sources (mgg.nn.plans.bipartite_plan);
+max(N_src, N_dst) nodes with zero-padded sources (mgg.nn.plans.bipartite_plan), on one process
+or over a bipartite DistGraph (each rank's shards);
 in_channels=-1 sizes the layer on its first call. Edge features (edge_dim, edge_attr) add a
 per-edge term to the scores: those scores and their softmax are computed per edge with torch ops
 (PyG's formula, self-loop features by fill_value), and the weighted sum goes through mgg's op
@@ -27,7 +28,7 @@ from ..ops import aggregate_edges, attention_graph
 from ..plan import Config
 from .conv import glorot, is_lazy, linear, refuse_script, split_input
 from .message_passing import LayerBase, refuse_hooks
-from .plans import bipartite_plan, cached_plan, pad_rows
+from .plans import bipartite_plan, cached_plan, is_distributed, pad_rows, plan_rows
 
 _MIX = 0x9E3779B97F4A7C15
 _SEED_BITS = (1 << 62) - 1
@@ -214,40 +215,34 @@ class GATConv(LayerBase):
         seed = self._next_seed() if p > 0 else 0
         if edge_attr is not None:
             out, weights = self._attend_edges(h, a_src, a_dst, edge_index, edge_attr, n_src, n_dst, size, p, seed)
-        elif n_src == 0 or n_dst == 0:  # PyG: an empty graph gives an empty output (and no attention weights)
+        elif (n_src == 0 or n_dst == 0) and not is_distributed(edge_index):  # PyG: an empty graph, an empty output
             out = h.new_zeros((n_dst, heads, c)) + 0 * h.sum()
             used = torch.empty((2, 0), dtype=torch.long, device=h.device)
             weights = (used, h.new_zeros((0, heads)))
         elif bipartite:
             if self.flow != "source_to_target":
                 raise MggError("GATConv: bipartite input needs flow='source_to_target' in mgg")
-            if hasattr(edge_index, "as_tensor"):
-                edge_index = edge_index.as_tensor()
-            if isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided:
+            if is_distributed(edge_index):
                 if return_attention_weights:
                     raise MggError(
-                        "GATConv: return_attention_weights with a bipartite sparse adjacency is not "
-                        "supported by mgg; pass edge_index [2, E]"
+                        "GATConv: return_attention_weights needs a [2, E] edge_index or a torch sparse adjacency "
+                        "on one process, not a DistGraph"
                     )
-                idx = edge_index.to_sparse_coo().coalesce().indices()  # adj[target, source]; attention ignores values
-                edge_index = torch.stack([idx[1], idx[0]])
-            if not isinstance(edge_index, torch.Tensor):
-                raise MggError(
-                    "GATConv: bipartite input needs edge_index [2, E] or a torch sparse adjacency in mgg, "
-                    f"got {type(edge_index).__name__}"
-                )
-            k = min(size) if size is not None else min(n_src, n_dst)
-            m = max(n_src, n_dst)
+                k = min(edge_index.size)  # the loops of the whole graph (rank_input checked size)
+            else:
+                edge_index = self._bipartite_edge_index(edge_index, return_attention_weights)
+                k = min(size) if size is not None else min(n_src, n_dst)
             plan = bipartite_plan(
                 edge_index,
                 n_src,
                 n_dst,
                 f"gat:{self.add_self_loops}:{k}",
-                lambda g, _: Graph.from_edge_index(self._bipartite_edges(g.edge_index(), k), m),
+                lambda g, _: Graph.from_edge_index(self._bipartite_edges(g.edge_index(), k), g.num_nodes),
                 self.flow,
                 torch.float32,
                 "GATConv",
             )
+            m = plan_rows(plan)
             out = self._attend(pad_rows(h, m), pad_rows(a_src, m), pad_rows(a_dst, m), plan, p, seed)[:n_dst]
             weights = None
             if return_attention_weights:
@@ -266,6 +261,26 @@ class GATConv(LayerBase):
         if return_attention_weights:
             return out, weights
         return out
+
+    def _bipartite_edge_index(self, edge_index, return_attention_weights) -> torch.Tensor:
+        """The [2, E] edge_index of a bipartite input on one process: an EdgeIndex's tensor, or a
+        torch sparse adjacency's edges (attention ignores its values)."""
+        if hasattr(edge_index, "as_tensor"):
+            edge_index = edge_index.as_tensor()
+        if isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided:
+            if return_attention_weights:
+                raise MggError(
+                    "GATConv: return_attention_weights with a bipartite sparse adjacency is not "
+                    "supported by mgg; pass edge_index [2, E]"
+                )
+            idx = edge_index.to_sparse_coo().coalesce().indices()  # adj[target, source]
+            edge_index = torch.stack([idx[1], idx[0]])
+        if not isinstance(edge_index, torch.Tensor):
+            raise MggError(
+                "GATConv: bipartite input needs edge_index [2, E] or a torch sparse adjacency in mgg, "
+                f"got {type(edge_index).__name__}"
+            )
+        return edge_index
 
     def _attend(self, h, a_src, a_dst, plan, p: float, seed: int) -> torch.Tensor:
         """[rows, heads, C] over a one-rank Plan or a DistPlan (mgg.plan.Aggregation)."""

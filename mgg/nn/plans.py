@@ -87,6 +87,17 @@ def to_graph(edge_index, num_nodes: int, edge_weight=None) -> Graph:
     )
 
 
+def is_distributed(edge_index) -> bool:
+    """Whether a layer's graph input plans itself over ranks (mgg.distributed.DistGraph)."""
+    return getattr(edge_index, "plan_for", None) is not None
+
+
+def plan_rows(plan) -> int:
+    """The rows a plan's op reads and writes in this process: a one-rank Plan's nodes, a
+    DistPlan's range (this rank's)."""
+    return plan.num_rows if getattr(plan, "distributed", False) else plan.graph.num_nodes
+
+
 def cached_plan(
     edge_index,
     num_nodes: int,
@@ -119,9 +130,8 @@ def cached_plan(
     reverse = flow == "target_to_source"
     refuse_reversed_adjacency(edge_index, flow)
     prepare = lambda g: make(g.transpose() if reverse else g, wdt)  # noqa: E731
-    plan_for = getattr(edge_index, "plan_for", None)  # a graph that plans itself: mgg.distributed.DistGraph
-    if plan_for is not None:
-        return plan_for(f"{tag}:{flow}:{wdt}", prepare)
+    if is_distributed(edge_index):
+        return edge_index.plan_for(f"{tag}:{flow}:{wdt}", prepare)
     if edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled():
         raise MggError(
             "an edge_weight that requires grad goes through mgg.ops.aggregate_edges (GCNConv does this), "
@@ -180,22 +190,27 @@ def bipartite_plan(
 ):
     """The plan of a bipartite graph (sources 0..n_src-1, destinations 0..n_dst-1), as the
     square graph of max(n_src, n_dst) nodes that holds its edges: rows are destinations and
-    columns sources, so the layer pads x_src with zero rows to that size, aggregates through the
-    ordinary op (CPU executor or CUDA kernels, the same square plan) and keeps the first n_dst
-    rows. Padding rows have no edges: they are never read and aggregate to nothing.
+    columns sources, so the layer pads x_src with zero rows to plan_rows(plan), aggregates through
+    the ordinary op (CPU executor or CUDA kernels, the same square plan) and keeps the first
+    n_dst rows. Padding rows have no edges: they are never read and aggregate to nothing. A
+    bipartite DistGraph holds that square graph itself (mgg.distributed.graph): each rank pads
+    its own sources to its range and keeps its own destinations, the first rows of the range.
 
     Args:
-        edge_index: [2, E] (row 0 sources < n_src, row 1 destinations < n_dst), PyG EdgeIndex, or
-            a torch sparse adjacency of shape [n_dst, n_src] (its values weight the messages).
-        n_src, n_dst: the two node counts.
+        edge_index: [2, E] (row 0 sources < n_src, row 1 destinations < n_dst), PyG EdgeIndex, a
+            torch sparse adjacency of shape [n_dst, n_src] (its values weight the messages), or a
+            bipartite DistGraph.
+        n_src, n_dst: the two node counts (over a DistGraph: this rank's).
         tag, make, flow, dtype: as cached_plan.
         what: the layer, for errors.
 
     Returns:
-        The Plan of max(n_src, n_dst) nodes.
+        The Plan of max(n_src, n_dst) nodes, or the DistGraph's DistPlan.
     """
     if flow != "source_to_target":
         raise MggError(f"{what}: bipartite input needs flow='source_to_target' in mgg, got {flow!r}")
+    if is_distributed(edge_index):
+        return cached_plan(edge_index, n_src, None, f"bipartite:{tag}", make, flow, dtype)
     if is_sparse_tensor(edge_index) or not isinstance(edge_index, torch.Tensor):
         raise MggError(
             f"{what}: bipartite input needs edge_index [2, E] or a torch sparse adjacency "

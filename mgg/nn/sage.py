@@ -18,7 +18,7 @@ from ..plan import Config
 from ..steps import EXTREMES
 from . import pyg_aggregation
 from .conv import _Aggregating, is_lazy, linear, split_input
-from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows
+from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, plan_rows
 
 AGGREGATIONS = ("mean", "add", "sum") + EXTREMES
 
@@ -43,8 +43,9 @@ class SAGEConv(_Aggregating):
     normalize=True the output rows are scaled to unit L2 norm. `edge_index` may be a [2, E]
     tensor, a torch sparse adjacency (its values weight the messages, as in PyG), an mgg.Graph
     or an mgg.distributed.DistGraph. `x` may be a tensor, or a bipartite pair (x_src, x_dst)
-    (x_dst may be None; size=(N_src, N_dst)) with an edge_index [2, E] or a torch sparse
-    adjacency [N_dst, N_src]; a torch_sparse SparseTensor's values are dropped, as in PyG."""
+    (x_dst may be None; size=(N_src, N_dst)) with an edge_index [2, E], a torch sparse
+    adjacency [N_dst, N_src] or a bipartite DistGraph (each rank's shards); a torch_sparse
+    SparseTensor's values are dropped, as in PyG."""
 
     def __init__(
         self,
@@ -107,7 +108,7 @@ class SAGEConv(_Aggregating):
             aggregate = lambda t: self._explained(t, edge_index, n_dst)  # noqa: E731
         elif bipartite:
             plan = bipartite_plan(edge_index, n_src, n_dst, tag, make, self.flow, x_src.dtype, "SAGEConv")
-            m = plan.graph.num_nodes
+            m = plan_rows(plan)
             aggregate = lambda t: self._aggregate(pad_rows(t.movedim(nd, 0), m).movedim(0, nd), plan, reduce).narrow(  # noqa: E731
                 nd, 0, n_dst
             )
