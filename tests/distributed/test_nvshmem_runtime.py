@@ -13,7 +13,7 @@ import torch.distributed as dist
 import mgg
 from mgg import Config, MggError, ops
 from mgg.distributed import nvshmem
-from mgg.testing import random_graph
+from mgg.testing import assert_matches_reference, random_graph
 from tests import emulator
 from tests.distributed.test_distributed import PARTITIONS
 
@@ -352,13 +352,14 @@ def test_single_node_defaults_keep_what_the_user_set():
 REMOTE_READS = ["per-edge", "once"]
 
 
+@pytest.mark.parametrize("pes", [1, 2, 3, 4])
 @pytest.mark.parametrize("deterministic", [False, True])
-def test_remote_rows_read_once_forward_and_backward(monkeypatch, deterministic):
-    """The `once` mode (issue 34) on 3 threads as PEs, float64: each PE gathers its halo rows once
-    from their owners' tables, then aggregates; the backward does the same over the transposed
-    graph's plan. Outputs and gradients equal A @ x and A^T @ g of one process, and equal the
-    per-edge mode's bit for bit in deterministic mode (the same sums in the same order)."""
-    _remote_reads_protocol(monkeypatch, torch.float64, "direct", deterministic)
+def test_remote_rows_read_once_forward_and_backward(monkeypatch, deterministic, pes):
+    """The `once` mode (issue 34) on 1 to 4 threads as PEs, float64: each PE gathers its halo rows
+    once from their owners' tables, then aggregates; the backward does the same over the
+    transposed graph's plan. Outputs and gradients equal A @ x and A^T @ g (the tight oracle), and
+    equal the per-edge mode's bit for bit in deterministic mode (the same sums in the same order)."""
+    _remote_reads_protocol(monkeypatch, torch.float64, "direct", deterministic, pes=pes)
 
 
 @pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
@@ -374,8 +375,7 @@ def test_remote_rows_read_once_emulated(monkeypatch, fetch):
     assert calls == (3 * 2, 3 * 2)  # every PE gathers then aggregates, forward and backward
 
 
-def _remote_reads_protocol(monkeypatch, dtype, fetch, deterministic, modes=REMOTE_READS):
-    pes = 3
+def _remote_reads_protocol(monkeypatch, dtype, fetch, deterministic, modes=REMOTE_READS, pes=3):
     g = random_graph(240, 4000, seed=21, weighted=True, skew=0.6)  # directed: the transpose differs
     plan = mgg.Plan(g, pes)
     plan_t = mgg.Plan(g.transpose(), bounds=plan.bounds)
@@ -384,8 +384,6 @@ def _remote_reads_protocol(monkeypatch, dtype, fetch, deterministic, modes=REMOT
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(240, 10, dtype=torch.float64, generator=gen)
     grad = torch.randn(240, 10, dtype=torch.float64, generator=gen)
-    a = g.to_torch_sparse(torch.float64)
-    want, want_grad = a @ x, a.t() @ grad
     results = {}
     for mode in modes:
         world, local, out = _FakeWorld(pes), threading.local(), {}
@@ -403,9 +401,8 @@ def _remote_reads_protocol(monkeypatch, dtype, fetch, deterministic, modes=REMOT
         run_pes(pes, pe_main, world.barrier)
         assert world.barriers == [2] * pes  # one publish per forward and per backward
         results[mode] = [torch.cat([out[pe][i] for pe in range(pes)]) for i in (0, 1)]
-        tol = {} if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(results[mode][0].double(), want, **tol)
-        torch.testing.assert_close(results[mode][1].double(), want_grad, **tol)
+        assert_matches_reference(results[mode][0], g, x.to(dtype))
+        assert_matches_reference(results[mode][1], g.transpose(), grad.to(dtype))
     if deterministic and len(modes) == 2:
         for i in (0, 1):
             assert torch.equal(results["per-edge"][i], results["once"][i])
