@@ -18,9 +18,11 @@ Two parts, both written to remote-reads-<date>.{csv,md,png}:
 - model: for the full-size graphs, each rank's local edges, remote edges and halo rows (the
   plan's, exact) turned into bytes at D 16..256 and into a step-time lower bound from the H100
   SXM's published bandwidths: HBM3 3.35 TB/s, NVLink 4 450 GB/s per direction (900 GB/s
-  bidirectional). per-edge: max(local / HBM, remote edges' rows / NVLink) (the fused kernel
-  overlaps them); once: halo rows / NVLink, then every edge's row / HBM (this implementation
-  gathers first, then aggregates). The halo backend moves the same rows as `once`, through a
+  bidirectional), from mgg.runtime.remote_reads.remote_read_bytes: max(peer bytes / NVLink,
+  bytes moved meanwhile / HBM) + bytes moved after / HBM. per-edge: the remote edges' rows from
+  peers beside the local edges' rows (the fused kernel overlaps them); once: the halo rows from
+  peers (and their write) beside the local edges' rows, then the remote edges' rows from the
+  halo table (run_peers_once's overlapped path). The halo backend moves the same rows as `once`, through a
   host-driven all-to-all whose launch and synchronisation costs are not modelled. A model, not
   a measurement: the GPU issue measures it. The time to build every rank's shard (the plan both
   modes share) and every rank's HaloGather (what the once mode adds), and their arrays' sizes, are
@@ -195,11 +197,10 @@ def modelled(spec: str, ranks: int, dims: list) -> list[dict]:
     for dim in dims:
         worst = dict.fromkeys(MODES, (0.0, 0, 0))  # the slowest rank's (ms, peer bytes, local bytes)
         for shard in shards:
-            for mode, (peer, local) in remote_read_bytes(shard, dim, 4).items():
-                link, mem = peer / NVLINK_BYTES_PER_S, local / HBM_BYTES_PER_S
-                t = max(link, mem) if mode == "per-edge" else link + mem  # fused and overlapped, or gather first
+            for mode, (peer, during, after) in remote_read_bytes(shard, dim, 4).items():
+                t = max(peer / NVLINK_BYTES_PER_S, during / HBM_BYTES_PER_S) + after / HBM_BYTES_PER_S
                 if t > worst[mode][0]:
-                    worst[mode] = (t, peer, local)
+                    worst[mode] = (t, peer, during + after)
         halo_bytes = max(s.num_halo for s in shards) * dim * 4
         for mode in MODES:
             t, nv, hbm = worst[mode]

@@ -322,42 +322,49 @@ _NO_STEP = [None] * len(STEP_FIELDS)
 _NO_PARAMS = [0, 1, 1, 1, 0, 0]
 
 
-class HaloGather:
-    """The step that reads each of a rank's halo rows once from its owner (issue 34's `once`
-    mode): an aggregate_peers step whose row h has no local edge and one remote edge, to row
-    halo_offset[h] of PE halo_pe[h]'s table, so its output is the halo table [halo, D] in halo
-    order, each remote row moved once however many of the rank's edges read it. The rank's
-    aggregation then reads that table as aggregate reads a halo buffer. Forward only: the
-    nvshmem backend's adjoint gathers over the transposed graph's plan the same way."""
+class PartStep:
+    """A forward step over CSRs of a rank's own choosing, beside its RankPlan's step: the once
+    mode's halo gather and the two halves of its overlapped step (RankPlan.halo_gather,
+    local_part, remote_part; mgg.steps.run_peers_once). Forward only: no transposed step.
 
-    def __init__(self, shard: RankShard, config: Config):
-        h = shard.num_halo
-        self.shard, self.num_rows = shard, h
-        self.local = Csr(np.zeros(h + 1, np.int64), np.zeros(0, np.int32), None)
-        self.remote = Csr(np.arange(h + 1, dtype=np.int64), shard.halo_offset.astype(np.int32), None)
-        # one edge per row, so partitions of one edge; each warp walks the most partitions a
-        # config allows (DIST_RANGE's top), which keeps the schedule at a few bytes per halo row
-        self.schedule = Schedule(self.local, self.remote if h else None, Config(1, DIST_RANGE[1], config.wpb))
+    Args:
+        local, remote: the step's local and remote CSRs (remote None: no remote part).
+        config: the schedule's config.
+        remote_pe: the owner PE of each remote edge (the step is then aggregate_peers', its
+            remote columns offsets in the owners' tables), else None (aggregate's: halo slots).
+    """
+
+    def __init__(self, local: Csr, remote: Optional[Csr], config: Config, remote_pe: Optional[np.ndarray] = None):
+        self.local, self.remote, self.remote_pe = local, remote, remote_pe
+        self.num_rows = local.num_rows
+        self.schedule = Schedule(local, remote if remote is not None and remote.num_edges else None, config)
         self._args: dict = {}
 
     def op_args(self, device) -> tuple[list, list]:
-        """The `plan` and `params` lists of aggregate_peers on `device` (no transposed step)."""
-        key = str(torch.device(device))
+        """The `plan` and `params` lists of the op on `device`."""
+        device = torch.device(device)
+        key = str(device)
         if key not in self._args:
-            t = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
-            blocks, fixups = self.schedule.on(torch.device(device))
+            t = lambda a: None if a is None else torch.from_numpy(a).to(device)  # noqa: E731
+            blocks, fixups = self.schedule.on(device)
             step = dict.fromkeys(STEP_FIELDS)
             step.update(
                 local_rowptr=t(self.local.rowptr),
                 local_col=t(self.local.col),
-                remote_rowptr=t(self.remote.rowptr),
-                remote_col=t(self.remote.col),
-                remote_pe=t(self.shard.halo_pe.astype(np.int32)),
+                local_weight=t(self.local.weight),
                 blocks=blocks,
                 fixups=fixups,
             )
+            r = self.remote
+            if r is not None and r.num_edges:
+                step.update(remote_rowptr=t(r.rowptr), remote_col=t(r.col), remote_weight=t(r.weight))
+                step.update(remote_pe=t(self.remote_pe))
             self._args[key] = ([step[f] for f in STEP_FIELDS] + _NO_STEP, self.schedule.params() + _NO_PARAMS)
         return self._args[key]
+
+
+def _no_edges(rows: int) -> Csr:
+    return Csr(np.zeros(rows + 1, np.int64), np.zeros(0, np.int32), None)
 
 
 class RankPlan:
@@ -379,9 +386,25 @@ class RankPlan:
         return Schedule(self.shard.transposed, None, self.config)
 
     @cached_property
-    def halo_gather(self) -> HaloGather:
-        """The step that reads each halo row once (the `once` remote mode), built on first use."""
-        return HaloGather(self.shard, self.config)
+    def halo_gather(self) -> PartStep:
+        """The step that reads each of the rank's halo rows once from its owner (the `once`
+        remote mode, issue 34): an aggregate_peers step whose row h has one remote edge, to row
+        halo_offset[h] of PE halo_pe[h]'s table, so its output is the halo table [halo, D] in
+        halo order. One edge per row makes partitions of one edge; each warp walks the most
+        partitions a config allows (DIST_RANGE's top), so the schedule costs a few bytes per row."""
+        h, s = self.shard.num_halo, self.shard
+        remote = Csr(np.arange(h + 1, dtype=np.int64), s.halo_offset.astype(np.int32), None)
+        return PartStep(_no_edges(h), remote, Config(1, DIST_RANGE[1], self.config.wpb), s.halo_pe.astype(np.int32))
+
+    @cached_property
+    def local_part(self) -> PartStep:
+        """The rank's step without its remote edges (what runs while the halo gather is in flight)."""
+        return PartStep(self.shard.local, None, self.config)
+
+    @cached_property
+    def remote_part(self) -> PartStep:
+        """The rank's step of its remote edges alone, reading the halo table (aggregate's form)."""
+        return PartStep(_no_edges(self.num_rows), self.shard.remote, self.config)
 
     @property
     def num_rows(self) -> int:

@@ -107,11 +107,18 @@ def run_peers_once(
     x: torch.Tensor, peers: list, my_pe: int, plan, fetch: str = "direct", deterministic: bool = False
 ) -> torch.Tensor:
     """run_peers with each remote row read once (issue 34): aggregate_peers over the plan's
-    HaloGather brings the rank's halo rows from their owners' tables (each once, by `fetch`)
-    into a halo table, then aggregate reads them from it as the halo backend reads its buffer.
-    MGG's per-edge fetch (run_peers) reads a remote row once per edge that names it. The sums
-    are the same, in the same order, so the results are bit-identical in deterministic mode.
-    Forward only (the nvshmem backend composes the adjoint over the transposed graph's plan).
+    halo_gather brings the rank's halo rows from their owners' tables (each once, by `fetch`)
+    into a halo table, which aggregate then reads as the halo backend reads its buffer. MGG's
+    per-edge fetch (run_peers) reads a remote row once per edge that names it.
+
+    Overlapped (fp32 and float64 storage, not deterministic): the gather runs on a side stream
+    while the rank's local edges are aggregated on the current one (plan.local_part); the
+    remote edges are then aggregated from the halo table (plan.remote_part) and added. On the
+    CPU the same three steps run in turn. Deterministic mode, and half-precision storage (where
+    adding two rounded halves would round twice), gather first and then run the rank's whole
+    step in one kernel: the sums of MGG's step in its order, so deterministic results are
+    bit-identical to the per-edge mode's. Forward only (the nvshmem backend composes the adjoint
+    over the transposed graph's plan).
 
     Args:
         x, peers, my_pe, plan, fetch, deterministic: as run_peers.
@@ -122,12 +129,42 @@ def run_peers_once(
     check_fetch(fetch)
     if _needs_grad(x, *peers):
         raise MggError("run_peers_once is forward only; differentiate through the nvshmem backend or run_peers")
-    if plan.shard.num_halo:
-        gather = plan.halo_gather
-        halo = torch.ops.mgg.aggregate_peers(x, peers, my_pe, *gather.op_args(x.device), FETCH[fetch], deterministic)
+    dev = x.device
+    if not plan.shard.num_halo:
+        return torch.ops.mgg.aggregate(
+            x, x.new_empty((0, x.size(1))), *plan.op_args(dev, transposed=False), deterministic
+        )
+
+    def gather() -> torch.Tensor:
+        args = plan.halo_gather.op_args(dev)
+        return torch.ops.mgg.aggregate_peers(x, peers, my_pe, *args, FETCH[fetch], deterministic)
+
+    if deterministic or x.dtype not in (torch.float32, torch.float64):
+        return torch.ops.mgg.aggregate(x, gather(), *plan.op_args(dev, transposed=False), deterministic)
+    none = x.new_empty((0, x.size(1)))
+    if dev.type == "cuda":
+        main, side = torch.cuda.current_stream(dev), _side_stream(dev)
+        side.wait_stream(main)  # x and the peers' tables are written before the gather reads them
+        with torch.cuda.stream(side):
+            halo = gather()
+        out = torch.ops.mgg.aggregate(x, none, *plan.local_part.op_args(dev), False)  # meanwhile, here
+        main.wait_stream(side)
+        halo.record_stream(main)
     else:
-        halo = x.new_empty((0, x.size(1)))
-    return torch.ops.mgg.aggregate(x, halo, *plan.op_args(x.device, transposed=False), deterministic)
+        halo = gather()
+        out = torch.ops.mgg.aggregate(x, none, *plan.local_part.op_args(dev), False)
+    return out.add_(torch.ops.mgg.aggregate(x, halo, *plan.remote_part.op_args(dev), False))
+
+
+_SIDE_STREAMS: dict = {}
+
+
+def _side_stream(device: torch.device):
+    """One side stream per device, for the halo gathers that overlap local work."""
+    key = str(device)
+    if key not in _SIDE_STREAMS:
+        _SIDE_STREAMS[key] = torch.cuda.Stream(device)
+    return _SIDE_STREAMS[key]
 
 
 def _acc_dtype(dtype: torch.dtype) -> torch.dtype:

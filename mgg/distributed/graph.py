@@ -176,10 +176,10 @@ class DistGraph:
             destinations whose ids fall in [b_r, b_r+1). Default: the square graph's (N, N).
         remote_reads: how often the nvshmem backend reads a remote row per aggregation:
             'per-edge' (MGG's fused kernel: once per edge that names it) or 'once' (each of the
-            rank's halo rows read once into a local table, then aggregated from it; on dense
-            graphs many times fewer bytes over NVLink) or 'auto' (each layer's shape measured in
-            both modes at its first step, the faster kept: mgg.runtime.remote_reads). Other
-            backends move each row once anyway.
+            rank's halo rows read once into a local table while its local edges are aggregated,
+            mgg.steps.run_peers_once; on dense graphs many times fewer bytes over NVLink) or
+            'auto' (each layer's shape measured in both modes at its first step, the faster
+            kept: mgg.runtime.remote_reads). Other backends move each row once anyway.
 
     The ranks own contiguous ranges of the relabelled graph, but every tensor a user hands in
     or gets back is in the user's node order: `local(t)` takes a per-node tensor and gives this

@@ -1,8 +1,9 @@
 """The choice between the nvshmem backend's remote-read modes (issue 34): `per-edge` (MGG's fused
 kernel reads a remote row once per edge that names it, overlapped with local work) and `once`
-(each halo row gathered once from its owner, then aggregated from a local table). Which is faster
-depends on the graph, D and P: on a dense graph the per-edge mode moves many times the bytes
-over NVLink; on a sparse one the gather is a second pass that the fused kernel avoids.
+(each halo row gathered once from its owner while the local edges are aggregated, then the
+remote edges aggregated from that local table). Which is faster depends on the graph, D and P:
+on a dense graph the per-edge mode moves many times the bytes over NVLink; on a sparse one the
+once mode's extra pass over the halo rows and its second kernel cost more than they save.
 
 The bytes each mode moves come from the plan (`remote_read_bytes`, the cost model's term); the
 choice comes from measured step times: every rank runs each mode the same number of times (the
@@ -25,21 +26,22 @@ AUTO = "auto"  # DistGraph(remote_reads="auto"): chosen by choose_remote_reads a
 
 
 def remote_read_bytes(shard: RankShard, dim: int, element_size: int) -> dict:
-    """Per mode, (bytes read from peers, bytes read or written in this device's memory) of one
-    forward aggregation of a rank: per-edge reads a remote row per remote edge from its owner;
-    once reads each halo row once from its owner, writes it to the halo table, and reads it
-    there per remote edge.
+    """Per mode, the bytes of one forward aggregation of a rank: (read from peers, moved in this
+    device's memory while they are read, moved after). per-edge: a remote row per remote edge
+    from its owner, beside the local edges' rows (MGG's fused kernel overlaps them). once: each
+    halo row once from its owner and written to the halo table, beside the local edges' rows
+    (run_peers_once's overlapped path), then the remote edges' rows from the halo table.
 
     Args:
         shard: the rank's shard of a plan.
         dim, element_size: the feature width and the bytes of one element.
 
     Returns:
-        {mode: (peer_bytes, local_bytes)}.
+        {mode: (peer_bytes, overlapped_local_bytes, after_bytes)}.
     """
     row = dim * element_size
     local, remote, halo = shard.num_local_edges, shard.num_remote_edges, shard.num_halo
-    return {"per-edge": (remote * row, local * row), "once": (halo * row, (local + remote + halo) * row)}
+    return {"per-edge": (remote * row, local * row, 0), "once": (halo * row, (local + halo) * row, remote * row)}
 
 
 def choose_remote_reads(

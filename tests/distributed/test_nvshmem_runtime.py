@@ -365,14 +365,15 @@ def test_remote_rows_read_once_forward_and_backward(monkeypatch, deterministic, 
 @pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 @pytest.mark.parametrize("fetch", FETCHES)
 def test_remote_rows_read_once_emulated(monkeypatch, fetch):
-    """The same with each PE's aggregate_peers (the halo gather) and aggregate run by the CUDA
-    host code and kernels under the SIMT emulator, fp32, reading peers' rows directly or by
-    NVSHMEM gets."""
+    """The same with each PE's aggregate_peers (the halo gather) and aggregate (its local edges,
+    then its remote edges from the halo table: the overlapped path) run by the CUDA host code
+    and kernels under the SIMT emulator, fp32, reading peers' rows directly or by NVSHMEM gets."""
     before = (emulator.CALLS["aggregate_peers"], emulator.CALLS["aggregate"])
     with emulator.emulated_ops(seed=5):
         _remote_reads_protocol(monkeypatch, torch.float32, fetch, False, modes=["once"])
     calls = (emulator.CALLS["aggregate_peers"] - before[0], emulator.CALLS["aggregate"] - before[1])
-    assert calls == (3 * 2, 3 * 2)  # every PE gathers then aggregates, forward and backward
+    # every PE, forward and backward: the gather, then its local and its remote edges (overlapped)
+    assert calls == (3 * 2, 3 * 2 * 2)
 
 
 def _remote_reads_protocol(monkeypatch, dtype, fetch, deterministic, modes=REMOTE_READS, pes=3):
