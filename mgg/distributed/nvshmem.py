@@ -333,14 +333,18 @@ class _Attend(torch.autograd.Function):
     backward's equal the forward's on every rank (the layer gives every rank one seed)."""
 
     @staticmethod
-    def forward(ctx, table_own, a_dst_own, plan, plan_t, range_rows, fetch, heads, slope, dropout, seed):
+    def forward(ctx, table_own, a_dst_own, plan, plan_t, range_rows, fetch, heads, slope, dropout, seed, once):
         rt = runtime()
         t = _publish(rt, table_own, range_rows, fetch)
         offsets = _offsets(range_rows)
-        args, params = plan.op_args(table_own.device, peers=True, transposed=False)
-        out, stats = torch.ops.mgg.attend_peers(
-            t.peers, rt.heap.my_pe(), a_dst_own, args, params, heads, slope, dropout, seed, offsets, FETCH[fetch]
-        )
+        me = rt.heap.my_pe()
+        if once:  # each halo row's source terms once, then the attention over [own | halo] rows
+            out, stats = _attend_once(t, me, a_dst_own, plan, fetch, offsets, heads, slope, dropout, seed)
+        else:
+            args, params = plan.op_args(table_own.device, peers=True, transposed=False)
+            out, stats = torch.ops.mgg.attend_peers(
+                t.peers, me, a_dst_own, args, params, heads, slope, dropout, seed, offsets, FETCH[fetch]
+            )
         ctx.save_for_backward(table_own, a_dst_own, out, stats)
         ctx.args = (plan, plan_t, range_rows, fetch, heads, slope, dropout, seed)
         return out
@@ -364,7 +368,26 @@ class _Attend(torch.autograd.Function):
         d_table = torch.ops.mgg.attend_peers_src(
             x.own, tt.peers, me, args_t, params_t, heads, slope, dropout, seed, offsets, FETCH[fetch]
         )
-        return d_table, d_dst, None, None, None, None, None, None, None, None
+        return d_table, d_dst, None, None, None, None, None, None, None, None, None
+
+
+def _attend_once(t: "_Table", me: int, a_dst_own, plan: RankPlan, fetch, offsets, heads, slope, dropout, seed):
+    """The attention forward with each halo row read once: the rank's halo rows of the source
+    table gathered from their owners (plan.halo_gather: one copy per row, exact), then attend
+    over [own rows | halo rows] with their global ids (the dropout mask is a function of them,
+    so it is the per-edge path's)."""
+    dev = t.own.device
+    shard = plan.shard
+    if shard.num_halo:
+        args = plan.halo_gather.op_args(dev)
+        halo = torch.ops.mgg.aggregate_peers(t.own, t.peers, me, *args, FETCH[fetch], False)
+    else:
+        halo = t.own.new_empty((0, t.own.size(1)))
+    ids = torch.cat(
+        [torch.arange(shard.row_begin, shard.row_end, device=dev), torch.from_numpy(shard.halo_nodes).to(dev)]
+    )
+    args, params = plan.op_args(dev, transposed=False)
+    return torch.ops.mgg.attend(t.own, halo, a_dst_own, args, params, heads, slope, dropout, seed, ids, offsets[me])
 
 
 def _offsets(range_rows: list[int]) -> list[int]:
@@ -397,9 +420,11 @@ def attend(
     negative_slope: float,
     dropout: float,
     seed: int,
+    remote_reads: str = "per-edge",
 ) -> torch.Tensor:
     """One rank's GAT attention over the symmetric tables, differentiable in table_own and
-    a_dst_own.
+    a_dst_own. With remote_reads='once' the forward reads each halo row once (_attend_once);
+    the backward reads peers' rows and terms per edge in either mode.
 
     Args:
         table_own: this rank's source rows [rows, H * (C + 1)] (mgg.ops.attention_table).
@@ -412,4 +437,8 @@ def attend(
     Returns:
         [rows, H * C].
     """
-    return _Attend.apply(table_own, a_dst_own, plan, plan_t, range_rows, fetch, heads, negative_slope, dropout, seed)
+    check_remote_reads(remote_reads)
+    once = remote_reads == "once"
+    return _Attend.apply(
+        table_own, a_dst_own, plan, plan_t, range_rows, fetch, heads, negative_slope, dropout, seed, once
+    )

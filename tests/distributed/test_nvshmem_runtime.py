@@ -162,7 +162,26 @@ def test_attention_protocol_with_threads_as_pes_emulated(monkeypatch, fetch):
     assert [emulator.CALLS[n] - b for n, b in zip(names, before, strict=True)] == [3 * 2] * 3  # every PE, both calls
 
 
-def _attention_protocol(monkeypatch, dtype, fetch="direct"):
+def test_attention_with_halo_rows_read_once_with_threads_as_pes(monkeypatch):
+    """remote_reads='once' (issue 34) for GAT: the forward gathers each halo row of the source
+    table once, then attends over [own | halo] rows with their global ids (so the dropout masks
+    are the per-edge path's); outputs and gradients equal one process's, as above."""
+    _attention_protocol(monkeypatch, torch.float64, remote_reads="once")
+
+
+@pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
+@pytest.mark.parametrize("fetch", ["direct", "get-warp"])
+def test_attention_with_halo_rows_read_once_emulated(monkeypatch, fetch):
+    """The same with the halo gather (aggregate_peers), attend and the backward's kernels run by
+    the CUDA host code and kernels under the SIMT emulator, fp32."""
+    before = [emulator.CALLS[n] for n in ("aggregate_peers", "attend", "attend_peers")]
+    with emulator.emulated_ops(seed=3):
+        _attention_protocol(monkeypatch, torch.float32, fetch, remote_reads="once")
+    calls = [emulator.CALLS[n] - b for n, b in zip(("aggregate_peers", "attend", "attend_peers"), before, strict=True)]
+    assert calls == [3 * 2, 3 * 2, 0]  # every PE's both forwards gathered, then attended over its halo table
+
+
+def _attention_protocol(monkeypatch, dtype, fetch="direct", remote_reads="per-edge"):
     pes, heads, c = 3, 2, 5
     g = ops.attention_graph(random_graph(150, 1500, seed=4, skew=0.5))  # directed, self-loops added
     plan = mgg.Plan(g, pes)
@@ -190,7 +209,9 @@ def _attention_protocol(monkeypatch, dtype, fetch="direct"):
         mine = [t[lo:hi].clone().requires_grad_() for t in (h, a_src, a_dst)]
         rp, rpt = plan.rank_plan(pe, Config(4, 2, 2)), plan_t.rank_plan(pe, Config(4, 2, 2))
         table = ops.attention_table(mine[0], mine[1])
-        outs = [nvshmem.attend(table, mine[2], rp, rpt, range_rows, fetch, heads, 0.2, 0.5, s) for s in seeds]
+        outs = [
+            nvshmem.attend(table, mine[2], rp, rpt, range_rows, fetch, heads, 0.2, 0.5, s, remote_reads) for s in seeds
+        ]
         sum((o * w[lo:hi]).sum() for o in outs).backward()
         results[pe] = ([o.detach() for o in outs], [t.grad for t in mine])
 

@@ -70,9 +70,9 @@ class Nvshmem:
         self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple, row_offset: int
     ) -> torch.Tensor:
         d = self.dist_plan
-        return nvshmem.attend(
-            table_own, a_dst_own, rp, self.plan_t.rank_plan(d.rank, config), d.range_rows, d.fetch, *args
-        )
+        mode = "once" if d.remote_reads == "once" else "per-edge"  # 'auto' measures aggregations only
+        plan_t = self.plan_t.rank_plan(d.rank, config)
+        return nvshmem.attend(table_own, a_dst_own, rp, plan_t, d.range_rows, d.fetch, *args, mode)
 
     def drop(self, config) -> None:
         """The transposed graph's schedule too."""
