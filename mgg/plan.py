@@ -492,6 +492,8 @@ class Plan:
         if self.bounds[0] != 0 or self.bounds[-1] != graph.num_nodes or np.any(np.diff(self.bounds) < 0):
             raise PlanError(f"bounds must rise from 0 to {graph.num_nodes}, got {self.bounds.tolist()}")
         self._shards: dict[int, RankShard] = {}
+        self._halo_nodes: dict[int, np.ndarray] = {}
+        self._returns: dict = {}  # (rank, config) -> halo_return's step
         self._plans: OrderedDict = OrderedDict()
         self._owner_of: Optional[np.ndarray] = None
 
@@ -532,6 +534,46 @@ class Plan:
     def drop(self, rank: int, config: Config) -> None:
         """Forgets rank `rank`'s plan under `config` (its schedule; the shard stays)."""
         self._plans.pop((rank, config), None)
+
+    def halo_nodes(self, rank: int) -> np.ndarray:
+        """The global ids of rank `rank`'s halo rows, in halo order (sorted): its shard's, found
+        by marking without building the shard (every rank's are needed by halo_return)."""
+        if rank in self._shards:
+            return self._shards[rank].halo_nodes
+        if rank not in self._halo_nodes:
+            lo, hi = int(self.bounds[rank]), int(self.bounds[rank + 1])
+            rp = self.graph.rowptr.numpy()
+            col = self.graph.col.numpy()[int(rp[lo]) : int(rp[hi])]
+            marked = np.zeros(self.graph.num_nodes, dtype=bool)
+            marked[col[(col < lo) | (col >= hi)]] = True
+            self._halo_nodes[rank] = np.flatnonzero(marked).astype(np.int64)
+        return self._halo_nodes[rank]
+
+    def halo_return(self, rank: int, config: Config) -> PartStep:
+        """The step that brings rank `rank` what its peers computed for its rows in their halo
+        slots (the once mode's adjoint of the halo gather): row i sums, over every peer p that
+        reads the rank's row i, row slot_p(i) of p's outbox (aggregate_peers, PE p), peers in
+        rank order, so the sums are deterministic. The outboxes hold each peer's halo rows in
+        its halo order (sizes: halo_nodes of every rank)."""
+        key = (rank, config)
+        if key not in self._returns:
+            lo, hi = int(self.bounds[rank]), int(self.bounds[rank + 1])
+            rows, pes, slots = [], [], []
+            for p in range(self.num_ranks):
+                if p == rank:
+                    continue
+                h = self.halo_nodes(p)
+                mine = np.flatnonzero((h >= lo) & (h < hi))
+                rows.append(h[mine] - lo)
+                slots.append(mine)
+                pes.append(np.full(mine.size, p, np.int32))
+            row = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+            order = np.argsort(row, kind="stable")  # by row, then by peer
+            slot = (np.concatenate(slots) if slots else np.zeros(0, np.int64))[order]
+            pe = (np.concatenate(pes) if pes else np.zeros(0, np.int32))[order]
+            remote = Csr(_rowptr(np.bincount(row, minlength=hi - lo)), slot.astype(np.int32), None)
+            self._returns[key] = PartStep(_no_edges(hi - lo), remote, config, pe)
+        return self._returns[key]
 
     def stats(self) -> list[dict]:
         """Per rank: nodes, edges, local and remote edges, remote fraction, halo rows received

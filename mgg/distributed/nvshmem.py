@@ -338,8 +338,14 @@ class _Attend(torch.autograd.Function):
         t = _publish(rt, table_own, range_rows, fetch)
         offsets = _offsets(range_rows)
         me = rt.heap.my_pe()
-        if once:  # each halo row's source terms once, then the attention over [own | halo] rows
-            out, stats = _attend_once(t, me, a_dst_own, plan, fetch, offsets, heads, slope, dropout, seed)
+        ctx.once = once
+        if once is not None:  # each halo row's source terms once, then the attention over [own | halo] rows
+            halo, ids = _gather_halo(t, me, plan, fetch), _source_ids(plan, t.own.device)
+            args, params = plan.op_args(t.own.device, transposed=False)
+            out, stats = torch.ops.mgg.attend(
+                t.own, halo, a_dst_own, args, params, heads, slope, dropout, seed, ids, offsets[me]
+            )
+            ctx.halo = halo
         else:
             args, params = plan.op_args(table_own.device, peers=True, transposed=False)
             out, stats = torch.ops.mgg.attend_peers(
@@ -351,6 +357,8 @@ class _Attend(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        if ctx.once is not None:
+            return (*_attend_once_backward(ctx, grad.contiguous()), *([None] * 9))
         table_own, a_dst_own, out, stats = ctx.saved_tensors
         plan, plan_t, range_rows, fetch, heads, slope, dropout, seed = ctx.args
         rt = runtime()
@@ -371,23 +379,57 @@ class _Attend(torch.autograd.Function):
         return d_table, d_dst, None, None, None, None, None, None, None, None, None
 
 
-def _attend_once(t: "_Table", me: int, a_dst_own, plan: RankPlan, fetch, offsets, heads, slope, dropout, seed):
-    """The attention forward with each halo row read once: the rank's halo rows of the source
-    table gathered from their owners (plan.halo_gather: one copy per row, exact), then attend
-    over [own rows | halo rows] with their global ids (the dropout mask is a function of them,
-    so it is the per-edge path's)."""
-    dev = t.own.device
-    shard = plan.shard
-    if shard.num_halo:
-        args = plan.halo_gather.op_args(dev)
-        halo = torch.ops.mgg.aggregate_peers(t.own, t.peers, me, *args, FETCH[fetch], False)
-    else:
-        halo = t.own.new_empty((0, t.own.size(1)))
-    ids = torch.cat(
-        [torch.arange(shard.row_begin, shard.row_end, device=dev), torch.from_numpy(shard.halo_nodes).to(dev)]
+def _gather_halo(t: "_Table", me: int, plan: RankPlan, fetch: str) -> torch.Tensor:
+    """The rank's halo rows of a published table, each read once from its owner (plan.halo_gather:
+    one copy per row, exact)."""
+    if not plan.shard.num_halo:
+        return t.own.new_empty((0, t.own.size(1)))
+    args = plan.halo_gather.op_args(t.own.device)
+    return torch.ops.mgg.aggregate_peers(t.own, t.peers, me, *args, FETCH[fetch], False)
+
+
+def _source_ids(plan: RankPlan, device) -> torch.Tensor:
+    """Global ids of [own rows | halo rows] (the dropout mask is a function of them, so the once
+    mode's masks are the per-edge path's)."""
+    s = plan.shard
+    return torch.cat([torch.arange(s.row_begin, s.row_end, device=device), torch.from_numpy(s.halo_nodes).to(device)])
+
+
+def _attend_once_backward(ctx, grad: torch.Tensor) -> tuple:
+    """The once mode's attention backward, each row still moved once: attend_backward over
+    [own | halo] rows (the forward's gathered halo table) gives this rank's d a_dst, its own rows'
+    gradient from its own edges, and its halo rows' gradient; each rank writes the latter to a
+    symmetric outbox (rows in its halo order), meets the others, and adds what every peer wrote
+    for its rows (Plan.halo_return through aggregate_peers: each such row read once)."""
+    table_own, a_dst_own, out, stats = ctx.saved_tensors
+    plan, _, range_rows, fetch, heads, slope, dropout, seed = ctx.args
+    back, halo_counts = ctx.once
+    rt = runtime()
+    me, dev = rt.heap.my_pe(), table_own.device
+    args, params = plan.op_args(dev, transposed=True)
+    d_own, d_halo, d_dst = torch.ops.mgg.attend_backward(
+        grad,
+        table_own,
+        ctx.halo,
+        a_dst_own,
+        out,
+        stats,
+        args,
+        params,
+        heads,
+        slope,
+        dropout,
+        seed,
+        _source_ids(plan, dev),
+        _offsets(range_rows)[me],
     )
-    args, params = plan.op_args(dev, transposed=False)
-    return torch.ops.mgg.attend(t.own, halo, a_dst_own, args, params, heads, slope, dropout, seed, ids, offsets[me])
+    box = rt.next_table(d_halo.size(1), d_halo.dtype, halo_counts)
+    box.own.copy_(d_halo)
+    rt.heap.barrier()  # every PE's outbox is written before any PE reads
+    if back.remote is not None and back.remote.num_edges:
+        returned = torch.ops.mgg.aggregate_peers(box.own, box.peers, me, *back.op_args(dev), FETCH[fetch], False)
+        d_own = d_own + returned
+    return d_own, d_dst
 
 
 def _offsets(range_rows: list[int]) -> list[int]:
@@ -421,10 +463,13 @@ def attend(
     dropout: float,
     seed: int,
     remote_reads: str = "per-edge",
+    halo_return: Optional[tuple] = None,
 ) -> torch.Tensor:
     """One rank's GAT attention over the symmetric tables, differentiable in table_own and
-    a_dst_own. With remote_reads='once' the forward reads each halo row once (_attend_once);
-    the backward reads peers' rows and terms per edge in either mode.
+    a_dst_own. remote_reads='once' reads each halo row once: the forward gathers the halo rows
+    of the source table, the backward returns their gradients through outboxes
+    (_attend_once_backward; halo_return: (Plan.halo_return's step of this rank, every rank's
+    halo row count)); 'per-edge' reads peers' rows, and in the backward their terms, per edge.
 
     Args:
         table_own: this rank's source rows [rows, H * (C + 1)] (mgg.ops.attention_table).
@@ -438,7 +483,11 @@ def attend(
         [rows, H * C].
     """
     check_remote_reads(remote_reads)
-    once = remote_reads == "once"
+    if remote_reads == "once" and halo_return is None:
+        raise MggError(
+            "nvshmem.attend: remote_reads='once' needs halo_return (Plan.halo_return, every rank's halo rows)"
+        )
+    once = halo_return if remote_reads == "once" else None
     return _Attend.apply(
         table_own, a_dst_own, plan, plan_t, range_rows, fetch, heads, negative_slope, dropout, seed, once
     )

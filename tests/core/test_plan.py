@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from mgg import Config, Plan, PlanError, split_ranges
 from mgg.graph import Graph
 from mgg.plan import BLOCK_FIELDS, STEP_FIELDS, STEP_PARAMS
+from mgg.testing import random_graph
 
 
 @st.composite
@@ -205,3 +206,32 @@ def test_transposed_step_of_a_symmetric_graph_is_shared():
     assert p.transposed is not p.local
     sym = Plan(Graph.from_edges([0, 1], [1, 0], 2)).shard(0)
     assert sym.transposed is sym.local
+
+
+def test_halo_nodes_and_their_return_step():
+    """Plan.halo_nodes(r) is rank r's shard's halo list, found without building the shard, and
+    halo_return(q) names, for each of q's rows, every (peer, slot in the peer's halo list) that
+    reads it, rows in order and peers ascending within a row."""
+    g = random_graph(200, 3000, seed=5, skew=0.6)
+    fresh, built = Plan(g, 4), Plan(g, 4)
+    for r in range(4):
+        assert np.array_equal(fresh.halo_nodes(r), built.shard(r).halo_nodes)
+    for q in range(4):
+        lo = int(fresh.bounds[q])
+        step = fresh.halo_return(q, Config())
+        rowptr, slot, pe = step.remote.rowptr, step.remote.col, step.remote_pe
+        got = set()
+        for i in range(rowptr.size - 1):
+            peers = pe[rowptr[i] : rowptr[i + 1]]
+            assert np.all(np.diff(peers) > 0)
+            for p, s in zip(peers, slot[rowptr[i] : rowptr[i + 1]], strict=True):
+                assert fresh.halo_nodes(p)[s] == lo + i
+                got.add((int(p), lo + i))
+        want = {
+            (p, int(v))
+            for p in range(4)
+            if p != q
+            for v in fresh.halo_nodes(p)
+            if fresh.bounds[q] <= v < fresh.bounds[q + 1]
+        }
+        assert got == want

@@ -165,20 +165,25 @@ def test_attention_protocol_with_threads_as_pes_emulated(monkeypatch, fetch):
 def test_attention_with_halo_rows_read_once_with_threads_as_pes(monkeypatch):
     """remote_reads='once' (issue 34) for GAT: the forward gathers each halo row of the source
     table once, then attends over [own | halo] rows with their global ids (so the dropout masks
-    are the per-edge path's); outputs and gradients equal one process's, as above."""
+    are the per-edge path's); the backward computes the halo rows' gradients where they were
+    read and returns them to their owners through outboxes, each row once. Outputs and
+    gradients equal one process's, as above."""
     _attention_protocol(monkeypatch, torch.float64, remote_reads="once")
 
 
 @pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 @pytest.mark.parametrize("fetch", ["direct", "get-warp"])
 def test_attention_with_halo_rows_read_once_emulated(monkeypatch, fetch):
-    """The same with the halo gather (aggregate_peers), attend and the backward's kernels run by
-    the CUDA host code and kernels under the SIMT emulator, fp32."""
-    before = [emulator.CALLS[n] for n in ("aggregate_peers", "attend", "attend_peers")]
+    """The same with the halo gather and return (aggregate_peers), attend and attend_backward run
+    by the CUDA host code and kernels under the SIMT emulator, fp32."""
+    names = ("aggregate_peers", "attend", "attend_backward", "attend_peers", "attend_peers_dst", "attend_peers_src")
+    before = [emulator.CALLS[n] for n in names]
     with emulator.emulated_ops(seed=3):
         _attention_protocol(monkeypatch, torch.float32, fetch, remote_reads="once")
-    calls = [emulator.CALLS[n] - b for n, b in zip(("aggregate_peers", "attend", "attend_peers"), before, strict=True)]
-    assert calls == [3 * 2, 3 * 2, 0]  # every PE's both forwards gathered, then attended over its halo table
+    calls = [emulator.CALLS[n] - b for n, b in zip(names, before, strict=True)]
+    # every PE: both forwards gather then attend; the backward of each computes its rows' and its
+    # halo rows' gradients, then gathers what its peers computed for its rows
+    assert calls == [3 * 2 * 2, 3 * 2, 3 * 2, 0, 0, 0]
 
 
 def _attention_protocol(monkeypatch, dtype, fetch="direct", remote_reads="per-edge"):
@@ -209,8 +214,10 @@ def _attention_protocol(monkeypatch, dtype, fetch="direct", remote_reads="per-ed
         mine = [t[lo:hi].clone().requires_grad_() for t in (h, a_src, a_dst)]
         rp, rpt = plan.rank_plan(pe, Config(4, 2, 2)), plan_t.rank_plan(pe, Config(4, 2, 2))
         table = ops.attention_table(mine[0], mine[1])
+        back = (plan.halo_return(pe, Config(4, 2, 2)), [plan.halo_nodes(r).size for r in range(pes)])
         outs = [
-            nvshmem.attend(table, mine[2], rp, rpt, range_rows, fetch, heads, 0.2, 0.5, s, remote_reads) for s in seeds
+            nvshmem.attend(table, mine[2], rp, rpt, range_rows, fetch, heads, 0.2, 0.5, s, remote_reads, back)
+            for s in seeds
         ]
         sum((o * w[lo:hi]).sum() for o in outs).backward()
         results[pe] = ([o.detach() for o in outs], [t.grad for t in mine])

@@ -70,9 +70,12 @@ class Nvshmem:
         self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple, row_offset: int
     ) -> torch.Tensor:
         d = self.dist_plan
-        mode = "once" if d.remote_reads == "once" else "per-edge"  # 'auto' measures aggregations only
         plan_t = self.plan_t.rank_plan(d.rank, config)
-        return nvshmem.attend(table_own, a_dst_own, rp, plan_t, d.range_rows, d.fetch, *args, mode)
+        if d.remote_reads != "once":  # 'auto' measures aggregations only: the attention reads per edge
+            return nvshmem.attend(table_own, a_dst_own, rp, plan_t, d.range_rows, d.fetch, *args)
+        p = d.plan
+        back = (p.halo_return(d.rank, config), [p.halo_nodes(r).size for r in range(p.num_ranks)])
+        return nvshmem.attend(table_own, a_dst_own, rp, plan_t, d.range_rows, d.fetch, *args, "once", back)
 
     def drop(self, config) -> None:
         """The transposed graph's schedule too."""
