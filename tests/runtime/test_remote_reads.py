@@ -95,3 +95,41 @@ def test_auto_mode_on_threads_as_pes_keeps_the_measured_choice(monkeypatch, fast
         got = torch.cat([results[pe][i] for pe in range(pes)])
         torch.testing.assert_close(got, want)
     assert np.all(np.array(world.barriers) == 8 + 2)
+
+
+def test_once_mode_through_the_backend_on_threads_as_pes(monkeypatch):
+    """DistPlans of the nvshmem backend with remote_reads='once' on 3 threads as PEs: an
+    aggregation and GAT's attention (dropout 0.5) through the backend, forward and backward, equal
+    one process's (the attention's gradients return through the outboxes)."""
+    from mgg import ops
+
+    pes, heads, c = 3, 2, 4
+    g = ops.attention_graph(random_graph(120, 1500, seed=6, skew=0.5))
+    bounds = Plan(g, pes).bounds
+    gen = torch.Generator().manual_seed(1)
+    h, a_src, a_dst = (
+        torch.randn(*s, dtype=torch.float64, generator=gen) for s in ((120, heads, c), (120, heads), (120, heads))
+    )
+    x = torch.randn(120, 5, dtype=torch.float64, generator=gen)
+    ref = [t.clone().requires_grad_() for t in (h, a_src, a_dst, x)]
+    want = ops.attend(*ref[:3], g, dropout=0.5, seed=7)
+    want_agg = Plan(g).aggregate(ref[3])
+    (want.pow(2).sum() + want_agg.pow(2).sum()).backward()
+    world, local, got = _FakeWorld(pes), threading.local(), {}
+    monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
+
+    def pe_main(pe):
+        local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
+        dp = DistPlan(g, pe, bounds, backend="nvshmem", fetch="direct", remote_reads="once")
+        lo, hi = int(bounds[pe]), int(bounds[pe + 1])
+        mine = [t[lo:hi].clone().requires_grad_() for t in (h, a_src, a_dst, x)]
+        out = dp.attend(*mine[:3], dropout=0.5, seed=7, config=Config(4, 2, 2))
+        agg = dp.aggregate(mine[3], Config(4, 2, 2))
+        (out.pow(2).sum() + agg.pow(2).sum()).backward()
+        got[pe] = (out.detach(), agg.detach(), [t.grad for t in mine])
+
+    run_pes(pes, pe_main, world.barrier)
+    torch.testing.assert_close(torch.cat([got[p][0] for p in range(pes)]), want.detach())
+    torch.testing.assert_close(torch.cat([got[p][1] for p in range(pes)]), want_agg.detach())
+    for i, r in enumerate(ref):
+        torch.testing.assert_close(torch.cat([got[p][2][i] for p in range(pes)]), r.grad)
