@@ -42,8 +42,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-HBM_BYTES_PER_S = 3.35e12  # H100 SXM5, HBM3 (NVIDIA's datasheet)
-NVLINK_BYTES_PER_S = 450e9  # NVLink 4: 900 GB/s bidirectional per GPU, one direction
 MODES = ("per-edge", "once")
 COUNTED = [
     "part",
@@ -182,7 +180,7 @@ def modelled(spec: str, ranks: int, dims: list) -> list[dict]:
     from bench import cache
     from mgg import Config
     from mgg.plan import Plan
-    from mgg.runtime.remote_reads import remote_read_bytes
+    from mgg.runtime.remote_reads import estimate_ms, remote_read_bytes
 
     g, _ = cache.graph(spec)
     t0 = time.perf_counter()
@@ -197,10 +195,10 @@ def modelled(spec: str, ranks: int, dims: list) -> list[dict]:
     for dim in dims:
         worst = dict.fromkeys(MODES, (0.0, 0, 0))  # the slowest rank's (ms, peer bytes, local bytes)
         for shard in shards:
+            ms = estimate_ms(shard, dim, 4)
             for mode, (peer, during, after) in remote_read_bytes(shard, dim, 4).items():
-                t = max(peer / NVLINK_BYTES_PER_S, during / HBM_BYTES_PER_S) + after / HBM_BYTES_PER_S
-                if t > worst[mode][0]:
-                    worst[mode] = (t, peer, during + after)
+                if ms[mode] > worst[mode][0]:
+                    worst[mode] = (ms[mode], peer, during + after)
         halo_bytes = max(s.num_halo for s in shards) * dim * 4
         for mode in MODES:
             t, nv, hbm = worst[mode]
@@ -213,7 +211,7 @@ def modelled(spec: str, ranks: int, dims: list) -> list[dict]:
                     mode=mode,
                     nvlink_bytes=nv,
                     hbm_bytes=hbm,
-                    model_ms=round(1e3 * t, 3),
+                    model_ms=round(t, 3),
                     halo_backend_bytes=halo_bytes,
                     shard_build_s=round(t1 - t0, 2),
                     shard_mb=round(shard_mb / 2**20, 1),

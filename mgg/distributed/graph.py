@@ -178,8 +178,8 @@ class DistGraph:
             'per-edge' (MGG's fused kernel: once per edge that names it) or 'once' (each of the
             rank's halo rows read once into a local table while its local edges are aggregated,
             mgg.steps.run_peers_once; on dense graphs many times fewer bytes over NVLink) or
-            'auto' (each layer's shape measured in both modes at its first step, the faster
-            kept: mgg.runtime.remote_reads). Other backends move each row once anyway.
+            'auto' (each layer's shape measured at its first step in the modes the cost model
+            keeps, the faster kept: mgg.runtime.remote_reads). Other backends move each row once anyway.
 
     The ranks own contiguous ranges of the relabelled graph, but every tensor a user hands in
     or gets back is in the user's node order: `local(t)` takes a per-node tensor and gives this

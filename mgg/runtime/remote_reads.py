@@ -5,10 +5,14 @@ remote edges aggregated from that local table). Which is faster depends on the g
 on a dense graph the per-edge mode moves many times the bytes over NVLink; on a sparse one the
 once mode's extra pass over the halo rows and its second kernel cost more than they save.
 
-The bytes each mode moves come from the plan (`remote_read_bytes`, the cost model's term); the
-choice comes from measured step times: every rank runs each mode the same number of times (the
-steps are collective), times its own steps after a barrier, the step time is the slowest rank's
-(coordination.py), and every rank takes the mode of the smallest, so all ranks agree."""
+The bytes each mode moves come from the plan (`remote_read_bytes`), and a time estimate from
+them and the H100 SXM's published bandwidths (`estimate_ms`): the cost model's term. As the
+config search does (cost.py), a mode the model puts beyond SLACK times the other's estimate is
+not measured; the others are, and the choice comes from their measured step times. Every rank
+runs the same modes the same number of times (the steps are collective; the estimates are the
+slowest rank's, agreed before), times its own steps after a barrier, the step time is the
+slowest rank's (coordination.py), and every rank takes the mode of the smallest, so all ranks
+agree."""
 
 from __future__ import annotations
 
@@ -20,9 +24,12 @@ import torch
 from ..plan import RankShard
 from ..steps import REMOTE_READS
 from .coordination import Coordinator
+from .cost import SLACK
 from .timing import time_once
 
 AUTO = "auto"  # DistGraph(remote_reads="auto"): chosen by choose_remote_reads at a layer's first step
+HBM_BYTES_PER_S = 3.35e12  # H100 SXM5, HBM3 (NVIDIA's datasheet)
+NVLINK_BYTES_PER_S = 450e9  # NVLink 4: 900 GB/s bidirectional per GPU, one direction
 
 
 def remote_read_bytes(shard: RankShard, dim: int, element_size: int) -> dict:
@@ -44,14 +51,32 @@ def remote_read_bytes(shard: RankShard, dim: int, element_size: int) -> dict:
     return {"per-edge": (remote * row, local * row, 0), "once": (halo * row, (local + halo) * row, remote * row)}
 
 
+def estimate_ms(
+    shard: RankShard,
+    dim: int,
+    element_size: int,
+    link_bytes_per_s: float = NVLINK_BYTES_PER_S,
+    memory_bytes_per_s: float = HBM_BYTES_PER_S,
+) -> dict:
+    """Per mode, a lower bound on one forward aggregation's time (ms) from remote_read_bytes: the
+    peer reads overlapped with what moves meanwhile, then what moves after."""
+    out = {}
+    for mode, (peer, during, after) in remote_read_bytes(shard, dim, element_size).items():
+        out[mode] = 1e3 * (max(peer / link_bytes_per_s, during / memory_bytes_per_s) + after / memory_bytes_per_s)
+    return out
+
+
 def choose_remote_reads(
     step: Callable[[str], object],
     device,
     coordinator: Optional[Coordinator] = None,
     reps: int = 3,
     timer: Optional[Callable] = None,
+    estimates: Optional[dict] = None,
+    slack: float = SLACK,
 ) -> tuple[str, dict]:
-    """The faster remote-read mode of one step, from measured step times.
+    """The faster remote-read mode of one step, from measured step times (the modes the cost
+    model keeps).
 
     Args:
         step: runs the step in a mode (collective over the coordinator's ranks).
@@ -59,13 +84,22 @@ def choose_remote_reads(
         coordinator: how ranks agree (default: one process).
         reps: timed runs per mode, after one warm-up run; the median counts.
         timer: (fn, device) -> (result, ms) (default: time_once); fn is partial(step, mode).
+        estimates: this rank's {mode: estimated ms} (estimate_ms), or None: measure every mode.
+        slack: a mode estimated beyond slack x the best estimate is not measured.
 
     Returns:
-        (the mode, {mode: step ms}).
+        (the mode, {mode: step ms} of the modes measured).
     """
     coordinator, timer = coordinator or Coordinator(), timer or time_once
+    modes = list(REMOTE_READS)
+    if estimates is not None:
+        agreed = {m: coordinator.slowest(estimates[m]) for m in REMOTE_READS}  # the same on every rank
+        best = min(agreed.values())
+        modes = [m for m in REMOTE_READS if agreed[m] <= slack * best]
+    if len(modes) == 1:
+        return modes[0], {}
     times = {}
-    for mode in REMOTE_READS:  # the same order on every rank
+    for mode in modes:  # the same order on every rank
         step(mode)  # warm-up: plans, schedules and tables are built outside the timing
         samples = []
         for _ in range(reps):
@@ -73,4 +107,4 @@ def choose_remote_reads(
             _, ms = timer(partial(step, mode), device)
             samples.append(coordinator.slowest(ms))
         times[mode] = sorted(samples)[len(samples) // 2]
-    return min(REMOTE_READS, key=lambda m: times[m]), times
+    return min(modes, key=lambda m: times[m]), times

@@ -13,7 +13,7 @@ from mgg.distributed import nvshmem
 from mgg.distributed.graph import DistPlan
 from mgg.runtime import remote_reads
 from mgg.runtime.coordination import Coordinator
-from mgg.runtime.remote_reads import choose_remote_reads, remote_read_bytes
+from mgg.runtime.remote_reads import choose_remote_reads, estimate_ms, remote_read_bytes
 from mgg.testing import random_graph
 from tests.distributed.test_nvshmem_runtime import _FakeHeap, _FakeWorld, run_pes
 
@@ -34,6 +34,44 @@ def test_the_faster_mode_wins_and_each_runs_alike(fast):
     mode, times = choose_remote_reads(calls.append, "cpu", reps=3, timer=_timer(ms))
     assert mode == fast and times == ms
     assert calls == ["per-edge"] * 4 + ["once"] * 4  # a warm-up and 3 timed runs each, in one order
+
+
+def test_the_cost_model_prunes_a_mode_it_puts_beyond_slack():
+    """Estimates 10 and 1 ms: per-edge is beyond 4x once's, so only once runs (and, alone, is
+    not even timed); estimates within the slack measure both."""
+    calls = []
+    mode, times = choose_remote_reads(calls.append, "cpu", estimates={"per-edge": 10.0, "once": 1.0})
+    assert (mode, times, calls) == ("once", {}, [])
+    ms = {"per-edge": 1.0, "once": 2.0}
+    mode, times = choose_remote_reads(calls.append, "cpu", timer=_timer(ms), estimates={"per-edge": 3.0, "once": 1.0})
+    assert mode == "per-edge" and times == ms and calls == ["per-edge"] * 4 + ["once"] * 4
+
+
+def test_the_estimates_ranks_agree_on_are_the_slowest_ranks():
+    """This rank's estimates would prune per-edge; another rank's slower once-estimate (the
+    coordinator's max) keeps both, so every rank measures the same modes."""
+
+    class _OtherRankSlowOnce(Coordinator):
+        def slowest(self, ms: float) -> float:
+            return max(ms, 5.0)
+
+    calls = []
+    ms = {"per-edge": 1.0, "once": 2.0}
+    mode, _ = choose_remote_reads(
+        calls.append, "cpu", _OtherRankSlowOnce(), timer=_timer(ms), estimates={"per-edge": 10.0, "once": 1.0}
+    )
+    assert set(calls) == {"per-edge", "once"}
+
+
+def test_estimates_follow_the_bytes_and_bandwidths():
+    g = random_graph(300, 6000, seed=2, skew=0.6)
+    shard = Plan(g, 4).shard(1)
+    b = remote_read_bytes(shard, 32, 4)
+    est = estimate_ms(shard, 32, 4, link_bytes_per_s=1e9, memory_bytes_per_s=1e10)
+    peer, during, after = b["once"]
+    assert est["once"] == pytest.approx(1e3 * (max(peer / 1e9, during / 1e10) + after / 1e10))
+    peer, during, _ = b["per-edge"]
+    assert est["per-edge"] == pytest.approx(1e3 * max(peer / 1e9, during / 1e10))
 
 
 class _SlowRankOne(Coordinator):

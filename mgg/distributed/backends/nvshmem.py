@@ -11,7 +11,7 @@ from ...errors import MggError
 from ...ops import check_fetch
 from ...plan import Plan
 from ...runtime.coordination import GroupCoordinator
-from ...runtime.remote_reads import AUTO, choose_remote_reads
+from ...runtime.remote_reads import AUTO, choose_remote_reads, estimate_ms
 from .. import nvshmem
 
 
@@ -51,8 +51,8 @@ class Nvshmem:
         return nvshmem.aggregate(x_own, rp, plan_t, d.range_rows, d.fetch, deterministic, mode)
 
     def _choose(self, x_own, rp, plan_t, config, deterministic) -> str:
-        """The remote-read mode of this layer's shape: measured on its first step (every rank
-        reaches it at the same call), then kept."""
+        """The remote-read mode of this layer's shape: the modes the cost model keeps measured on
+        its first step (every rank reaches it at the same call), then kept."""
         key = (x_own.size(1), x_own.dtype, config)
         if key not in self.remote_choice:
             d = self.dist_plan
@@ -62,8 +62,9 @@ class Nvshmem:
             def step(mode):
                 return nvshmem.aggregate(rows, rp, plan_t, d.range_rows, d.fetch, deterministic, mode)
 
+            estimates = estimate_ms(rp.shard, x_own.size(1), x_own.element_size())
             with torch.no_grad():
-                self.remote_choice[key] = choose_remote_reads(step, x_own.device, coordinator)
+                self.remote_choice[key] = choose_remote_reads(step, x_own.device, coordinator, estimates=estimates)
         return self.remote_choice[key][0]
 
     def attend(
