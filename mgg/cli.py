@@ -370,8 +370,8 @@ def parser() -> argparse.ArgumentParser:
         choices=_remote_read_modes(),
         default="per-edge",
         help="how often the nvshmem backend reads a remote row per aggregation: once per edge that "
-        "names it (MGG), once (gathered into a local table, then aggregated), or auto (each layer "
-        "measured in both at its first step, the faster kept)",
+        "names it (MGG), once (gathered into a local table while local edges are aggregated), or auto "
+        "(each layer measured at its first step in the modes the cost model keeps, the faster kept)",
     )
     p.add_argument(
         "--partition",
