@@ -25,8 +25,9 @@ Two parts, both written to remote-reads-<date>.{csv,md,png}:
   halo table (run_peers_once's overlapped path). The halo backend moves the same rows as `once`, through a
   host-driven all-to-all whose launch and synchronisation costs are not modelled. A model, not
   a measurement: the GPU issue measures it. The time to build every rank's shard (the plan both
-  modes share) and every rank's HaloGather (what the once mode adds), and their arrays' sizes, are
-  measured on this machine.
+  modes share) and what the once mode adds (every rank's halo gather step; one rank's halo return
+  step for GAT's backward, built as under torchrun, where each rank finds every rank's halo rows
+  on its own; the arrays of every rank's two steps), are measured on this machine.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ MODELLED = [
     "shard_build_s",
     "shard_mb",
     "gather_build_s",
+    "return_build_s",
     "gather_mb",
 ]
 
@@ -189,8 +191,12 @@ def modelled(spec: str, ranks: int, dims: list) -> list[dict]:
     t1 = time.perf_counter()
     gathers = [plan.rank_plan(r, Config()).halo_gather for r in range(ranks)]  # what the once mode adds
     t2 = time.perf_counter()
+    Plan(g, bounds=plan.bounds).halo_return(ranks - 1, Config())  # GAT's return step, as one rank builds it
+    t3 = time.perf_counter()
+    returns = [plan.halo_return(r, Config()) for r in range(ranks)]
     shard_mb = sum(_nbytes(s.local, s.remote, s.remote_pe, s.remote_offset, s.halo_pe, s.halo_offset) for s in shards)
-    gather_mb = sum(_nbytes(h.local, h.remote, h.schedule.blocks, h.schedule.fixups) for h in gathers)
+    steps = gathers + returns
+    gather_mb = sum(_nbytes(h.local, h.remote, h.remote_pe, h.schedule.blocks, h.schedule.fixups) for h in steps)
     rows = []
     for dim in dims:
         worst = dict.fromkeys(MODES, (0.0, 0, 0))  # the slowest rank's (ms, peer bytes, local bytes)
@@ -216,6 +222,7 @@ def modelled(spec: str, ranks: int, dims: list) -> list[dict]:
                     shard_build_s=round(t1 - t0, 2),
                     shard_mb=round(shard_mb / 2**20, 1),
                     gather_build_s=round(t2 - t1, 3),
+                    return_build_s=round(t3 - t2, 3),
                     gather_mb=round(gather_mb / 2**20, 1),
                 )
             )
@@ -246,7 +253,7 @@ def markdown(counted_rows: list[dict], model_rows: list[dict]) -> str:
             "Model (H100 SXM published bandwidths; not a measurement): the slowest rank's forward aggregation",
             "",
             "| graph | P | D | per-edge: NVLink MB | once: NVLink MB | per-edge ms | once ms | halo backend MB | "
-            "shards: build s, MiB | once's HaloGathers: build s, MiB |",
+            "shards: build s, MiB | once: gathers s, a rank's return s, MiB |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         mb = {(r["graph"], r["ranks"], r["dim"], r["mode"]): r for r in model_rows}
@@ -257,7 +264,8 @@ def markdown(counted_rows: list[dict], model_rows: list[dict]) -> str:
             out.append(
                 f"| {g} | {p} | {d} | {e['nvlink_bytes'] / 1e6:.1f} | {o['nvlink_bytes'] / 1e6:.1f} | "
                 f"{e['model_ms']} | {o['model_ms']} | {e['halo_backend_bytes'] / 1e6:.1f} | "
-                f"{e['shard_build_s']}, {e['shard_mb']} | {e['gather_build_s']}, {e['gather_mb']} |"
+                f"{e['shard_build_s']}, {e['shard_mb']} | {e['gather_build_s']}, {e['return_build_s']}, "
+                f"{e['gather_mb']} |"
             )
     return "\n".join(out)
 
