@@ -1,18 +1,19 @@
 """The emulator's memory counters (csrc/tests/simt/counters.cpp, kernels/memory.cuh): on graphs
 whose traffic can be written down by hand, the aggregation kernels' requests, 32-byte sectors,
 active lanes, bytes and warp shuffles are exactly what the access pattern implies (lanes own
-columns: one request per edge and 32 columns, a row's bytes in whole sectors at 256-byte
-aligned tables; one load of the edge arrays per partition). These are the quantities Nsight
-Compute reports (l1tex__t_requests / l1tex__t_sectors of global loads, thread instructions per
-warp instruction), so a GPU run can check them."""
-
-import math
+runs of 16 bytes of a row, 4 fp32 or 8 fp16/bf16 columns: where every row starts on a 16-byte
+boundary, one 16-byte vector load per lane, so one request per edge and 128 fp32 or 256
+fp16/bf16 columns; otherwise one column of each lane's run per request; a row's bytes in whole
+sectors; one load of the edge arrays per partition). These are the quantities Nsight Compute
+reports (l1tex__t_requests / l1tex__t_sectors of global loads, thread instructions per warp
+instruction), so a GPU run can check them."""
 
 import numpy as np
 import pytest
 import torch
 
 from mgg import Config, Graph, Plan
+from mgg.testing import assert_matches_reference
 from tests import emulator
 from tests.emulated_ops import aggregate
 
@@ -21,10 +22,14 @@ pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emu
 ELEM = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2}
 
 
+def regular_sources(n: int, k: int, seed: int = 0) -> np.ndarray:
+    """The source row of each edge of regular_graph(n, k, seed)."""
+    return np.random.default_rng(seed).integers(0, n, n * k)
+
+
 def regular_graph(n: int, k: int, seed: int = 0) -> Graph:
     """Every row of in-degree k, sources at random."""
-    rng = np.random.default_rng(seed)
-    return Graph.from_edges(rng.integers(0, n, n * k), np.repeat(np.arange(n), k), n)
+    return Graph.from_edges(regular_sources(n, k, seed), np.repeat(np.arange(n), k), n)
 
 
 def by_region(counters: dict) -> dict:
@@ -37,34 +42,73 @@ def by_region(counters: dict) -> dict:
     return out
 
 
-def expected_rows(edges: int, dim: int, elem: int) -> dict:
-    """A warp reads a source row 32 columns per instruction (lanes own columns): per edge,
-    ceil(D / 32) requests, each of its active lanes' bytes in whole sectors."""
-    chunks = [min(32, dim - j) for j in range(0, dim, 32)]
-    return dict(
-        requests=edges * len(chunks),
-        sectors=edges * sum(math.ceil(a * elem / 32) for a in chunks),
-        active_lanes=edges * dim,
-        lane_slots=edges * 32 * len(chunks),
-        bytes=edges * dim * elem,
-    )
+def vector_rows(dim: int, elem: int, offset: int = 0) -> bool:
+    """Whether the kernels read rows with 16-byte loads (kernels/launch.cuh's vector_rows): every
+    row starts on a 16-byte boundary."""
+    return (dim * elem) % 16 == 0 and offset % 16 == 0
 
 
-SHAPES = [(torch.float32, 16), (torch.float32, 32), (torch.float32, 72), (torch.float16, 64), (torch.bfloat16, 256)]
+def expected_rows(sources, dim: int, elem: int, offset: int = 0) -> dict:
+    """The loads of source rows `sources` (one per edge) of a table `offset` bytes into a
+    256-byte aligned array, one tile of dim <= 256 columns, by a kernel whose lanes own runs of
+    v = 16 / elem columns (kernels/aggregate_kernel.cuh's LaneCols): with 16-byte loads, a warp
+    instruction reads 32 runs, each lane's in one load; otherwise each instruction reads column k
+    of the 32 runs (lanes kv apart); each instruction's bytes in whole sectors."""
+    v = 16 // elem
+    vec = vector_rows(dim, elem, offset)
+    out = dict(requests=0, sectors=0, active_lanes=0, lane_slots=0, bytes=0)
+    for src in sources:
+        start = offset + int(src) * dim * elem
+        for c in range(0, dim, 32 * v):
+            # (first column, columns) each active lane loads, per instruction
+            loads = [[(c + lane * v, v) for lane in range(32) if c + lane * v < dim]] if vec else []
+            if not vec:
+                for k in range(v):
+                    loads.append([(c + lane * v + k, 1) for lane in range(32) if c + lane * v + k < dim])
+            for lanes in filter(None, loads):
+                sectors = set()
+                for col, n in lanes:
+                    a = start + col * elem
+                    sectors.update(range(a // 32, (a + n * elem - 1) // 32 + 1))
+                out["requests"] += 1
+                out["sectors"] += len(sectors)
+                out["active_lanes"] += len(lanes)
+                out["lane_slots"] += 32
+                out["bytes"] += sum(n for _, n in lanes) * elem
+    return out
+
+
+def aligned_rows(edges: int, dim: int, elem: int) -> dict:
+    """expected_rows for rows of whole sectors (every row starts on a sector boundary)."""
+    assert (dim * elem) % 32 == 0
+    return expected_rows([0] * edges, dim, elem)
+
+
+SHAPES = [
+    (torch.float32, 16),
+    (torch.float32, 32),
+    (torch.float32, 72),
+    (torch.float16, 64),
+    (torch.bfloat16, 256),
+    (torch.float32, 33),  # rows of 132 bytes: scalar loads
+    (torch.bfloat16, 36),  # rows of 72 bytes: scalar loads
+]
 
 
 @pytest.mark.parametrize("dtype,dim", SHAPES, ids=lambda v: str(v).removeprefix("torch."))
 def test_row_and_edge_loads_of_one_rank(tmp_path, dtype, dim):
-    """One rank, 64 rows of in-degree 8, ps = 4: rows as expected_rows says (at D = 16 fp32 half
-    the lanes idle and a request moves 64 bytes; fp16 at D = 64 moves 64 bytes per request,
-    2 bytes per lane); the column ids one request per partition of 4 edges (4 of 32 lanes
-    active); three shuffles per edge (column, PE, weight)."""
+    """One rank, 64 rows of in-degree 8, ps = 4: rows as expected_rows says (16-byte loads where
+    rows are 16-byte aligned: at D = 16 fp32 4 lanes move the row's 64 bytes in one request,
+    at D = 256 bf16 32 lanes move 512 bytes; one column per load at D = 33 fp32 and D = 36
+    bf16); the
+    column ids one request per partition of 4 edges (4 of 32 lanes active); three shuffles per
+    edge (column, PE, weight)."""
     g = regular_graph(64, 8)
     x = torch.randn(64, dim).to(dtype)
     aggregate(tmp_path, Plan(g, 1), x, Config(4, 1, 2), counters=True)
     c = emulator.counters_of(tmp_path / "rank0")
     loads = by_region(c)
-    assert loads["table"] == expected_rows(g.num_edges, dim, ELEM[dtype])
+    assert loads["table"] == expected_rows(regular_sources(64, 8), dim, ELEM[dtype])
     parts = g.num_edges // 4
     assert loads["local_col"] == dict(
         requests=parts, sectors=parts, active_lanes=g.num_edges, lane_slots=32 * parts, bytes=4 * g.num_edges
@@ -88,10 +132,42 @@ def test_remote_rows_are_counted_where_they_are_read(tmp_path, source):
         shard = plan.shard(r)
         loads = by_region(emulator.counters_of(tmp_path / f"rank{r}"))
         local_rows, remote_rows = ("table", "remote_table") if source == "table" else (f"peer{r}", f"peer{1 - r}")
-        assert loads[local_rows] == expected_rows(shard.num_local_edges, dim, 4)
-        assert loads[remote_rows] == expected_rows(shard.num_remote_edges, dim, 4)
+        assert loads[local_rows] == aligned_rows(shard.num_local_edges, dim, 4)
+        assert loads[remote_rows] == aligned_rows(shard.num_remote_edges, dim, 4)
         for part in ("local", "remote"):
             edges = getattr(shard, f"num_{part}_edges")
             assert loads[f"{part}_col"]["active_lanes"] == loads[f"{part}_weight"]["active_lanes"] == edges
         if source == "direct":
             assert loads["remote_pe"]["active_lanes"] == shard.num_remote_edges
+
+
+@pytest.mark.parametrize("offset", [1, 4], ids=["4-bytes", "16-bytes"])
+def test_a_table_off_the_16_byte_grid_is_read_with_scalar_loads(tmp_path, offset):
+    """fp32 D = 64 rows of a table that starts `offset` elements into its array (a sliced
+    tensor): 4 bytes in, no row is 16-byte aligned, so the launch takes scalar loads (column k of
+    each lane's run of 4 per instruction: 4 requests per row of 64 columns, 16 lanes active);
+    16 bytes in, vector loads (one request per row); both equal the reference."""
+    g = regular_graph(64, 8)
+    x = torch.randn(64, 64)
+    out = aggregate(tmp_path, Plan(g, 1), x, Config(4, 1, 2), counters=True, table_offset=offset)
+    assert_matches_reference(out, g, x)
+    loads = by_region(emulator.counters_of(tmp_path / "rank0"))
+    assert loads["table"] == expected_rows(regular_sources(64, 8), 64, 4, offset=4 * offset)
+    assert loads["table"]["requests"] == g.num_edges * (4 if offset == 1 else 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("dim", [16, 32, 64, 128, 256])
+def test_requests_per_128_bytes_meet_the_vector_load_target(tmp_path, dtype, dim):
+    """Issue 31's first item: with 16-byte loads a request moves up to 512 bytes of a row, so at
+    rows of 512 bytes or more (D >= 128 fp32, D >= 256 bf16) a row costs 0.25 requests per 128
+    bytes (scalar loads: 1 at fp32, 2 at bf16), and a shorter row one request."""
+    g = regular_graph(64, 4)
+    x = torch.randn(64, dim).to(dtype)
+    aggregate(tmp_path, Plan(g, 1), x, Config(4, 1, 2), counters=True)
+    rows = by_region(emulator.counters_of(tmp_path / "rank0"))["table"]
+    row_bytes = dim * ELEM[dtype]
+    assert rows["bytes"] == g.num_edges * row_bytes
+    assert rows["requests"] * 128 / rows["bytes"] == max(0.25, 128 / row_bytes)
+    if row_bytes >= 512:
+        assert rows["requests"] * 128 / rows["bytes"] <= 0.3
