@@ -9,8 +9,10 @@
 // (a grid.y slice of `tile` columns), kMaxPerLane each, as LaneCols says: runs of 4 fp32 or 8
 // fp16/bf16 consecutive columns, each read with one 16-byte vector load where every row of the
 // launch is 16-byte aligned, column by column otherwise (the blocks kernels with NVSHMEM landing
-// buffers: columns lane + 32 j, one per load). A warp sums consecutive partitions of one row in
-// registers and adds the run into the block's partial sum of that row in dynamic shared memory
+// buffers: columns lane + 32 j, one per load). With vector loads, a slice of at most 16 runs is
+// read by lane groups, each taking its own edge, so one warp instruction serves several edges.
+// A warp sums consecutive partitions of one row in registers (its groups' sums added together
+// with shuffles) and adds the run into the block's partial sum of that row in dynamic shared memory
 // (2 * wpb rows x tile floats: MGG eq. 1, plus the warps' landing buffers for NVSHMEM gets).
 // After a block barrier each row of the block is written once, to the output or, for a row cut
 // across blocks, to its scratch slot; aggregate_fixup_kernel then sums a row's slots in order.
@@ -18,7 +20,8 @@
 //
 // aggregate_blocks_blockget_kernel (peers.cu): the same with block-scope NVSHMEM gets.
 // aggregate_rows_kernel (deterministic mode): one warp per output row sums its edges in plan
-// order and writes the row; results are bit-identical from run to run.
+// order (lane groups: each group its share, in a fixed order) and writes the row; results are
+// bit-identical from run to run.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -83,24 +86,57 @@ __device__ __forceinline__ void zero(float (&acc)[kMaxPerLane]) {
 // read one column per load. `runs` is fixed per kernel (the compiler folds it): the blocks
 // kernels with NVSHMEM landing buffers keep lane + 32 j, being at the register limit (their
 // spills are capped by bench/spill_allowance.json); every other aggregation kernel maps runs.
+//
+// Lane groups (vec, and a slice of at most 16 runs): a group of `group` lanes (the runs of the
+// slice, rounded up to a power of two) reads one row, so one warp instruction reads the rows
+// of kWarp / group edges: lane `lane` is lane `slot` of group `sub` and takes edge i + sub of
+// each step of kWarp / group edges. Each group sums its own edges: commit adds every group's sums
+// into the block's partial sums, and before the rows kernel writes a row, gather() adds them
+// into group 0's lanes, which alone write. Without groups, group = kWarp: slot = lane, sub = 0.
 template <typename scalar_t>
 struct LaneCols {
   static constexpr int kVec = kVecBytes / static_cast<int>(sizeof(scalar_t));
   static_assert(kMaxPerLane % kVec == 0, "a lane's columns are whole runs");
+  // Lane groups for fp32 rows only: with fp16/bf16 the blocks kernels would spill past
+  // bench/spill_allowance.json at sm_80.
+  static constexpr bool kGroups = kVec == 4;
   int lane, width;
   bool vec, runs;
+  int shift;  // log2 of group
+  __device__ __forceinline__ LaneCols(int lane_, int width_, bool vec_, bool runs_)
+      : lane(lane_), width(width_), vec(vec_), runs(runs_), shift(5) {
+    const int n = (width + kVec - 1) / kVec;  // runs of the slice
+    if (kGroups && vec && n <= kWarp / 2) {
+      shift = 0;
+      while ((1 << shift) < n) ++shift;
+    }
+  }
+  __device__ __forceinline__ int group() const { return 1 << shift; }
+  __device__ __forceinline__ int slot() const { return lane & (group() - 1); }
+  __device__ __forceinline__ int sub() const { return lane >> shift; }
+  __device__ __forceinline__ int edges() const { return kWarp >> shift; }  // edges per instruction
   __device__ __forceinline__ int col(int j) const {
-    return runs ? (j / kVec) * (kWarp * kVec) + lane * kVec + j % kVec : j * kWarp + lane;
+    return runs ? (j / kVec) * (kWarp * kVec) + slot() * kVec + j % kVec : j * kWarp + lane;
   }
 };
+
+// Adds every lane group's sums into group 0's lanes (LaneCols), whose sums are then the warp's.
+template <typename scalar_t>
+__device__ __forceinline__ void gather(float (&acc)[kMaxPerLane], const LaneCols<scalar_t>& c) {
+  for (int off = kWarp / 2; off >= c.group(); off /= 2) {  // uniform across the warp
+#pragma unroll
+    for (int k = 0; k < LaneCols<scalar_t>::kVec; ++k) acc[k] += __shfl_down_sync(kFull, acc[k], off);
+  }
+}
 
 // acc += w * columns [0, width) of row src as `c` maps them: kVecLoads (c.vec: the callers
 // branch once per chunk of edges) one 16-byte load per run, masked per column where a run may
 // cross width (kPartialRuns: landing buffers, whose rows are padded to the tile); otherwise one
 // load per column.
+// `has`: the lane has a row (false for a lane group past the chunk's last edge).
 template <bool kVecLoads, bool kPartialRuns = false, typename scalar_t>
 __device__ __forceinline__ void add_row(float (&acc)[kMaxPerLane], const scalar_t* __restrict__ src, float w,
-                                        const LaneCols<scalar_t>& c) {
+                                        const LaneCols<scalar_t>& c, bool has = true) {
   constexpr int kVec = LaneCols<scalar_t>::kVec;
   if (kVecLoads || c.runs) {
 #pragma unroll
@@ -108,11 +144,11 @@ __device__ __forceinline__ void add_row(float (&acc)[kMaxPerLane], const scalar_
       const int d = c.col(j);
       if constexpr (kVecLoads) {
         const uint4* p = reinterpret_cast<const uint4*>(src + d);
-        MGG_GLOBAL_LOAD(p, d < c.width);
-        if (d < c.width) {
+        MGG_GLOBAL_LOAD(p, has && d < c.width);
+        if (has && d < c.width) {
           const uint4 raw = *p;
           scalar_t v[kVec];
-          memcpy(v, &raw, sizeof(raw));
+          memcpy(static_cast<void*>(v), &raw, sizeof(raw));
 #pragma unroll
           for (int k = 0; k < kVec; ++k) {
             if (!kPartialRuns || d + k < c.width) acc[j + k] += w * to_float(v[k]);
@@ -155,16 +191,18 @@ __device__ __forceinline__ LaneEdge load_edge(const DevicePart& p, int64_t c, in
   return e;
 }
 
-// acc += the rows of the n edges of a chunk that `mine` holds, read in place, kUnroll edges at a
-// time (the loads of several rows in flight).
+// acc += the rows of the n edges of a chunk that `mine` holds, read in place, kUnroll steps at a
+// time (the loads of several rows in flight); a step is one edge per lane group (LaneCols).
 template <bool kVecLoads, int kUnroll, typename scalar_t, typename Src>
 __device__ __forceinline__ void add_chunk(float (&acc)[kMaxPerLane], const LaneEdge& mine, int n, const Src& src,
                                           int64_t dim, int64_t d0, const LaneCols<scalar_t>& cols) {
+  const int step = kVecLoads ? cols.edges() : 1;
 #pragma unroll kUnroll
-  for (int i = 0; i < n; ++i) {
+  for (int i0 = 0; i0 < n; i0 += step) {
+    const int i = i0 + (kVecLoads ? cols.sub() : 0);  // < kWarp: i0 is a multiple of step below n <= kWarp
     const int32_t col = __shfl_sync(kFull, mine.col, i), pe = __shfl_sync(kFull, mine.pe, i);
     const float w = __shfl_sync(kFull, mine.w, i);
-    add_row<kVecLoads>(acc, src.template row<scalar_t>(col, pe, dim) + d0, w, cols);
+    add_row<kVecLoads>(acc, src.template row<scalar_t>(col, pe, dim) + d0, w, cols, i < n);
   }
 }
 
@@ -192,7 +230,10 @@ template <typename scalar_t>
 __device__ __forceinline__ void add_landed(float (&acc)[kMaxPerLane], const scalar_t* landing, int ld,
                                            const LaneEdge& mine, int n, const LaneCols<scalar_t>& cols) {
   if (cols.runs) {
-    for (int i = 0; i < n; ++i) add_row<true, true>(acc, landing + i * ld, __shfl_sync(kFull, mine.w, i), cols);
+    for (int i = 0; i < n; i += cols.edges()) {
+      const int e = i + cols.sub();
+      add_row<true, true>(acc, landing + e * ld, __shfl_sync(kFull, mine.w, e), cols, e < n);
+    }
   } else {
     for (int i = 0; i < n; ++i) add_row<false>(acc, landing + i * ld, __shfl_sync(kFull, mine.w, i), cols);
   }
@@ -213,7 +254,8 @@ __device__ __forceinline__ void add_edges_landing(float (&acc)[kMaxPerLane], con
   }
 }
 
-// Adds a warp's run for one row into the block's partial sum of that row (shared-memory adds).
+// Adds a warp's run for one row into the block's partial sum of that row (shared-memory adds;
+// every lane group adds its own sums, LaneCols).
 template <typename scalar_t>
 __device__ __forceinline__ void commit(float (&acc)[kMaxPerLane], float* partial, const LaneCols<scalar_t>& cols) {
 #pragma unroll
@@ -375,10 +417,11 @@ __global__ void __launch_bounds__(kMaxThreads)
       add_edges_direct<scalar_t>(acc, a.remote, e0, e1, rsrc, a.dim, d0, cols);
     }
   }
+  gather(acc, cols);
 #pragma unroll
   for (int j = 0; j < kMaxPerLane; ++j) {
     const int d = cols.col(j);
-    if (d < cols.width) a.out[row * a.dim + d0 + d] = from_float<scalar_t>(acc[j]);
+    if (cols.sub() == 0 && d < cols.width) a.out[row * a.dim + d0 + d] = from_float<scalar_t>(acc[j]);
   }
 }
 
