@@ -9,10 +9,10 @@
 // (a grid.y slice of `tile` columns), kMaxPerLane each, as LaneCols says: runs of 4 fp32 or 8
 // fp16/bf16 consecutive columns, each read with one 16-byte vector load where every row of the
 // launch is 16-byte aligned, column by column otherwise (the blocks kernels with NVSHMEM landing
-// buffers: columns lane + 32 j, one per load). With vector loads, a slice of at most 16 runs is
-// read by lane groups, each taking its own edge, so one warp instruction serves several edges.
-// A warp sums consecutive partitions of one row in registers (its groups' sums added together
-// with shuffles) and adds the run into the block's partial sum of that row in dynamic shared memory
+// buffers: columns lane + 32 j, one per load). With vector loads, an fp32 slice of at most 16
+// runs is read by lane groups, each taking its own edge, so one warp instruction serves several
+// edges. A warp sums consecutive partitions of one row in registers and adds the run (each lane
+// group its own sums) into the block's partial sum of that row in dynamic shared memory
 // (2 * wpb rows x tile floats: MGG eq. 1, plus the warps' landing buffers for NVSHMEM gets).
 // After a block barrier each row of the block is written once, to the output or, for a row cut
 // across blocks, to its scratch slot; aggregate_fixup_kernel then sums a row's slots in order.
@@ -87,7 +87,7 @@ __device__ __forceinline__ void zero(float (&acc)[kMaxPerLane]) {
 // kernels with NVSHMEM landing buffers keep lane + 32 j, being at the register limit (their
 // spills are capped by bench/spill_allowance.json); every other aggregation kernel maps runs.
 //
-// Lane groups (vec, and a slice of at most 16 runs): a group of `group` lanes (the runs of the
+// Lane groups (fp32, vec, a slice of at most 16 runs): a group of `group` lanes (the runs of the
 // slice, rounded up to a power of two) reads one row, so one warp instruction reads the rows
 // of kWarp / group edges: lane `lane` is lane `slot` of group `sub` and takes edge i + sub of
 // each step of kWarp / group edges. Each group sums its own edges: commit adds every group's sums
