@@ -73,14 +73,17 @@ def aggregate(
     trace: bool = False,
     counters: bool = False,
     halo_gather: bool = False,
+    table_offset: int = 0,
 ) -> torch.Tensor:
     """A @ x over every rank of `plan`, each rank's step by the emulated kernels reading remote
     rows from `source` (gets completed as `completion` says: loadstore or proxy), scheduled by
     `seed`; the rows of all ranks in graph order. trace: each rank's folder keeps the
     emulator's trace of warp and block calls (trace.txt). counters: each rank's folder keeps the
     memory counters (counters.txt; emulator.counters_of reads them). halo_gather: run each
-    rank's HaloGather step instead (the `once` mode's read of each halo row from its owner; a
-    peers source), returning every rank's halo rows, rank after rank."""
+    rank's halo gather step instead (the `once` mode's read of each halo row from its owner; a
+    peers source), returning every rank's halo rows, rank after rank. table_offset (table
+    source): the tables start that many elements into their arrays, as a tensor sliced from a
+    larger one does (rows off the 16-byte grid for an odd offset)."""
     if halo_gather and source == "table":
         raise ValueError("the halo gather reads peers' tables: give a peers source")
     b = plan.bounds
@@ -119,11 +122,19 @@ def aggregate(
             arrays.update(heaps, remote_pe=s["remote_pe"])
         else:
             values["source"] = "table"
-            arrays.update(table=own[r], remote_table=x[torch.from_numpy(rp.shard.halo_nodes)].contiguous())
+            halo = x[torch.from_numpy(rp.shard.halo_nodes)].contiguous()
+            if table_offset:
+                values["table_offset"] = table_offset * x.element_size()
+            arrays.update(table=_after(table_offset, own[r]), remote_table=_after(table_offset, halo))
         folders.append(emulator.write_case(folder / f"rank{r}", values, arrays))
         shapes.append((rp.num_rows, x.size(1)))
     _run(folders)
     return torch.cat([_output(f, "out", shape, x.dtype) for f, shape in zip(folders, shapes, strict=True)])
+
+
+def _after(offset: int, t: torch.Tensor) -> torch.Tensor:
+    """t's elements after `offset` zeros (a table that starts `offset` elements into its array)."""
+    return torch.cat([torch.zeros(offset, dtype=t.dtype), t.flatten()]) if offset else t
 
 
 def aggregate_extreme(

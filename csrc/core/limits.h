@@ -14,9 +14,12 @@ constexpr int64_t kWpbMin = 1, kWpbMax = 16;
 
 // The kernels' shape: lanes own feature columns, kMaxPerLane of them each, so one grid.y slice
 // covers at most kMaxTile columns; a warp stages kChunk edges (one per lane) at a time, which is
-// also the most rows of a warp's landing buffer for NVSHMEM gets.
+// also the most rows of a warp's landing buffer for NVSHMEM gets. Where every row a launch reads
+// starts on a kVecBytes boundary, a lane reads kVecBytes of a row per load (4 fp32 or 8
+// fp16/bf16 columns: one 16-byte vector load), otherwise one column per load.
 constexpr int kWarp = 32;
 constexpr int kMaxPerLane = 8;
+constexpr int kVecBytes = 16;
 constexpr int kMaxTile = kWarp * kMaxPerLane;
 constexpr int kChunk = 32;
 constexpr int64_t kMaxGridY = 65535;

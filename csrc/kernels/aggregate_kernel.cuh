@@ -6,8 +6,13 @@
 // block b. Its warps take (local, remote) neighbor-partition pairs at interleave distance dist:
 // each starts the fetch of its remote partition, aggregates its local partition while the fetch
 // is in flight, completes the fetch and aggregates the arrived rows. Lanes own feature columns
-// (a grid.y slice of `tile` columns). A warp sums consecutive partitions of one row in registers
-// and adds the run into the block's partial sum of that row in dynamic shared memory
+// (a grid.y slice of `tile` columns), kMaxPerLane each, as LaneCols says: runs of 4 fp32 or 8
+// fp16/bf16 consecutive columns, each read with one 16-byte vector load where every row of the
+// launch is 16-byte aligned, column by column otherwise (the blocks kernels with NVSHMEM landing
+// buffers: columns lane + 32 j, one per load). With vector loads, an fp32 slice of at most 16
+// runs is read by lane groups, each taking its own edge, so one warp instruction serves several
+// edges. A warp sums consecutive partitions of one row in registers and adds the run (each lane
+// group its own sums) into the block's partial sum of that row in dynamic shared memory
 // (2 * wpb rows x tile floats: MGG eq. 1, plus the warps' landing buffers for NVSHMEM gets).
 // After a block barrier each row of the block is written once, to the output or, for a row cut
 // across blocks, to its scratch slot; aggregate_fixup_kernel then sums a row's slots in order.
@@ -15,12 +20,14 @@
 //
 // aggregate_blocks_blockget_kernel (peers.cu): the same with block-scope NVSHMEM gets.
 // aggregate_rows_kernel (deterministic mode): one warp per output row sums its edges in plan
-// order and writes the row; results are bit-identical from run to run.
+// order (lane groups: each group its share, in a fixed order) and writes the row; results are
+// bit-identical from run to run.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "../core/schedule.h"
 #include "api.h"
@@ -59,6 +66,7 @@ struct KernelArgs {
   int tile;          // multiple of 32, <= kMaxTile
   int landing_rows;  // rows of a warp's landing buffer (<= kChunk)
   bool interleave;
+  bool vec;  // every row read starts on a kVecBytes boundary: 16-byte loads (launch.cuh's vector_rows)
   scalar_t* __restrict__ out;
   float* __restrict__ scratch;  // [num_slots, dim]
 };
@@ -68,14 +76,99 @@ __device__ __forceinline__ void zero(float (&acc)[kMaxPerLane]) {
   for (int j = 0; j < kMaxPerLane; ++j) acc[j] = 0.f;
 }
 
+// The columns [0, width) of a tile slice a lane owns: its acc[j] is column col(j), the one
+// place the kernels map a lane's registers to columns (loads, shared partial sums, the output).
+// With runs, a lane owns runs of kVec consecutive columns (kVecBytes of a row: 4 fp32 or 8
+// fp16/bf16), a run of each lane side by side: acc[j] is column (j / kVec) 32 kVec + lane kVec
+// + j % kVec. Then with vec (every row of the launch on a kVecBytes boundary, launch.cuh's
+// vector_rows, so width and the slice's first column are multiples of kVec) a lane reads a run
+// in one 16-byte load, otherwise column by column. Without runs, acc[j] is column lane + 32 j,
+// read one column per load. `runs` is fixed per kernel (the compiler folds it): the blocks
+// kernels with NVSHMEM landing buffers keep lane + 32 j, being at the register limit (their
+// spills are capped by bench/spill_allowance.json); every other aggregation kernel maps runs.
+//
+// Lane groups (fp32, vec, a slice of at most 16 runs): a group of `group` lanes (the runs of the
+// slice, rounded up to a power of two) reads one row, so one warp instruction reads the rows
+// of kWarp / group edges: lane `lane` is lane `slot` of group `sub` and takes edge i + sub of
+// each step of kWarp / group edges. Each group sums its own edges: commit adds every group's sums
+// into the block's partial sums, and before the rows kernel writes a row, gather() adds them
+// into group 0's lanes, which alone write. Without groups, group = kWarp: slot = lane, sub = 0.
 template <typename scalar_t>
-__device__ __forceinline__ void add_row(float (&acc)[kMaxPerLane], const scalar_t* __restrict__ src, float w, int width,
-                                        int lane) {
+struct LaneCols {
+  static constexpr int kVec = kVecBytes / static_cast<int>(sizeof(scalar_t));
+  static_assert(kMaxPerLane % kVec == 0, "a lane's columns are whole runs");
+  // Lane groups for fp32 rows only: with fp16/bf16 the blocks kernels would spill past
+  // bench/spill_allowance.json at sm_80.
+  static constexpr bool kGroups = kVec == 4;
+  int lane, width;
+  bool vec, runs;
+  int shift;  // log2 of group
+  __device__ __forceinline__ LaneCols(int lane_, int width_, bool vec_, bool runs_)
+      : lane(lane_), width(width_), vec(vec_), runs(runs_), shift(5) {
+    const int n = (width + kVec - 1) / kVec;  // runs of the slice
+    if (kGroups && vec && n <= kWarp / 2) {
+      shift = 0;
+      while ((1 << shift) < n) ++shift;
+    }
+  }
+  __device__ __forceinline__ int group() const { return 1 << shift; }
+  __device__ __forceinline__ int slot() const { return lane & (group() - 1); }
+  __device__ __forceinline__ int sub() const { return lane >> shift; }
+  __device__ __forceinline__ int edges() const { return kWarp >> shift; }  // edges per instruction
+  __device__ __forceinline__ int col(int j) const {
+    return runs ? (j / kVec) * (kWarp * kVec) + slot() * kVec + j % kVec : j * kWarp + lane;
+  }
+};
+
+// Adds every lane group's sums into group 0's lanes (LaneCols), whose sums are then the warp's.
+template <typename scalar_t>
+__device__ __forceinline__ void gather(float (&acc)[kMaxPerLane], const LaneCols<scalar_t>& c) {
+  for (int off = kWarp / 2; off >= c.group(); off /= 2) {  // uniform across the warp
 #pragma unroll
-  for (int j = 0; j < kMaxPerLane; ++j) {
-    const int d = lane + j * kWarp;
-    MGG_GLOBAL_LOAD(src + d, d < width);
-    if (d < width) acc[j] += w * to_float(src[d]);
+    for (int k = 0; k < LaneCols<scalar_t>::kVec; ++k) acc[k] += __shfl_down_sync(kFull, acc[k], off);
+  }
+}
+
+// acc += w * columns [0, width) of row src as `c` maps them: kVecLoads (c.vec: the callers
+// branch once per chunk of edges) one 16-byte load per run, masked per column where a run may
+// cross width (kPartialRuns: landing buffers, whose rows are padded to the tile); otherwise one
+// load per column.
+// `has`: the lane has a row (false for a lane group past the chunk's last edge).
+template <bool kVecLoads, bool kPartialRuns = false, typename scalar_t>
+__device__ __forceinline__ void add_row(float (&acc)[kMaxPerLane], const scalar_t* __restrict__ src, float w,
+                                        const LaneCols<scalar_t>& c, bool has = true) {
+  constexpr int kVec = LaneCols<scalar_t>::kVec;
+  if (kVecLoads || c.runs) {
+#pragma unroll
+    for (int j = 0; j < kMaxPerLane; j += kVec) {
+      const int d = c.col(j);
+      if constexpr (kVecLoads) {
+        const uint4* p = reinterpret_cast<const uint4*>(src + d);
+        MGG_GLOBAL_LOAD(p, has && d < c.width);
+        if (has && d < c.width) {
+          const uint4 raw = *p;
+          scalar_t v[kVec];
+          memcpy(static_cast<void*>(v), &raw, sizeof(raw));
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) {
+            if (!kPartialRuns || d + k < c.width) acc[j + k] += w * to_float(v[k]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          MGG_GLOBAL_LOAD(src + d + k, d + k < c.width);
+          if (d + k < c.width) acc[j + k] += w * to_float(src[d + k]);
+        }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kMaxPerLane; ++j) {
+      const int d = c.col(j);
+      MGG_GLOBAL_LOAD(src + d, d < c.width);
+      if (d < c.width) acc[j] += w * to_float(src[d]);
+    }
   }
 }
 
@@ -98,18 +191,36 @@ __device__ __forceinline__ LaneEdge load_edge(const DevicePart& p, int64_t c, in
   return e;
 }
 
-// acc += edges [e0, e1) of a part, rows read in place.
+// acc += the rows of the n edges of a chunk that `mine` holds, read in place, kUnroll steps at a
+// time (the loads of several rows in flight); a step is one edge per lane group (LaneCols).
+template <bool kVecLoads, int kUnroll, typename scalar_t, typename Src>
+__device__ __forceinline__ void add_chunk(float (&acc)[kMaxPerLane], const LaneEdge& mine, int n, const Src& src,
+                                          int64_t dim, int64_t d0, const LaneCols<scalar_t>& cols) {
+  const int step = kVecLoads ? cols.edges() : 1;
+#pragma unroll kUnroll
+  for (int i0 = 0; i0 < n; i0 += step) {
+    const int i = i0 + (kVecLoads ? cols.sub() : 0);  // < kWarp: i0 is a multiple of step below n <= kWarp
+    const int32_t col = __shfl_sync(kFull, mine.col, i), pe = __shfl_sync(kFull, mine.pe, i);
+    const float w = __shfl_sync(kFull, mine.w, i);
+    add_row<kVecLoads>(acc, src.template row<scalar_t>(col, pe, dim) + d0, w, cols, i < n);
+  }
+}
+
+// acc += edges [e0, e1) of a part, rows read in place. Runs read column by column (the rare
+// fallback) go one edge at a time, which spares the registers of the kernels at their limit.
 template <typename scalar_t, typename Src>
 __device__ __forceinline__ void add_edges_direct(float (&acc)[kMaxPerLane], const DevicePart& p, int64_t e0, int64_t e1,
-                                                 const Src& src, int64_t dim, int64_t d0, int width, int lane) {
+                                                 const Src& src, int64_t dim, int64_t d0,
+                                                 const LaneCols<scalar_t>& cols) {
   for (int64_t c = e0; c < e1; c += kChunk) {
     const int n = static_cast<int>(e1 - c < kChunk ? e1 - c : kChunk);
-    const LaneEdge mine = load_edge(p, c, n, lane);
-#pragma unroll 4
-    for (int i = 0; i < n; ++i) {
-      const int32_t col = __shfl_sync(kFull, mine.col, i), pe = __shfl_sync(kFull, mine.pe, i);
-      const float w = __shfl_sync(kFull, mine.w, i);
-      add_row(acc, src.template row<scalar_t>(col, pe, dim) + d0, w, width, lane);
+    const LaneEdge mine = load_edge(p, c, n, cols.lane);
+    if (cols.vec) {
+      add_chunk<true, 4>(acc, mine, n, src, dim, d0, cols);
+    } else if (cols.runs) {
+      add_chunk<false, 1>(acc, mine, n, src, dim, d0, cols);
+    } else {
+      add_chunk<false, 4>(acc, mine, n, src, dim, d0, cols);
     }
   }
 }
@@ -117,8 +228,15 @@ __device__ __forceinline__ void add_edges_direct(float (&acc)[kMaxPerLane], cons
 // acc += the n landed rows of a chunk whose edges `mine` holds.
 template <typename scalar_t>
 __device__ __forceinline__ void add_landed(float (&acc)[kMaxPerLane], const scalar_t* landing, int ld,
-                                           const LaneEdge& mine, int n, int width, int lane) {
-  for (int i = 0; i < n; ++i) add_row(acc, landing + i * ld, __shfl_sync(kFull, mine.w, i), width, lane);
+                                           const LaneEdge& mine, int n, const LaneCols<scalar_t>& cols) {
+  if (cols.runs) {
+    for (int i = 0; i < n; i += cols.edges()) {
+      const int e = i + cols.sub();
+      add_row<true, true>(acc, landing + e * ld, __shfl_sync(kFull, mine.w, e), cols, e < n);
+    }
+  } else {
+    for (int i = 0; i < n; ++i) add_row<false>(acc, landing + i * ld, __shfl_sync(kFull, mine.w, i), cols);
+  }
   __syncwarp();  // every lane is done with the landing buffer before it is refilled
 }
 
@@ -126,22 +244,24 @@ __device__ __forceinline__ void add_landed(float (&acc)[kMaxPerLane], const scal
 template <typename scalar_t, typename Src>
 __device__ __forceinline__ void add_edges_landing(float (&acc)[kMaxPerLane], const DevicePart& p, int64_t c, int64_t e1,
                                                   const Src& src, scalar_t* landing, const KernelArgs<scalar_t>& a,
-                                                  int64_t d0, int width, int lane) {
+                                                  int64_t d0, const LaneCols<scalar_t>& cols) {
   for (; c < e1; c += a.landing_rows) {
     const int n = static_cast<int>(e1 - c < a.landing_rows ? e1 - c : a.landing_rows);
-    const LaneEdge mine = load_edge(p, c, n, lane);
-    src.start(landing, a.tile, mine.col, mine.pe, n, a.dim, d0, width, lane);
+    const LaneEdge mine = load_edge(p, c, n, cols.lane);
+    src.start(landing, a.tile, mine.col, mine.pe, n, a.dim, d0, cols.width, cols.lane);
     src.complete();
-    add_landed(acc, landing, a.tile, mine, n, width, lane);
+    add_landed(acc, landing, a.tile, mine, n, cols);
   }
 }
 
-// Adds a warp's run for one row into the block's partial sum of that row (shared-memory adds).
-__device__ __forceinline__ void commit(float (&acc)[kMaxPerLane], float* partial, int width, int lane) {
+// Adds a warp's run for one row into the block's partial sum of that row (shared-memory adds;
+// every lane group adds its own sums, LaneCols).
+template <typename scalar_t>
+__device__ __forceinline__ void commit(float (&acc)[kMaxPerLane], float* partial, const LaneCols<scalar_t>& cols) {
 #pragma unroll
   for (int j = 0; j < kMaxPerLane; ++j) {
-    const int d = lane + j * kWarp;
-    if (d < width) atomicAdd(partial + d, acc[j]);
+    const int d = cols.col(j);
+    if (d < cols.width) atomicAdd(partial + d, acc[j]);
     acc[j] = 0.f;
   }
 }
@@ -173,41 +293,45 @@ __device__ __forceinline__ void write_block(const KernelArgs<scalar_t>& a, const
 }
 
 // A warp's running sum over consecutive partitions of one row.
+template <typename scalar_t>
 struct Run {
   float acc[kMaxPerLane];
   int64_t row = -1;
   __device__ __forceinline__ Run() { zero(acc); }
   // Before adding a partition of row r: commits the run of the previous row.
-  __device__ __forceinline__ void enter(int64_t r, float* partial, int64_t row0, int tile, int width, int lane) {
+  __device__ __forceinline__ void enter(int64_t r, float* partial, int64_t row0, int tile,
+                                        const LaneCols<scalar_t>& cols) {
     if (r != row) {
-      finish(partial, row0, tile, width, lane);
+      finish(partial, row0, tile, cols);
       row = r;
     }
   }
-  __device__ __forceinline__ void finish(float* partial, int64_t row0, int tile, int width, int lane) {
-    if (row >= 0) commit(acc, partial + (row - row0) * tile, width, lane);
+  __device__ __forceinline__ void finish(float* partial, int64_t row0, int tile, const LaneCols<scalar_t>& cols) {
+    if (row >= 0) commit(acc, partial + (row - row0) * tile, cols);
   }
 };
 
 // What a thread of a schedule block knows of its place: lane, warp, the block's row of the
-// schedule, its column tile, its zeroed partial sums and the warps' landing buffers.
+// schedule, its column tile and the lane's columns of it, its zeroed partial sums and the warps'
+// landing buffers.
 template <typename scalar_t>
 struct BlockCtx {
   int lane, warp, wpb;
   const int64_t* blk;
   int64_t row0, d0;
-  int width;
+  LaneCols<scalar_t> cols;
   float* partial;
   scalar_t* landing_all;  // [wpb][landing_rows][tile]
   scalar_t* landing;      // this warp's
-  __device__ __forceinline__ BlockCtx(const KernelArgs<scalar_t>& a, unsigned char* smem)
+  // runs: LaneCols::runs, a constant of the kernel
+  __device__ __forceinline__ BlockCtx(const KernelArgs<scalar_t>& a, unsigned char* smem, bool runs)
       : lane(threadIdx.x % kWarp),
         warp(threadIdx.x / kWarp),
         wpb(blockDim.x / kWarp),
         blk(a.blocks + static_cast<int64_t>(blockIdx.x) * kBlockFields),
         row0(blk[kRowBegin]),
         d0(static_cast<int64_t>(blockIdx.y) * a.tile),
-        width(static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile)),
+        cols{lane, static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile), runs && a.vec, runs},
         partial(block_partials(smem, blk[kRowEnd] - row0, a.tile)),
         landing_all(reinterpret_cast<scalar_t*>(reinterpret_cast<float*>(smem) + 2 * wpb * a.tile)),
         landing(landing_all + static_cast<int64_t>(warp) * a.landing_rows * a.tile) {}
@@ -218,17 +342,17 @@ struct BlockCtx {
   // The warp's next local partition of walk lw, if any, added to its run: the local work done
   // while remote rows are fetched.
   template <typename LocalSrc>
-  __device__ __forceinline__ void local_step(const KernelArgs<scalar_t>& a, PartWalk& lw, Run& lrun,
+  __device__ __forceinline__ void local_step(const KernelArgs<scalar_t>& a, PartWalk& lw, Run<scalar_t>& lrun,
                                              const LocalSrc& lsrc) const {
     if (lw.done()) return;
     const Partition p = lw.next();
-    lrun.enter(p.row, partial, row0, a.tile, width, lane);
-    add_edges_direct<scalar_t>(lrun.acc, a.local, p.begin, p.end, lsrc, a.dim, d0, width, lane);
+    lrun.enter(p.row, partial, row0, a.tile, cols);
+    add_edges_direct<scalar_t>(lrun.acc, a.local, p.begin, p.end, lsrc, a.dim, d0, cols);
   }
   // With interleave off (the contiguous mapping, an ablation), every local partition first, so
   // no fetch overlaps local work.
   template <typename LocalSrc>
-  __device__ __forceinline__ void local_first(const KernelArgs<scalar_t>& a, PartWalk& lw, Run& lrun,
+  __device__ __forceinline__ void local_first(const KernelArgs<scalar_t>& a, PartWalk& lw, Run<scalar_t>& lrun,
                                               const LocalSrc& lsrc) const {
     if (a.interleave) return;
     while (!lw.done()) local_step(a, lw, lrun, lsrc);
@@ -239,12 +363,13 @@ template <typename scalar_t, typename LocalSrc, typename RemoteSrc>
 __global__ void __launch_bounds__(kMaxThreads)
     aggregate_blocks_kernel(const KernelArgs<scalar_t> a, const LocalSrc lsrc, const RemoteSrc rsrc) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const BlockCtx<scalar_t> b(a, smem);
-  const int lane = b.lane, width = b.width;
+  const BlockCtx<scalar_t> b(a, smem, !RemoteSrc::kUsesLanding);
+  const LaneCols<scalar_t>& cols = b.cols;
+  const int lane = b.lane;
   const int64_t row0 = b.row0, d0 = b.d0;
   float* partial = b.partial;
   PartWalk lw = b.walk(a, false), rw = b.walk(a, true);
-  Run lrun, rrun;
+  Run<scalar_t> lrun, rrun;
   b.local_first(a, lw, lrun, lsrc);
   while (!lw.done() || !rw.done()) {
     if (rw.done()) {
@@ -252,23 +377,23 @@ __global__ void __launch_bounds__(kMaxThreads)
       continue;
     }
     const Partition q = rw.next();
-    rrun.enter(q.row, partial, row0, a.tile, width, lane);
+    rrun.enter(q.row, partial, row0, a.tile, cols);
     if constexpr (RemoteSrc::kUsesLanding) {
       const int n = static_cast<int>(q.end - q.begin < a.landing_rows ? q.end - q.begin : a.landing_rows);
       const LaneEdge mine = load_edge(a.remote, q.begin, n, lane);
-      rsrc.start(b.landing, a.tile, mine.col, mine.pe, n, a.dim, d0, width, lane);  // 1. start the fetch
-      b.local_step(a, lw, lrun, lsrc);                                              // 2. local work meanwhile
-      rsrc.complete();                                                              // 3. complete, then read
-      add_landed(rrun.acc, b.landing, a.tile, mine, n, width, lane);
-      add_edges_landing(rrun.acc, a.remote, q.begin + n, q.end, rsrc, b.landing, a, d0, width, lane);  // ps = 0
+      rsrc.start(b.landing, a.tile, mine.col, mine.pe, n, a.dim, d0, cols.width, lane);  // 1. start the fetch
+      b.local_step(a, lw, lrun, lsrc);                                                   // 2. local work meanwhile
+      rsrc.complete();                                                                   // 3. complete, then read
+      add_landed(rrun.acc, b.landing, a.tile, mine, n, cols);
+      add_edges_landing(rrun.acc, a.remote, q.begin + n, q.end, rsrc, b.landing, a, d0, cols);  // ps = 0
     } else {
       b.local_step(a, lw, lrun, lsrc);
-      add_edges_direct<scalar_t>(rrun.acc, a.remote, q.begin, q.end, rsrc, a.dim, d0, width, lane);
+      add_edges_direct<scalar_t>(rrun.acc, a.remote, q.begin, q.end, rsrc, a.dim, d0, cols);
     }
   }
-  lrun.finish(partial, row0, a.tile, width, lane);
-  rrun.finish(partial, row0, a.tile, width, lane);
-  write_block(a, b.blk, partial, d0, width);
+  lrun.finish(partial, row0, a.tile, cols);
+  rrun.finish(partial, row0, a.tile, cols);
+  write_block(a, b.blk, partial, d0, cols.width);
 }
 
 template <typename scalar_t, typename LocalSrc, typename RemoteSrc>
@@ -279,23 +404,24 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + warp;
   if (row >= a.num_rows) return;  // whole warps leave; this kernel has no block barrier
   const int64_t d0 = static_cast<int64_t>(blockIdx.y) * a.tile;
-  const int width = static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile);
+  const LaneCols<scalar_t> cols{lane, static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile), a.vec, true};
   scalar_t* landing = reinterpret_cast<scalar_t*>(smem) + static_cast<int64_t>(warp) * a.landing_rows * a.tile;
   float acc[kMaxPerLane];
   zero(acc);
-  add_edges_direct<scalar_t>(acc, a.local, a.local.rowptr[row], a.local.rowptr[row + 1], lsrc, a.dim, d0, width, lane);
+  add_edges_direct<scalar_t>(acc, a.local, a.local.rowptr[row], a.local.rowptr[row + 1], lsrc, a.dim, d0, cols);
   if (a.remote.rowptr) {
     const int64_t e0 = a.remote.rowptr[row], e1 = a.remote.rowptr[row + 1];
     if constexpr (RemoteSrc::kUsesLanding) {
-      add_edges_landing(acc, a.remote, e0, e1, rsrc, landing, a, d0, width, lane);
+      add_edges_landing(acc, a.remote, e0, e1, rsrc, landing, a, d0, cols);
     } else {
-      add_edges_direct<scalar_t>(acc, a.remote, e0, e1, rsrc, a.dim, d0, width, lane);
+      add_edges_direct<scalar_t>(acc, a.remote, e0, e1, rsrc, a.dim, d0, cols);
     }
   }
+  gather(acc, cols);
 #pragma unroll
   for (int j = 0; j < kMaxPerLane; ++j) {
-    const int d = lane + j * kWarp;
-    if (d < width) a.out[row * a.dim + d0 + d] = from_float<scalar_t>(acc[j]);
+    const int d = cols.col(j);
+    if (cols.sub() == 0 && d < cols.width) a.out[row * a.dim + d0 + d] = from_float<scalar_t>(acc[j]);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <string>
 
 #include "../core/launch_shape.h"
@@ -30,10 +31,39 @@ inline std::string cuda_message(const char* what, cudaError_t e) {
 }
 
 template <typename scalar_t>
-KernelArgs<scalar_t> kernel_args(const Step& s, const Launch& l, void* out, float* scratch) {
-  return {s.local, s.remote, s.blocks, s.fixups,       s.num_rows,   s.ps,
-          s.dist,  s.dim,    l.tile,   l.landing_rows, s.interleave, static_cast<scalar_t*>(out),
+KernelArgs<scalar_t> kernel_args(const Step& s, const Launch& l, bool vec, void* out, float* scratch) {
+  return {s.local,
+          s.remote,
+          s.blocks,
+          s.fixups,
+          s.num_rows,
+          s.ps,
+          s.dist,
+          s.dim,
+          l.tile,
+          l.landing_rows,
+          s.interleave,
+          vec,
+          static_cast<scalar_t*>(out),
           scratch};
+}
+
+// Whether the aggregation kernels read source rows with kVecBytes loads (LaneCols): every row
+// the launch reads in place starts on a kVecBytes boundary, i.e. the row stride (dim elements)
+// is a multiple of kVecBytes and every table read from `source` starts on one. Rows landed in
+// shared memory by NVSHMEM gets always do (buffers of whole tiles), and a column tile is a
+// multiple of 32 columns, so each tile's first column is aligned wherever its row is.
+inline bool vector_rows(const Step& s, Source source, const Sources& src) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % kVecBytes == 0; };
+  if (s.dim * static_cast<int64_t>(storage_bytes(s.storage)) % kVecBytes != 0) return false;
+  if (!aligned(src.local_table)) return false;
+  if (source == Source::kTable) return aligned(src.remote_table);
+  if (source == Source::kPeerPointers) {
+    for (const void* p : src.peers) {
+      if (!aligned(p)) return false;
+    }
+  }
+  return true;
 }
 
 // What a launch of `kernel` must respect on the current device: its attributes (threads, static
@@ -96,12 +126,12 @@ std::string plan_kernel_launch(const Step& s, Kernel kernel, bool landing, Launc
   return {};
 }
 
-// Launches `kernel` with the planned shape (raising its shared-memory limit where needed), then
+// Launches `kernel` with the planned shape (vec: vector_rows) (raising its shared-memory limit where needed), then
 // the fixups of the rows cut across blocks (not in deterministic mode), on `stream`.
 template <typename scalar_t, typename Kernel, typename... Args>
-cudaError_t run_kernel(const Step& s, const Launch& l, Kernel kernel, void* out, float* scratch, cudaStream_t stream,
-                       const Args&... args) {
-  const KernelArgs<scalar_t> a = kernel_args<scalar_t>(s, l, out, scratch);
+cudaError_t run_kernel(const Step& s, const Launch& l, bool vec, Kernel kernel, void* out, float* scratch,
+                       cudaStream_t stream, const Args&... args) {
+  const KernelArgs<scalar_t> a = kernel_args<scalar_t>(s, l, vec, out, scratch);
   if (l.blocks_x > 0) {
     if (l.smem > 48 * 1024) {
       const cudaError_t e =

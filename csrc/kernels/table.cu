@@ -27,8 +27,8 @@ cudaError_t launch_table(const Step& s, const Sources& src, const Launch& l, voi
                          cudaStream_t stream) {
   return with_storage(s.storage, [&](auto zero) {
     using scalar_t = decltype(zero);
-    return run_kernel<scalar_t>(s, l, table_kernel<scalar_t>(s.deterministic), out, scratch, stream,
-                                TableFetch{src.local_table}, TableFetch{src.remote_table});
+    return run_kernel<scalar_t>(s, l, vector_rows(s, Source::kTable, src), table_kernel<scalar_t>(s.deterministic), out,
+                                scratch, stream, TableFetch{src.local_table}, TableFetch{src.remote_table});
   });
 }
 
@@ -44,7 +44,7 @@ cudaError_t launch_extreme_table(const Step& s, const Sources& src, const Launch
   return with_storage(s.storage, [&](auto zero) {
     using scalar_t = decltype(zero);
     if (l.blocks_x == 0) return cudaSuccess;
-    const KernelArgs<scalar_t> a = kernel_args<scalar_t>(s, l, out, nullptr);
+    const KernelArgs<scalar_t> a = kernel_args<scalar_t>(s, l, false, out, nullptr);  // scalar loads
     MGG_LAUNCH(dim3(l.blocks_x, l.blocks_y), l.threads, l.smem, stream,
                aggregate_extreme_kernel<scalar_t, TableFetch, TableFetch>)(
         a, arg, remote_base, is_max, TableFetch{src.local_table}, TableFetch{src.remote_table});

@@ -1,12 +1,12 @@
 """The emulator's memory counters (csrc/tests/simt/counters.cpp, kernels/memory.cuh): on graphs
 whose traffic can be written down by hand, the aggregation kernels' requests, 32-byte sectors,
 active lanes, bytes and warp shuffles are exactly what the access pattern implies (lanes own
-columns: one request per edge and 32 columns, a row's bytes in whole sectors at 256-byte
-aligned tables; one load of the edge arrays per partition). These are the quantities Nsight
-Compute reports (l1tex__t_requests / l1tex__t_sectors of global loads, thread instructions per
-warp instruction), so a GPU run can check them."""
-
-import math
+runs of 16 bytes of a row, 4 fp32 or 8 fp16/bf16 columns: where every row starts on a 16-byte
+boundary, one 16-byte vector load per lane, so one request per edge and 128 fp32 or 256
+fp16/bf16 columns; otherwise one column of each lane's run per request; a row's bytes in whole
+sectors; one load of the edge arrays per partition). These are the quantities Nsight Compute
+reports (l1tex__t_requests / l1tex__t_sectors of global loads, thread instructions per warp
+instruction), so a GPU run can check them."""
 
 import numpy as np
 import pytest
@@ -14,6 +14,7 @@ import torch
 
 from mgg import Config, Graph, Plan
 from mgg.runtime.remote_reads import remote_read_bytes
+from mgg.testing import assert_matches_reference
 from tests import emulator
 from tests.emulated_ops import aggregate
 
@@ -22,10 +23,16 @@ pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emu
 ELEM = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2}
 
 
-def regular_graph(n: int, k: int, seed: int = 0) -> Graph:
-    """Every row of in-degree k, sources at random."""
-    rng = np.random.default_rng(seed)
-    return Graph.from_edges(rng.integers(0, n, n * k), np.repeat(np.arange(n), k), n)
+def regular_sources(n: int, k: int) -> np.ndarray:
+    """The source row of each edge of regular_graph(n, k), row by row: row r reads rows r + t n / k
+    (mod n), t < k, so no two edges of a row read the same or adjacent rows (the rows a warp
+    instruction reads share no sector)."""
+    return np.array([(r + t * (n // k)) % n for r in range(n) for t in range(k)])
+
+
+def regular_graph(n: int, k: int) -> Graph:
+    """Every row of in-degree k (regular_sources)."""
+    return Graph.from_edges(regular_sources(n, k), np.repeat(np.arange(n), k), n)
 
 
 def by_region(counters: dict) -> dict:
@@ -38,40 +45,99 @@ def by_region(counters: dict) -> dict:
     return out
 
 
-def expected_rows(edges: int, dim: int, elem: int) -> dict:
-    """A warp reads a source row 32 columns per instruction (lanes own columns): per edge,
-    ceil(D / 32) requests, each of its active lanes' bytes in whole sectors."""
-    chunks = [min(32, dim - j) for j in range(0, dim, 32)]
-    return dict(
-        requests=edges * len(chunks),
-        sectors=edges * sum(math.ceil(a * elem / 32) for a in chunks),
-        active_lanes=edges * dim,
-        lane_slots=edges * 32 * len(chunks),
-        bytes=edges * dim * elem,
-    )
+def vector_rows(dim: int, elem: int, offset: int = 0) -> bool:
+    """Whether the kernels read rows with 16-byte loads (kernels/launch.cuh's vector_rows): every
+    row starts on a 16-byte boundary."""
+    return (dim * elem) % 16 == 0 and offset % 16 == 0
 
 
-SHAPES = [(torch.float32, 16), (torch.float32, 32), (torch.float32, 72), (torch.float16, 64), (torch.bfloat16, 256)]
+def lane_group(dim: int, elem: int, offset: int = 0) -> int:
+    """Lanes per row (LaneCols::group): with 16-byte loads of fp32 rows of at most 16 runs of 16
+    bytes, the runs rounded up to a power of two, so a warp instruction reads 32 / group rows."""
+    runs = -(-dim * elem // 16)
+    if elem != 4 or not vector_rows(dim, elem, offset) or runs > 16:
+        return 32
+    return 1 << (runs - 1).bit_length()
+
+
+def expected_rows(sources, dim: int, elem: int, offset: int = 0, part: int = 32) -> dict:
+    """The loads of source rows `sources` (one per edge, in the order the warps take them, in
+    partitions of `part` edges) of a table `offset` bytes into a 256-byte aligned array, one tile
+    of dim <= 256 columns, by a kernel whose lanes own runs of v = 16 / elem columns
+    (kernels/aggregate_kernel.cuh's LaneCols): with 16-byte loads, a warp instruction reads 32
+    runs, each lane's in one load, of one row or (lane groups) of 32 / group rows of a partition;
+    otherwise each instruction reads column k of the 32 runs (lanes kv apart) of one row; each
+    instruction's bytes in whole sectors."""
+    v = 16 // elem
+    vec = vector_rows(dim, elem, offset)
+    per = 32 // lane_group(dim, elem, offset)  # rows per instruction
+    out = dict(requests=0, sectors=0, active_lanes=0, lane_slots=0, bytes=0)
+    steps = []  # the rows of each step of a warp
+    for p in range(0, len(sources), part):
+        chunk = [int(x) for x in sources[p : p + part]]
+        steps += [chunk[i : i + per] for i in range(0, len(chunk), per)]
+    for rows in steps:
+        for c in range(0, dim, 32 * v):
+            # (row, first column, columns) each active lane loads, per instruction
+            if vec:
+                loads = [[(r, c + lane * v, v) for r in rows for lane in range(32) if c + lane * v < dim]]
+            else:
+                loads = [
+                    [(rows[0], c + lane * v + k, 1) for lane in range(32) if c + lane * v + k < dim] for k in range(v)
+                ]
+            for lanes in filter(None, loads):
+                sectors = set()
+                for r, col, n in lanes:
+                    a = offset + r * dim * elem + col * elem
+                    sectors.update(range(a // 32, (a + n * elem - 1) // 32 + 1))
+                out["requests"] += 1
+                out["sectors"] += len(sectors)
+                out["active_lanes"] += len(lanes)
+                out["lane_slots"] += 32
+                out["bytes"] += sum(n for _, _, n in lanes) * elem
+    return out
+
+
+def aligned_rows(edges: int, dim: int, elem: int) -> dict:
+    """expected_rows for rows of whole sectors (every row starts on a sector boundary), one row
+    per instruction (no lane groups)."""
+    assert (dim * elem) % 32 == 0 and lane_group(dim, elem) == 32
+    return expected_rows([0] * edges, dim, elem)
+
+
+SHAPES = [
+    (torch.float32, 16),
+    (torch.float32, 32),
+    (torch.float32, 72),
+    (torch.float16, 64),
+    (torch.bfloat16, 256),
+    (torch.float32, 33),  # rows of 132 bytes: scalar loads
+    (torch.bfloat16, 36),  # rows of 72 bytes: scalar loads
+]
 
 
 @pytest.mark.parametrize("dtype,dim", SHAPES, ids=lambda v: str(v).removeprefix("torch."))
 def test_row_and_edge_loads_of_one_rank(tmp_path, dtype, dim):
-    """One rank, 64 rows of in-degree 8, ps = 4: rows as expected_rows says (at D = 16 fp32 half
-    the lanes idle and a request moves 64 bytes; fp16 at D = 64 moves 64 bytes per request,
-    2 bytes per lane); the column ids one request per partition of 4 edges (4 of 32 lanes
-    active); three shuffles per edge (column, PE, weight)."""
+    """One rank, 64 rows of in-degree 8, ps = 4: rows as expected_rows says (16-byte loads where
+    rows are 16-byte aligned: at D = 16 fp32 groups of 4 lanes read a partition's 4 rows in one
+    request, at D = 64 fp16 8 lanes a row's 128 bytes, at D = 256 bf16 32 lanes a row's 512
+    bytes; one column per load at D = 33
+    fp32 and D = 36 bf16); the column ids one request per partition of 4 edges (4 of 32 lanes
+    active); three shuffles per step of a warp (column, PE, weight: one step per edge, or per
+    32 / group edges with lane groups, whose sums the shared-memory adds then gather)."""
     g = regular_graph(64, 8)
     x = torch.randn(64, dim).to(dtype)
     aggregate(tmp_path, Plan(g, 1), x, Config(4, 1, 2), counters=True)
     c = emulator.counters_of(tmp_path / "rank0")
     loads = by_region(c)
-    assert loads["table"] == expected_rows(g.num_edges, dim, ELEM[dtype])
+    assert loads["table"] == expected_rows(regular_sources(64, 8), dim, ELEM[dtype], part=4)
     parts = g.num_edges // 4
     assert loads["local_col"] == dict(
         requests=parts, sectors=parts, active_lanes=g.num_edges, lane_slots=32 * parts, bytes=4 * g.num_edges
     )
     assert set(loads) == {"table", "local_col"}  # unweighted, one rank: no weights, PEs or remote rows
-    assert c["warp_calls"] == {"__shfl_sync": 3 * g.num_edges}
+    per = 32 // lane_group(dim, ELEM[dtype])  # edges per step of a warp
+    assert c["warp_calls"] == {"__shfl_sync": 3 * (g.num_edges // 4) * -(-4 // per)}
 
 
 @pytest.mark.parametrize("source", ["table", "direct"])
@@ -80,7 +146,7 @@ def test_remote_rows_are_counted_where_they_are_read(tmp_path, source):
     or, for a remote edge, from the halo table (table source) or the owner's table through a
     peer pointer (direct); the weights are loaded with the column ids."""
     rng = np.random.default_rng(1)
-    n, k, dim = 96, 6, 40
+    n, k, dim = 96, 6, 160  # 40 runs of 16 bytes: no lane groups
     g = Graph.from_edges(rng.integers(0, n, n * k), np.repeat(np.arange(n), k), n, rng.uniform(0.5, 2, n * k))
     plan = Plan(g, 2)
     x = torch.randn(n, dim)
@@ -89,13 +155,51 @@ def test_remote_rows_are_counted_where_they_are_read(tmp_path, source):
         shard = plan.shard(r)
         loads = by_region(emulator.counters_of(tmp_path / f"rank{r}"))
         local_rows, remote_rows = ("table", "remote_table") if source == "table" else (f"peer{r}", f"peer{1 - r}")
-        assert loads[local_rows] == expected_rows(shard.num_local_edges, dim, 4)
-        assert loads[remote_rows] == expected_rows(shard.num_remote_edges, dim, 4)
+        assert loads[local_rows] == aligned_rows(shard.num_local_edges, dim, 4)
+        assert loads[remote_rows] == aligned_rows(shard.num_remote_edges, dim, 4)
         for part in ("local", "remote"):
             edges = getattr(shard, f"num_{part}_edges")
             assert loads[f"{part}_col"]["active_lanes"] == loads[f"{part}_weight"]["active_lanes"] == edges
         if source == "direct":
             assert loads["remote_pe"]["active_lanes"] == shard.num_remote_edges
+
+
+@pytest.mark.parametrize("offset", [1, 4], ids=["4-bytes", "16-bytes"])
+def test_a_table_off_the_16_byte_grid_is_read_with_scalar_loads(tmp_path, offset):
+    """fp32 D = 64 rows of a table that starts `offset` elements into its array (a sliced
+    tensor): 4 bytes in, no row is 16-byte aligned, so the launch takes scalar loads (column k of
+    each lane's run of 4 per instruction: 4 requests per row of 64 columns, 16 lanes active);
+    16 bytes in, vector loads (lane groups of 16: two rows per request); both equal the
+    reference."""
+    g = regular_graph(64, 8)
+    x = torch.randn(64, 64)
+    out = aggregate(tmp_path, Plan(g, 1), x, Config(4, 1, 2), counters=True, table_offset=offset)
+    assert_matches_reference(out, g, x)
+    loads = by_region(emulator.counters_of(tmp_path / "rank0"))
+    assert loads["table"] == expected_rows(regular_sources(64, 8), 64, 4, offset=4 * offset, part=4)
+    assert loads["table"]["requests"] == g.num_edges * (4 if offset == 1 else 0.5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("dim", [16, 32, 64, 128, 256])
+def test_requests_per_128_bytes_and_active_lanes_meet_issue_31_targets(tmp_path, dtype, dim):
+    """Issue 31's first two items: with 16-byte loads a request moves up to 512 bytes of rows,
+    a row's own (D >= 128 fp32, D >= 256 bf16) or, for shorter fp32 rows, those of 32 / group
+    edges read by lane groups at once; with partitions of 16 edges every such request is full:
+    0.25 requests per 128 bytes (scalar loads of one row: 1 at fp32 D >= 32, 2 at bf16) and
+    every lane active. bf16 rows under 512 bytes have no lane groups (register limit): one
+    request per row."""
+    g = regular_graph(64, 16)
+    x = torch.randn(64, dim).to(dtype)
+    aggregate(tmp_path, Plan(g, 1), x, Config(16, 1, 2), counters=True)
+    rows = by_region(emulator.counters_of(tmp_path / "rank0"))["table"]
+    assert rows == expected_rows(regular_sources(64, 16), dim, ELEM[dtype], part=16)
+    assert rows["bytes"] == g.num_edges * dim * ELEM[dtype]
+    if dtype == torch.float32 or dim * ELEM[dtype] >= 512:
+        assert rows["requests"] * 128 / rows["bytes"] == 0.25
+        assert rows["active_lanes"] == rows["lane_slots"]
+    else:
+        assert rows["requests"] == g.num_edges
 
 
 def peer_bytes(counters: dict, rank: int, source: str) -> int:

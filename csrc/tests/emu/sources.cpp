@@ -16,13 +16,24 @@ kernels::Storage storage_of(const Case& c) {
   throw std::runtime_error("unknown storage " + s);
 }
 
+namespace {
+
+// An array `table_offset` bytes in (0 when the case has none): a table whose rows start off
+// the arrays' 256-byte alignment, as a tensor sliced from a larger one does.
+const void* shifted(Case& c, const char* name) {
+  unsigned char* p = c.array<unsigned char>(name);
+  return p && c.has("table_offset") ? p + c.integer("table_offset") : p;
+}
+
+}  // namespace
+
 CaseSources case_sources(Case& c, const char* local, const char* remote) {
   CaseSources r{};
   const std::string how = c.text("source");
   if (how == "table") {
     r.source = kernels::Source::kTable;
-    r.src.local_table = c.array<void>(local);
-    r.src.remote_table = c.array<void>(remote);
+    r.src.local_table = shifted(c, local);
+    r.src.remote_table = shifted(c, remote);
     return r;
   }
   const int n = static_cast<int>(c.integer("n_pes")), me = static_cast<int>(c.integer("my_pe"));
