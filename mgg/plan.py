@@ -117,6 +117,14 @@ def _transpose(csr: Csr, num_sources: int) -> Csr:
     return Csr(m.indptr.astype(np.int64), m.indices.astype(np.int32), w)
 
 
+def _distinct(ids: np.ndarray, n: int) -> np.ndarray:
+    """The distinct values of ids (in [0, n)) in increasing order, found by marking (O(len + n),
+    no sort): a rank's halo, its distinct remote sources."""
+    marked = np.zeros(n, dtype=bool)
+    marked[ids] = True
+    return np.flatnonzero(marked)
+
+
 def _stack(a: Csr, b: Csr) -> Csr:
     """The rows of a, then the rows of b."""
     rowptr = np.concatenate([a.rowptr, a.rowptr[-1] + b.rowptr[1:]])
@@ -146,10 +154,7 @@ class RankShard:
         rows = np.repeat(np.arange(hi - lo), np.diff(rp[lo : hi + 1]))
         is_local = (col >= lo) & (col < hi)
         rcol = col[~is_local]
-        # the halo: distinct remote sources in id order, found by marking (O(E + N), no sort)
-        marked = np.zeros(n, dtype=bool)
-        marked[rcol] = True
-        halo = np.flatnonzero(marked)
+        halo = _distinct(rcol, n)
         slot_of = np.empty(n, dtype=np.int32)
         slot_of[halo] = np.arange(halo.size, dtype=np.int32)
         owner = owner_of[rcol]
@@ -238,6 +243,10 @@ class RankShard:
                     have["t_rowptr"], have["t_col"], have["t_weight"] = t(tr.rowptr), t(tr.col), t(tr.weight)
             self._devices[key] = have
         return have
+
+    def source_ids(self) -> np.ndarray:
+        """Global ids of the rows a step of this shard reads: its own rows, then its halo rows."""
+        return np.concatenate([np.arange(self.row_begin, self.row_end, dtype=np.int64), self.halo_nodes])
 
     def halo_owner(self) -> torch.Tensor:
         """Owner rank of each halo node."""
@@ -544,9 +553,7 @@ class Plan:
             lo, hi = int(self.bounds[rank]), int(self.bounds[rank + 1])
             rp = self.graph.rowptr.numpy()
             col = self.graph.col.numpy()[int(rp[lo]) : int(rp[hi])]
-            marked = np.zeros(self.graph.num_nodes, dtype=bool)
-            marked[col[(col < lo) | (col >= hi)]] = True
-            self._halo_nodes[rank] = np.flatnonzero(marked).astype(np.int64)
+            self._halo_nodes[rank] = _distinct(col[(col < lo) | (col >= hi)], self.graph.num_nodes).astype(np.int64)
         return self._halo_nodes[rank]
 
     def halo_return(self, rank: int, config: Config) -> PartStep:

@@ -103,6 +103,22 @@ def check_remote_reads(mode: str) -> None:
         raise MggError(f"remote_reads must be one of {REMOTE_READS}, got {mode!r}")
 
 
+def gather_halo(
+    x: torch.Tensor, peers: list, my_pe: int, plan, fetch: str = "direct", deterministic: bool = False
+) -> torch.Tensor:
+    """The rank's halo rows [halo, D] in halo order, each read once from its owner's table
+    (aggregate_peers over plan.halo_gather: one exact copy per row; empty without a halo).
+
+    Args:
+        x, peers, my_pe, plan, fetch, deterministic: as run_peers.
+    """
+    if not plan.shard.num_halo:
+        return x.new_empty((0, x.size(1)))
+    return torch.ops.mgg.aggregate_peers(
+        x, peers, my_pe, *plan.halo_gather.op_args(x.device), FETCH[fetch], deterministic
+    )
+
+
 def run_peers_once(
     x: torch.Tensor, peers: list, my_pe: int, plan, fetch: str = "direct", deterministic: bool = False
 ) -> torch.Tensor:
@@ -130,16 +146,11 @@ def run_peers_once(
     if _needs_grad(x, *peers):
         raise MggError("run_peers_once is forward only; differentiate through the nvshmem backend or run_peers")
     dev = x.device
-    if not plan.shard.num_halo:
-        return torch.ops.mgg.aggregate(
-            x, x.new_empty((0, x.size(1))), *plan.op_args(dev, transposed=False), deterministic
-        )
 
     def gather() -> torch.Tensor:
-        args = plan.halo_gather.op_args(dev)
-        return torch.ops.mgg.aggregate_peers(x, peers, my_pe, *args, FETCH[fetch], deterministic)
+        return gather_halo(x, peers, my_pe, plan, fetch, deterministic)
 
-    if deterministic or x.dtype not in (torch.float32, torch.float64):
+    if deterministic or not plan.shard.num_halo or x.dtype not in (torch.float32, torch.float64):
         return torch.ops.mgg.aggregate(x, gather(), *plan.op_args(dev, transposed=False), deterministic)
     none = x.new_empty((0, x.size(1)))
     if dev.type == "cuda":

@@ -33,7 +33,7 @@ import torch.distributed as dist
 from ..errors import MggError
 from ..ops import FETCH, run_peers
 from ..plan import RankPlan
-from ..steps import check_remote_reads, run_peers_once
+from ..steps import check_remote_reads, gather_halo, run_peers_once
 
 EXTRA = "pip install 'mgg[nvshmem]'"
 
@@ -340,7 +340,7 @@ class _Attend(torch.autograd.Function):
         me = rt.heap.my_pe()
         ctx.once = once
         if once is not None:  # each halo row's source terms once, then the attention over [own | halo] rows
-            halo, ids = _gather_halo(t, me, plan, fetch), _source_ids(plan, t.own.device)
+            halo, ids = gather_halo(t.own, t.peers, me, plan, fetch), _source_ids(plan, t.own.device)
             args, params = plan.op_args(t.own.device, transposed=False)
             out, stats = torch.ops.mgg.attend(
                 t.own, halo, a_dst_own, args, params, heads, slope, dropout, seed, ids, offsets[me]
@@ -379,20 +379,10 @@ class _Attend(torch.autograd.Function):
         return d_table, d_dst, None, None, None, None, None, None, None, None, None
 
 
-def _gather_halo(t: "_Table", me: int, plan: RankPlan, fetch: str) -> torch.Tensor:
-    """The rank's halo rows of a published table, each read once from its owner (plan.halo_gather:
-    one copy per row, exact)."""
-    if not plan.shard.num_halo:
-        return t.own.new_empty((0, t.own.size(1)))
-    args = plan.halo_gather.op_args(t.own.device)
-    return torch.ops.mgg.aggregate_peers(t.own, t.peers, me, *args, FETCH[fetch], False)
-
-
 def _source_ids(plan: RankPlan, device) -> torch.Tensor:
     """Global ids of [own rows | halo rows] (the dropout mask is a function of them, so the once
     mode's masks are the per-edge path's)."""
-    s = plan.shard
-    return torch.cat([torch.arange(s.row_begin, s.row_end, device=device), torch.from_numpy(s.halo_nodes).to(device)])
+    return torch.from_numpy(plan.shard.source_ids()).to(device)
 
 
 def _attend_once_backward(ctx, grad: torch.Tensor) -> tuple:

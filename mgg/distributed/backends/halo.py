@@ -115,8 +115,7 @@ class Halo:
         """Global ids of [own rows | halo rows] (the source table of the attention)."""
         key = str(device)
         if key not in self._ids:
-            p = self.dist_plan.plan.shard(self.dist_plan.rank)
-            ids = np.concatenate([np.arange(p.row_begin, p.row_end, dtype=np.int64), p.halo_nodes])
+            ids = self.dist_plan.plan.shard(self.dist_plan.rank).source_ids()
             self._ids[key] = torch.from_numpy(ids).to(device)
         return self._ids[key]
 
