@@ -5,6 +5,28 @@ import pytest
 from mgg.data import bundled_planetoid_dir
 
 
+def _generate_pyg_propagate_fused():
+    """PyG generates a conv class's propagate() once, from the class's first instance, and leaves
+    the fused (message_and_aggregate) branch out when that instance cannot fuse (SAGEConv with
+    aggr='std', a list of aggregations, an Aggregation module). A later fusable instance given a
+    sparse adjacency then raises "'message_and_aggregate' not implemented", so whether PyG's
+    reference layer works would depend on the order the tests run in (make test-isa shuffles
+    it). Instantiating each reference class in a fusable configuration first, before any test,
+    generates the template with the branch; an instance that cannot fuse skips it at run time."""
+    try:
+        import torch
+        from torch_geometric import nn as pyg_nn
+    except ImportError:  # PyG is optional; the tests that compare with it skip
+        return
+    pyg_nn.SAGEConv(1, 1)
+    pyg_nn.GCNConv(1, 1)
+    pyg_nn.GINConv(torch.nn.Identity())
+    pyg_nn.GraphConv(1, 1)
+
+
+_generate_pyg_propagate_fused()
+
+
 @pytest.fixture(scope="session")
 def cora():
     from mgg.data import load_planetoid
