@@ -23,6 +23,9 @@ constexpr int kVecBytes = 16;
 constexpr int kMaxTile = kWarp * kMaxPerLane;
 constexpr int kChunk = 32;
 constexpr int64_t kMaxGridY = 65535;
+// The kernels walk a step with 32-bit indices (its rows, each part's edges and partitions: the
+// walk's registers), so a CUDA step must have fewer rows and fewer edges in each part than this.
+constexpr int64_t kMaxKernelIndex = 0x7fffffff;
 constexpr int kMaxPes = 64;
 
 // How aggregate_peers reads a remote row: direct loads through a pointer to the owner's table

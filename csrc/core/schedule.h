@@ -56,52 +56,65 @@ MGG_HOST_DEVICE int64_t num_parts(int64_t deg, int64_t ps) { return ps == 0 ? (d
 // Output rows of one block: the 2 * wpb partial sums of MGG eq. 1.
 MGG_HOST_DEVICE int64_t block_row_cap(int64_t wpb) { return 2 * wpb; }
 
-// Neighbor partition: edges [begin, end) of a part, all into output row `row`.
-struct Partition {
-  int64_t row, begin, end;
+// Neighbor partition: edges [begin, end) of a part, all into output row `row`. Index is int64_t
+// on the host (the executor); the kernels walk with int32_t (kMaxKernelIndex: fewer registers).
+template <typename Index>
+struct BasicPartition {
+  Index row, begin, end;
 };
 
 // Walks partitions [k, k_end) of one part in order, starting from a row whose first
 // partition is number `row_first`. Rows without partitions are passed over.
-class PartWalk {
+template <typename Index>
+class BasicPartWalk {
  public:
-  MGG_HOST_DEVICE PartWalk(const int64_t* rowptr, int64_t ps, int64_t row, int64_t row_first, int64_t k, int64_t k_end)
-      : rowptr_(rowptr), ps_(ps), row_(row), first_(row_first), k_(k), k_end_(k_end) {
+  MGG_HOST_DEVICE BasicPartWalk(const int64_t* rowptr, int64_t ps, int64_t row, int64_t row_first, int64_t k,
+                                int64_t k_end)
+      : rowptr_(rowptr),
+        ps_(static_cast<Index>(ps)),
+        row_(static_cast<Index>(row)),
+        first_(static_cast<Index>(row_first)),
+        k_(static_cast<Index>(k)),
+        k_end_(static_cast<Index>(k_end)) {
     if (k_ < k_end_) load_row();
   }
   MGG_HOST_DEVICE bool done() const { return k_ >= k_end_; }
-  MGG_HOST_DEVICE int64_t remaining() const { return k_ < k_end_ ? k_end_ - k_ : 0; }
+  MGG_HOST_DEVICE Index remaining() const { return k_ < k_end_ ? k_end_ - k_ : 0; }
   // The next partition; call only while !done().
-  MGG_HOST_DEVICE Partition next() {
+  MGG_HOST_DEVICE BasicPartition<Index> next() {
     while (k_ >= first_ + parts_) {
       first_ += parts_;
       ++row_;
       load_row();
     }
-    const int64_t j = k_++ - first_;
+    const Index j = k_++ - first_;
     if (ps_ == 0) return {row_, begin_, end_};
-    const int64_t b = begin_ + j * ps_;
+    const Index b = begin_ + j * ps_;
     return {row_, b, b + ps_ < end_ ? b + ps_ : end_};
   }
 
  private:
   MGG_HOST_DEVICE void load_row() {
-    begin_ = rowptr_[row_];
-    end_ = rowptr_[row_ + 1];
-    parts_ = num_parts(end_ - begin_, ps_);
+    begin_ = static_cast<Index>(rowptr_[row_]);
+    end_ = static_cast<Index>(rowptr_[row_ + 1]);
+    parts_ = static_cast<Index>(num_parts(end_ - begin_, ps_));
   }
   const int64_t* rowptr_;
-  int64_t ps_, row_, first_, k_, k_end_;
-  int64_t begin_ = 0, end_ = 0, parts_ = 0;
+  Index ps_, row_, first_, k_, k_end_;
+  Index begin_ = 0, end_ = 0, parts_ = 0;
 };
 
+using Partition = BasicPartition<int64_t>;
+using PartWalk = BasicPartWalk<int64_t>;
+
 // Warp w's partitions of one part of block `blk` (a row of the schedule).
-MGG_HOST_DEVICE PartWalk warp_walk(const int64_t* blk, bool remote, const int64_t* rowptr, int64_t ps, int64_t dist,
-                                   int64_t w) {
+template <typename Index = int64_t>
+MGG_HOST_DEVICE BasicPartWalk<Index> warp_walk(const int64_t* blk, bool remote, const int64_t* rowptr, int64_t ps,
+                                               int64_t dist, int64_t w) {
   const int64_t begin = blk[remote ? kRemoteBegin : kLocalBegin] + w * dist;
   const int64_t end = blk[remote ? kRemoteEnd : kLocalEnd];
-  return PartWalk(rowptr, ps, blk[kRowBegin], blk[remote ? kRemoteFirst : kLocalFirst], begin,
-                  begin + dist < end ? begin + dist : end);
+  return BasicPartWalk<Index>(rowptr, ps, blk[kRowBegin], blk[remote ? kRemoteFirst : kLocalFirst], begin,
+                              begin + dist < end ? begin + dist : end);
 }
 
 }  // namespace mgg

@@ -8,12 +8,13 @@
 // is in flight, completes the fetch and aggregates the arrived rows. Lanes own feature columns
 // (a grid.y slice of `tile` columns), kMaxPerLane each, as LaneCols says: runs of 4 fp32 or 8
 // fp16/bf16 consecutive columns, each read with one 16-byte vector load where every row of the
-// launch is 16-byte aligned, column by column otherwise (the blocks kernels with NVSHMEM landing
-// buffers: columns lane + 32 j, one per load). With vector loads, an fp32 slice of at most 16
-// runs is read by lane groups, each taking its own edge, so one warp instruction serves several
-// edges. A warp sums consecutive partitions of one row in registers and adds the run (each lane
-// group its own sums) into the block's partial sum of that row in dynamic shared memory
-// (2 * wpb rows x tile floats: MGG eq. 1, plus the warps' landing buffers for NVSHMEM gets).
+// launch is 16-byte aligned (and always from an NVSHMEM landing buffer), column by column
+// otherwise. With vector loads, a slice of at most 16 runs is read by lane groups, each taking
+// its own edge, so one warp instruction serves several edges. A warp sums consecutive
+// partitions of one row in registers and adds the run (each lane group its own sums) into the
+// block's partial sum of that row in dynamic shared memory (2 * wpb rows x tile floats: MGG
+// eq. 1, plus the warps' landing buffers for NVSHMEM gets). The walk over the schedule uses
+// 32-bit indices (KernelWalk; the op checks a step fits, core/limits.h's kMaxKernelIndex).
 // After a block barrier each row of the block is written once, to the output or, for a row cut
 // across blocks, to its scratch slot; aggregate_fixup_kernel then sums a row's slots in order.
 // No output element is read before it is written and no global atomics are used.
@@ -36,6 +37,10 @@
 namespace mgg::kernels {
 
 constexpr unsigned kFull = 0xffffffffu;
+// A step walked with 32-bit indices (kMaxKernelIndex): the walk state is most of the blocks
+// kernels' registers.
+using KernelPartition = BasicPartition<int32_t>;
+using KernelWalk = BasicPartWalk<int32_t>;
 constexpr int kMaxThreads = static_cast<int>(kWpbMax) * kWarp;  // the widest block a config asks for
 
 __device__ __forceinline__ float to_float(float v) { return v; }
@@ -83,30 +88,26 @@ __device__ __forceinline__ void zero(float (&acc)[kMaxPerLane]) {
 // + j % kVec. Then with vec (every row of the launch on a kVecBytes boundary, launch.cuh's
 // vector_rows, so width and the slice's first column are multiples of kVec) a lane reads a run
 // in one 16-byte load, otherwise column by column. Without runs, acc[j] is column lane + 32 j,
-// read one column per load. `runs` is fixed per kernel (the compiler folds it): the blocks
-// kernels with NVSHMEM landing buffers keep lane + 32 j, being at the register limit (their
-// spills are capped by bench/spill_allowance.json); every other aggregation kernel maps runs.
+// read one column per load. `runs` is fixed per kernel (the compiler folds it): every
+// aggregation kernel maps runs; aggregate_extreme_kernel keeps lane + 32 j.
 //
-// Lane groups (fp32, vec, a slice of at most 16 runs): a group of `group` lanes (the runs of the
-// slice, rounded up to a power of two) reads one row, so one warp instruction reads the rows
-// of kWarp / group edges: lane `lane` is lane `slot` of group `sub` and takes edge i + sub of
-// each step of kWarp / group edges. Each group sums its own edges: commit adds every group's sums
-// into the block's partial sums, and before the rows kernel writes a row, gather() adds them
-// into group 0's lanes, which alone write. Without groups, group = kWarp: slot = lane, sub = 0.
+// Lane groups (vec, a slice of at most 16 runs: D <= 64 fp32, D <= 128 fp16/bf16): a group of `group` lanes (the runs
+// of the slice, rounded up to a power of two) reads one row, so one warp instruction reads the rows of kWarp / group
+// edges: lane `lane` is lane `slot` of group `sub` and takes edge i + sub of each step of kWarp / group edges. Each
+// group sums its own edges: commit adds every group's sums into the block's partial sums, and before the rows kernel
+// writes a row, gather() adds them into group 0's lanes, which alone write. Without groups, group = kWarp: slot = lane,
+// sub = 0.
 template <typename scalar_t>
 struct LaneCols {
   static constexpr int kVec = kVecBytes / static_cast<int>(sizeof(scalar_t));
   static_assert(kMaxPerLane % kVec == 0, "a lane's columns are whole runs");
-  // Lane groups for fp32 rows only: with fp16/bf16 the blocks kernels would spill past
-  // bench/spill_allowance.json at sm_80.
-  static constexpr bool kGroups = kVec == 4;
   int lane, width;
   bool vec, runs;
   int shift;  // log2 of group
   __device__ __forceinline__ LaneCols(int lane_, int width_, bool vec_, bool runs_)
       : lane(lane_), width(width_), vec(vec_), runs(runs_), shift(5) {
     const int n = (width + kVec - 1) / kVec;  // runs of the slice
-    if (kGroups && vec && n <= kWarp / 2) {
+    if (vec && n <= kWarp / 2) {
       shift = 0;
       while ((1 << shift) < n) ++shift;
     }
@@ -191,18 +192,26 @@ __device__ __forceinline__ LaneEdge load_edge(const DevicePart& p, int64_t c, in
   return e;
 }
 
+// The weight of edge i of a chunk (lane i holds it): one shuffle, none for an unweighted part
+// (`weighted` is uniform across the warp).
+__device__ __forceinline__ float edge_weight(const LaneEdge& mine, int i, bool weighted) {
+  return weighted ? __shfl_sync(kFull, mine.w, i) : 1.f;
+}
+
 // acc += the rows of the n edges of a chunk that `mine` holds, read in place, kUnroll steps at a
-// time (the loads of several rows in flight); a step is one edge per lane group (LaneCols).
+// time (the loads of several rows in flight); a step is one edge per lane group (LaneCols). An
+// edge costs one shuffle for its column, one for its PE where the source reads it (Src::kReadsPe)
+// and one for its weight in a weighted part.
 template <bool kVecLoads, int kUnroll, typename scalar_t, typename Src>
-__device__ __forceinline__ void add_chunk(float (&acc)[kMaxPerLane], const LaneEdge& mine, int n, const Src& src,
-                                          int64_t dim, int64_t d0, const LaneCols<scalar_t>& cols) {
+__device__ __forceinline__ void add_chunk(float (&acc)[kMaxPerLane], const LaneEdge& mine, int n, bool weighted,
+                                          const Src& src, int64_t dim, int64_t d0, const LaneCols<scalar_t>& cols) {
   const int step = kVecLoads ? cols.edges() : 1;
 #pragma unroll kUnroll
   for (int i0 = 0; i0 < n; i0 += step) {
     const int i = i0 + (kVecLoads ? cols.sub() : 0);  // < kWarp: i0 is a multiple of step below n <= kWarp
-    const int32_t col = __shfl_sync(kFull, mine.col, i), pe = __shfl_sync(kFull, mine.pe, i);
-    const float w = __shfl_sync(kFull, mine.w, i);
-    add_row<kVecLoads>(acc, src.template row<scalar_t>(col, pe, dim) + d0, w, cols, i < n);
+    const int32_t col = __shfl_sync(kFull, mine.col, i);
+    const int32_t pe = Src::kReadsPe ? __shfl_sync(kFull, mine.pe, i) : 0;
+    add_row<kVecLoads>(acc, src.template row<scalar_t>(col, pe, dim) + d0, edge_weight(mine, i, weighted), cols, i < n);
   }
 }
 
@@ -215,12 +224,13 @@ __device__ __forceinline__ void add_edges_direct(float (&acc)[kMaxPerLane], cons
   for (int64_t c = e0; c < e1; c += kChunk) {
     const int n = static_cast<int>(e1 - c < kChunk ? e1 - c : kChunk);
     const LaneEdge mine = load_edge(p, c, n, cols.lane);
+    const bool weighted = p.weight != nullptr;
     if (cols.vec) {
-      add_chunk<true, 4>(acc, mine, n, src, dim, d0, cols);
+      add_chunk<true, 4>(acc, mine, n, weighted, src, dim, d0, cols);
     } else if (cols.runs) {
-      add_chunk<false, 1>(acc, mine, n, src, dim, d0, cols);
+      add_chunk<false, 1>(acc, mine, n, weighted, src, dim, d0, cols);
     } else {
-      add_chunk<false, 4>(acc, mine, n, src, dim, d0, cols);
+      add_chunk<false, 4>(acc, mine, n, weighted, src, dim, d0, cols);
     }
   }
 }
@@ -228,14 +238,14 @@ __device__ __forceinline__ void add_edges_direct(float (&acc)[kMaxPerLane], cons
 // acc += the n landed rows of a chunk whose edges `mine` holds.
 template <typename scalar_t>
 __device__ __forceinline__ void add_landed(float (&acc)[kMaxPerLane], const scalar_t* landing, int ld,
-                                           const LaneEdge& mine, int n, const LaneCols<scalar_t>& cols) {
+                                           const LaneEdge& mine, int n, bool weighted, const LaneCols<scalar_t>& cols) {
   if (cols.runs) {
     for (int i = 0; i < n; i += cols.edges()) {
       const int e = i + cols.sub();
-      add_row<true, true>(acc, landing + e * ld, __shfl_sync(kFull, mine.w, e), cols, e < n);
+      add_row<true, true>(acc, landing + e * ld, edge_weight(mine, e, weighted), cols, e < n);
     }
   } else {
-    for (int i = 0; i < n; ++i) add_row<false>(acc, landing + i * ld, __shfl_sync(kFull, mine.w, i), cols);
+    for (int i = 0; i < n; ++i) add_row<false>(acc, landing + i * ld, edge_weight(mine, i, weighted), cols);
   }
   __syncwarp();  // every lane is done with the landing buffer before it is refilled
 }
@@ -250,7 +260,7 @@ __device__ __forceinline__ void add_edges_landing(float (&acc)[kMaxPerLane], con
     const LaneEdge mine = load_edge(p, c, n, cols.lane);
     src.start(landing, a.tile, mine.col, mine.pe, n, a.dim, d0, cols.width, cols.lane);
     src.complete();
-    add_landed(acc, landing, a.tile, mine, n, cols);
+    add_landed(acc, landing, a.tile, mine, n, p.weight != nullptr, cols);
   }
 }
 
@@ -296,10 +306,10 @@ __device__ __forceinline__ void write_block(const KernelArgs<scalar_t>& a, const
 template <typename scalar_t>
 struct Run {
   float acc[kMaxPerLane];
-  int64_t row = -1;
+  int32_t row = -1;
   __device__ __forceinline__ Run() { zero(acc); }
   // Before adding a partition of row r: commits the run of the previous row.
-  __device__ __forceinline__ void enter(int64_t r, float* partial, int64_t row0, int tile,
+  __device__ __forceinline__ void enter(int32_t r, float* partial, int64_t row0, int tile,
                                         const LaneCols<scalar_t>& cols) {
     if (r != row) {
       finish(partial, row0, tile, cols);
@@ -323,36 +333,35 @@ struct BlockCtx {
   float* partial;
   scalar_t* landing_all;  // [wpb][landing_rows][tile]
   scalar_t* landing;      // this warp's
-  // runs: LaneCols::runs, a constant of the kernel
-  __device__ __forceinline__ BlockCtx(const KernelArgs<scalar_t>& a, unsigned char* smem, bool runs)
+  __device__ __forceinline__ BlockCtx(const KernelArgs<scalar_t>& a, unsigned char* smem)
       : lane(threadIdx.x % kWarp),
         warp(threadIdx.x / kWarp),
         wpb(blockDim.x / kWarp),
         blk(a.blocks + static_cast<int64_t>(blockIdx.x) * kBlockFields),
         row0(blk[kRowBegin]),
         d0(static_cast<int64_t>(blockIdx.y) * a.tile),
-        cols{lane, static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile), runs && a.vec, runs},
+        cols{lane, static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile), a.vec, true},
         partial(block_partials(smem, blk[kRowEnd] - row0, a.tile)),
         landing_all(reinterpret_cast<scalar_t*>(reinterpret_cast<float*>(smem) + 2 * wpb * a.tile)),
         landing(landing_all + static_cast<int64_t>(warp) * a.landing_rows * a.tile) {}
   // This warp's partitions of the local or remote part.
-  __device__ __forceinline__ PartWalk walk(const KernelArgs<scalar_t>& a, bool remote) const {
-    return warp_walk(blk, remote, remote ? a.remote.rowptr : a.local.rowptr, a.ps, a.dist, warp);
+  __device__ __forceinline__ KernelWalk walk(const KernelArgs<scalar_t>& a, bool remote) const {
+    return warp_walk<int32_t>(blk, remote, remote ? a.remote.rowptr : a.local.rowptr, a.ps, a.dist, warp);
   }
   // The warp's next local partition of walk lw, if any, added to its run: the local work done
   // while remote rows are fetched.
   template <typename LocalSrc>
-  __device__ __forceinline__ void local_step(const KernelArgs<scalar_t>& a, PartWalk& lw, Run<scalar_t>& lrun,
+  __device__ __forceinline__ void local_step(const KernelArgs<scalar_t>& a, KernelWalk& lw, Run<scalar_t>& lrun,
                                              const LocalSrc& lsrc) const {
     if (lw.done()) return;
-    const Partition p = lw.next();
+    const KernelPartition p = lw.next();
     lrun.enter(p.row, partial, row0, a.tile, cols);
     add_edges_direct<scalar_t>(lrun.acc, a.local, p.begin, p.end, lsrc, a.dim, d0, cols);
   }
   // With interleave off (the contiguous mapping, an ablation), every local partition first, so
   // no fetch overlaps local work.
   template <typename LocalSrc>
-  __device__ __forceinline__ void local_first(const KernelArgs<scalar_t>& a, PartWalk& lw, Run<scalar_t>& lrun,
+  __device__ __forceinline__ void local_first(const KernelArgs<scalar_t>& a, KernelWalk& lw, Run<scalar_t>& lrun,
                                               const LocalSrc& lsrc) const {
     if (a.interleave) return;
     while (!lw.done()) local_step(a, lw, lrun, lsrc);
@@ -363,12 +372,12 @@ template <typename scalar_t, typename LocalSrc, typename RemoteSrc>
 __global__ void __launch_bounds__(kMaxThreads)
     aggregate_blocks_kernel(const KernelArgs<scalar_t> a, const LocalSrc lsrc, const RemoteSrc rsrc) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const BlockCtx<scalar_t> b(a, smem, !RemoteSrc::kUsesLanding);
+  const BlockCtx<scalar_t> b(a, smem);
   const LaneCols<scalar_t>& cols = b.cols;
   const int lane = b.lane;
   const int64_t row0 = b.row0, d0 = b.d0;
   float* partial = b.partial;
-  PartWalk lw = b.walk(a, false), rw = b.walk(a, true);
+  KernelWalk lw = b.walk(a, false), rw = b.walk(a, true);
   Run<scalar_t> lrun, rrun;
   b.local_first(a, lw, lrun, lsrc);
   while (!lw.done() || !rw.done()) {
@@ -376,7 +385,7 @@ __global__ void __launch_bounds__(kMaxThreads)
       b.local_step(a, lw, lrun, lsrc);
       continue;
     }
-    const Partition q = rw.next();
+    const KernelPartition q = rw.next();
     rrun.enter(q.row, partial, row0, a.tile, cols);
     if constexpr (RemoteSrc::kUsesLanding) {
       const int n = static_cast<int>(q.end - q.begin < a.landing_rows ? q.end - q.begin : a.landing_rows);
@@ -384,7 +393,7 @@ __global__ void __launch_bounds__(kMaxThreads)
       rsrc.start(b.landing, a.tile, mine.col, mine.pe, n, a.dim, d0, cols.width, lane);  // 1. start the fetch
       b.local_step(a, lw, lrun, lsrc);                                                   // 2. local work meanwhile
       rsrc.complete();                                                                   // 3. complete, then read
-      add_landed(rrun.acc, b.landing, a.tile, mine, n, cols);
+      add_landed(rrun.acc, b.landing, a.tile, mine, n, a.remote.weight != nullptr, cols);
       add_edges_landing(rrun.acc, a.remote, q.begin + n, q.end, rsrc, b.landing, a, d0, cols);  // ps = 0
     } else {
       b.local_step(a, lw, lrun, lsrc);

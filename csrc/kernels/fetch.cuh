@@ -7,7 +7,8 @@
 //   NvshmemGetFetch   NVSHMEM gets into shared memory (nvshmem_fetch.cuh; only peers.cu
 //                     includes NVSHMEM's device headers).
 //
-// Direct policies give `row(col, pe, dim)`; landing policies give `start(...)` and `complete()`.
+// Direct policies give `row(col, pe, dim)` (kReadsPe: whether it reads pe); landing policies give `start(...)` and
+// `complete()`.
 #pragma once
 #include <cstdint>
 
@@ -17,7 +18,8 @@ namespace mgg::kernels {
 
 struct TableFetch {
   static constexpr bool kUsesLanding = false;
-  const void* table;  // [rows, dim]
+  static constexpr bool kReadsPe = false;  // row() ignores the PE (the kernels need not pass it)
+  const void* table;                       // [rows, dim]
   template <typename scalar_t>
   __device__ __forceinline__ const scalar_t* row(int32_t col, int32_t /*pe*/, int64_t dim) const {
     return static_cast<const scalar_t*>(table) + static_cast<int64_t>(col) * dim;
@@ -26,6 +28,7 @@ struct TableFetch {
 
 struct PeerPointerFetch {
   static constexpr bool kUsesLanding = false;
+  static constexpr bool kReadsPe = true;
   const void* base[kMaxPes];  // base of each PE's table, as this device addresses it
   template <typename scalar_t>
   __device__ __forceinline__ const scalar_t* row(int32_t col, int32_t pe, int64_t dim) const {

@@ -25,8 +25,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     aggregate_blocks_blockget_kernel(const KernelArgs<scalar_t> a, const TableFetch lsrc, const void* symmetric,
                                      bool p2p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ int64_t published[kWpbMax][3];    // row, first edge, end edge of each warp's partition
-  const BlockCtx<scalar_t> b(a, smem, false);  // lane + 32 j (LaneCols): at the register limit
+  __shared__ int64_t published[kWpbMax][3];  // row, first edge, end edge of each warp's partition
+  const BlockCtx<scalar_t> b(a, smem);
   const LaneCols<scalar_t>& cols = b.cols;
   const int lane = b.lane, warp = b.warp, width = cols.width;
   const int64_t row0 = b.row0, d0 = b.d0;
@@ -34,11 +34,11 @@ __global__ void __launch_bounds__(kMaxThreads)
   const scalar_t* sym = static_cast<const scalar_t*>(symmetric) + d0;
   const size_t bytes = static_cast<size_t>(width) * sizeof(scalar_t);
   const NvshmemGetFetch<GetScope::kWarp> tail{symmetric, p2p};  // rows past the landing buffer (ps = 0)
-  PartWalk lw = b.walk(a, false), rw = b.walk(a, true);
+  KernelWalk lw = b.walk(a, false), rw = b.walk(a, true);
   Run<scalar_t> lrun, rrun;
   b.local_first(a, lw, lrun, lsrc);
   for (int64_t s = 0; s < a.dist; ++s) {  // uniform across the block
-    Partition q{-1, 0, 0};
+    KernelPartition q{-1, 0, 0};
     if (!rw.done()) q = rw.next();  // every lane of the warp advances its walk
     if (lane == 0) {
       published[warp][0] = q.row;
@@ -60,7 +60,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (q.row >= 0) {
       rrun.enter(q.row, partial, row0, a.tile, cols);
       const int n = static_cast<int>(q.end - q.begin < a.landing_rows ? q.end - q.begin : a.landing_rows);
-      add_landed(rrun.acc, b.landing, a.tile, load_edge(a.remote, q.begin, n, lane), n, cols);
+      add_landed(rrun.acc, b.landing, a.tile, load_edge(a.remote, q.begin, n, lane), n, a.remote.weight != nullptr,
+                 cols);
       add_edges_landing(rrun.acc, a.remote, q.begin + n, q.end, tail, b.landing, a, d0, cols);
     }
     __syncthreads();  // landing buffers are refilled at the next step

@@ -85,6 +85,15 @@ void check_step_args(const char* op, const Step& s, const at::Device& dev, bool 
                   "edge (", s[kRemoteCol].numel(), "), got ", s[kRemotePe].numel());
     }
   }
+  if (dev.is_cuda()) {  // the kernels walk with 32-bit indices (core/limits.h)
+    TORCH_CHECK(rows <= kMaxKernelIndex, op, ": the step has ", rows, " rows; the CUDA kernels take at most ",
+                kMaxKernelIndex, " (use more ranks)");
+    for (StepField f : {kLocalCol, kRemoteCol}) {
+      if (!s.has(f)) continue;
+      TORCH_CHECK(s[f].numel() <= kMaxKernelIndex, op, ": ", kStepFieldNames[f], " has ", s[f].numel(),
+                  " edges; the CUDA kernels take at most ", kMaxKernelIndex, " per part (use more ranks)");
+    }
+  }
   for (StepField f : {kBlocks, kFixups}) {
     TORCH_CHECK(s.has(f), op, ": ", kStepFieldNames[f], " is missing");
     const int64_t width = f == kBlocks ? kBlockFields : kFixupFields;

@@ -52,10 +52,11 @@ def vector_rows(dim: int, elem: int, offset: int = 0) -> bool:
 
 
 def lane_group(dim: int, elem: int, offset: int = 0) -> int:
-    """Lanes per row (LaneCols::group): with 16-byte loads of fp32 rows of at most 16 runs of 16
-    bytes, the runs rounded up to a power of two, so a warp instruction reads 32 / group rows."""
+    """Lanes per row (LaneCols::group): with 16-byte loads of rows of at most 16 runs of 16 bytes
+    (any dtype), the runs rounded up to a power of two, so a warp instruction reads 32 / group
+    rows."""
     runs = -(-dim * elem // 16)
-    if elem != 4 or not vector_rows(dim, elem, offset) or runs > 16:
+    if not vector_rows(dim, elem, offset) or runs > 16:
         return 32
     return 1 << (runs - 1).bit_length()
 
@@ -123,8 +124,9 @@ def test_row_and_edge_loads_of_one_rank(tmp_path, dtype, dim):
     request, at D = 64 fp16 8 lanes a row's 128 bytes, at D = 256 bf16 32 lanes a row's 512
     bytes; one column per load at D = 33
     fp32 and D = 36 bf16); the column ids one request per partition of 4 edges (4 of 32 lanes
-    active); three shuffles per step of a warp (column, PE, weight: one step per edge, or per
-    32 / group edges with lane groups, whose sums the shared-memory adds then gather)."""
+    active); one shuffle per step of a warp (the column: the table source reads no PE and the
+    graph has no weights; one step per edge, or per 32 / group edges with lane groups, whose sums
+    the shared-memory adds then gather)."""
     g = regular_graph(64, 8)
     x = torch.randn(64, dim).to(dtype)
     aggregate(tmp_path, Plan(g, 1), x, Config(4, 1, 2), counters=True)
@@ -137,7 +139,7 @@ def test_row_and_edge_loads_of_one_rank(tmp_path, dtype, dim):
     )
     assert set(loads) == {"table", "local_col"}  # unweighted, one rank: no weights, PEs or remote rows
     per = 32 // lane_group(dim, ELEM[dtype])  # edges per step of a warp
-    assert c["warp_calls"] == {"__shfl_sync": 3 * (g.num_edges // 4) * -(-4 // per)}
+    assert c["warp_calls"] == {"__shfl_sync": (g.num_edges // 4) * -(-4 // per)}
 
 
 @pytest.mark.parametrize("source", ["table", "direct"])
@@ -184,22 +186,18 @@ def test_a_table_off_the_16_byte_grid_is_read_with_scalar_loads(tmp_path, offset
 @pytest.mark.parametrize("dim", [16, 32, 64, 128, 256])
 def test_requests_per_128_bytes_and_active_lanes_meet_issue_31_targets(tmp_path, dtype, dim):
     """Issue 31's first two items: with 16-byte loads a request moves up to 512 bytes of rows,
-    a row's own (D >= 128 fp32, D >= 256 bf16) or, for shorter fp32 rows, those of 32 / group
-    edges read by lane groups at once; with partitions of 16 edges every such request is full:
-    0.25 requests per 128 bytes (scalar loads of one row: 1 at fp32 D >= 32, 2 at bf16) and
-    every lane active. bf16 rows under 512 bytes have no lane groups (register limit): one
-    request per row."""
+    a row's own (D >= 128 fp32, D >= 256 bf16) or, for shorter rows, those of 32 / group edges
+    read by lane groups at once; with partitions of 16 edges every such request is full: 0.25
+    requests per 128 bytes (scalar loads of one row: 1 at fp32 D >= 32, 2 at bf16) and every
+    lane active, at every dtype."""
     g = regular_graph(64, 16)
     x = torch.randn(64, dim).to(dtype)
     aggregate(tmp_path, Plan(g, 1), x, Config(16, 1, 2), counters=True)
     rows = by_region(emulator.counters_of(tmp_path / "rank0"))["table"]
     assert rows == expected_rows(regular_sources(64, 16), dim, ELEM[dtype], part=16)
     assert rows["bytes"] == g.num_edges * dim * ELEM[dtype]
-    if dtype == torch.float32 or dim * ELEM[dtype] >= 512:
-        assert rows["requests"] * 128 / rows["bytes"] == 0.25
-        assert rows["active_lanes"] == rows["lane_slots"]
-    else:
-        assert rows["requests"] == g.num_edges
+    assert rows["requests"] * 128 / rows["bytes"] == 0.25
+    assert rows["active_lanes"] == rows["lane_slots"]
 
 
 def peer_bytes(counters: dict, rank: int, source: str) -> int:
