@@ -564,6 +564,10 @@ def test_counters_report_of_the_emulated_kernels(tmp_path):
                 assert float(r["active_lanes_pct"]) > 50.0
         if r["class"] == "landed":
             assert (int(r[req]) > 0) == (r["source"] == "get-warp")  # gets land rows in shared memory
+        # the partial sums' shared atomics (commit): conflict-free, but 2 lanes a word at fp32 D = 16 (lane groups of 4)
+        assert int(r["shared_requests_partial_sums"]) > 0
+        degree = float(r["wavefronts_per_shared_request_partial_sums"])
+        assert degree == (2.0 if (r["dim"], r["source"]) == ("16", "table") else 1.0)
     assert list(tmp_path.glob("counters-*.md")) and list(tmp_path.glob("counters-*.png"))
     gpu = open(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu_verify.sh")).read()
     assert "bench.counters --ncu-metrics" in gpu
