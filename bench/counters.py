@@ -1,7 +1,9 @@
 """What the aggregation kernels ask of the memory system, counted by the SIMT emulator (issue 31):
 per graph, feature width, dtype and remote-row source, the global-memory load requests, the
-32-byte sectors they touch, the bytes they ask for, the lanes active per load and the warp
-shuffles per edge, summed over every rank's step. Machine-independent: no GPU, no timing.
+32-byte sectors they touch, the bytes they ask for, the lanes active per load, the warp
+shuffles per edge, and the shared-memory atomics of the blocks kernel's partial sums (commit in
+kernels/aggregate_kernel.cuh) with their bank wavefronts, summed over every rank's step.
+Machine-independent: no GPU, no timing.
 
     python -m bench.counters [--graphs rmat-reddit:scale=0.0005 rmat-products:scale=0.0001]
                              [--dims 16 32 64 128 256] [--dtypes float32 bfloat16]
@@ -11,7 +13,10 @@ shuffles per edge, summed over every rank's step. Machine-independent: no GPU, n
 Writes counters-<date>.csv (one row per case and memory class: `global` is what Nsight Compute
 sees as global loads, `rows` the source rows read in place, `edges` the plan's column ids,
 weights and PEs, `landed` the rows NVSHMEM gets put in shared memory, read from there; the gets'
-own traffic is not counted yet), a markdown table and a plot. The default graphs keep Reddit's and
+own traffic is not counted yet; the shuffles and partial-sum columns are the case's, the same on
+each class's row), a markdown table and a plot. The partial sums' bank-conflict degree is their
+shared wavefronts per request (1: conflict-free; issue 31 asks at most 1.1; 2 is the least at
+fp32 D = 16, where 32 lanes add into 16 words). The default graphs keep Reddit's and
 products' degree profiles at about 13K edges, so the default run emulates in minutes. Columns that
 Nsight Compute also reports carry its metric names (bench/gpu_verify.sh's `ncu` stage collects
 them on a GPU). Needs the repository checkout (the emulator is tests/emulator.py) and g++ with
@@ -34,7 +39,18 @@ NCU = {
     "sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
     "active_lanes": "smsp__sass_thread_inst_executed_op_global_ld_pred_on.sum",
 }
-# further metrics the GPU stage records beside them (no emulator counterpart)
+# emulator shared-memory op (counters_of's "shared" keys) -> the Nsight Compute metric of its
+# extra wavefronts, wavefronts - requests (bank conflicts). A shared fp32 atomicAdd compiles to a
+# load and a compare-and-swap loop (LDS + ATOMS.CAST.SPIN at sm_80 and sm_90), whose load
+# Nsight Compute counts under op_ld and whose lanes on one word go round the loop again: the
+# emulator's atomic wavefronts (each lane's word counted) stand for the loop's. Nsight Compute
+# counts every shared access of the kernel; the column bank_conflicts_partial_sums only commit's.
+NCU_SHARED = {
+    "ld": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "st": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "atom": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+}
+# further metrics the GPU stage records beside them (NCU_SHARED's among them)
 NCU_EXTRA = [
     "smsp__sass_inst_executed_op_global_ld.sum",
     "launch__registers_per_thread",
@@ -61,7 +77,12 @@ COLUMNS = [
     "requests_per_128_bytes",
     "active_lanes_pct",
     "shuffles_per_edge",
+    "shared_requests_partial_sums",
+    "shared_wavefronts_partial_sums",
+    "bank_conflicts_partial_sums",  # wavefronts - requests: NCU_SHARED["atom"], commit's part
+    "wavefronts_per_shared_request_partial_sums",  # the bank-conflict degree
 ]
+PARTIAL_SUMS_SITE = "kernels/aggregate_kernel.cuh:"  # commit's shared atomics (op "atom")
 
 
 def region_class(region: str) -> str:
@@ -76,7 +97,7 @@ def region_class(region: str) -> str:
 def summarize(per_rank: list, edges: int) -> dict:
     """Per class: the counters summed over ranks and regions, and the ratios."""
     sums = {c: dict(requests=0, sectors=0, active_lanes=0, lane_slots=0, bytes=0) for c in CLASSES}
-    shuffles = 0
+    shuffles = shared_req = wavefronts = 0
     for counters in per_rank:
         for (_, region), v in counters["loads"].items():
             cls = region_class(region)
@@ -84,6 +105,16 @@ def summarize(per_rank: list, edges: int) -> dict:
                 for f, n in v.items():
                     sums[c][f] += n
         shuffles += counters["warp_calls"].get("__shfl_sync", 0)
+        for (site, op), v in counters["shared"].items():
+            if site.startswith(PARTIAL_SUMS_SITE) and op == "atom":
+                shared_req += v["requests"]
+                wavefronts += v["wavefronts"]
+    partial = {
+        "shared_requests_partial_sums": shared_req,
+        "shared_wavefronts_partial_sums": wavefronts,
+        "bank_conflicts_partial_sums": wavefronts - shared_req,
+        "wavefronts_per_shared_request_partial_sums": round(wavefronts / shared_req, 3) if shared_req else "",
+    }
     out = {}
     for c, s in sums.items():
         req, sec, by = s["requests"], s["sectors"], s["bytes"]
@@ -97,6 +128,7 @@ def summarize(per_rank: list, edges: int) -> dict:
             "requests_per_128_bytes": round(128 * req / by, 3) if by else "",
             "active_lanes_pct": round(100 * s["active_lanes"] / s["lane_slots"], 1) if s["lane_slots"] else "",
             "shuffles_per_edge": round(shuffles / edges, 3) if edges else "",
+            **partial,
         }
     return out
 
@@ -138,6 +170,8 @@ def markdown(rows: list[dict]) -> str:
         "active lanes % (rows)",
         "active lanes % (edges)",
         "shuffles/edge",
+        "partial sums: shared req",
+        "partial sums: wavefronts/req",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     by = {(r["graph"], r["dim"], r["dtype"], r["source"], r["class"]): r for r in rows}
@@ -146,6 +180,7 @@ def markdown(rows: list[dict]) -> str:
             continue
         r, e = by[(g, d, t, s, "rows")], by[(g, d, t, s, "edges")]
         cells = [g, d, t, s] + [r[k] for k in RATIOS] + [e["active_lanes_pct"], r["shuffles_per_edge"]]
+        cells += [r["shared_requests_partial_sums"], r["wavefronts_per_shared_request_partial_sums"]]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines)
 

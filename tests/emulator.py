@@ -180,21 +180,29 @@ def launch_of(folder: Path) -> dict:
 
 
 LOAD_FIELDS = ("requests", "sectors", "active_lanes", "lane_slots", "bytes")
+SHARED_FIELDS = ("requests", "wavefronts", "active_lanes")
 
 
 def counters_of(folder: Path) -> dict:
     """A case's memory counters (counters.txt): {"loads": {(site, region): {requests, sectors,
-    active_lanes, lane_slots, bytes}}, "warp_calls": {name: count}}; site is file:line of the
-    load (e.g. "kernels/aggregate_kernel.cuh:77"), region the case's array it read (or "shared")."""
-    loads, calls = {}, {}
+    active_lanes, lane_slots, bytes}}, "shared": {(site, op): {requests, wavefronts,
+    active_lanes}}, "warp_calls": {name: count}}; site is file:line of the access (e.g.
+    "kernels/aggregate_kernel.cuh:77"), region the case's array a load read (or "shared"), op of a
+    shared-memory site ld, st or atom (kernels/memory.cuh's MGG_SHARED_*): its wavefronts per
+    request is the bank-conflict degree, wavefronts - requests what Nsight Compute counts as bank
+    conflicts."""
+    loads, shared, calls = {}, {}, {}
     for line in (Path(folder) / "counters.txt").read_text().splitlines():
         kind, *rest = line.split()
         if kind == "load":
             site, region, *numbers = rest
             loads[(site, region)] = dict(zip(LOAD_FIELDS, map(int, numbers), strict=True))
+        elif kind == "shared":
+            site, op, *numbers = rest
+            shared[(site, op)] = dict(zip(SHARED_FIELDS, map(int, numbers), strict=True))
         elif kind == "warp_call":
             calls[rest[0]] = int(rest[1])
-    return {"loads": loads, "warp_calls": calls}
+    return {"loads": loads, "shared": shared, "warp_calls": calls}
 
 
 # ---- the mgg ops on CPU tensors through the emulated kernels ---------------------------------

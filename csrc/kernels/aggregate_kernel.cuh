@@ -13,8 +13,10 @@
 // its own edge, so one warp instruction serves several edges. A warp sums consecutive
 // partitions of one row in registers and adds the run (each lane group its own sums) into the
 // block's partial sum of that row in dynamic shared memory (2 * wpb rows x tile floats: MGG
-// eq. 1, plus the warps' landing buffers for NVSHMEM gets). The walk over the schedule uses
-// 32-bit indices (KernelWalk; the op checks a step fits, core/limits.h's kMaxKernelIndex).
+// eq. 1, plus the warps' landing buffers for NVSHMEM gets) with shared atomics, each lane
+// visiting its run of columns in a rotated order so that the warp's adds hit distinct banks
+// (commit: 1 wavefront per add, 2 at D = 16). The walk over the schedule uses 32-bit
+// indices (KernelWalk; the op checks a step fits, core/limits.h's kMaxKernelIndex).
 // After a block barrier each row of the block is written once, to the output or, for a row cut
 // across blocks, to its scratch slot; aggregate_fixup_kernel then sums a row's slots in order.
 // No output element is read before it is written and no global atomics are used.
@@ -264,15 +266,57 @@ __device__ __forceinline__ void add_edges_landing(float (&acc)[kMaxPerLane], con
   }
 }
 
-// Adds a warp's run for one row into the block's partial sum of that row (shared-memory adds;
-// every lane group adds its own sums, LaneCols).
+// Adds a warp's run for one row into the block's partial sum of that row (shared-memory atomic
+// adds; every lane group adds its own sums, LaneCols), free of bank conflicts where the layout
+// allows. With runs, a lane's run of kVec columns lies in kVec consecutive banks and the runs of
+// lanes kVec apart, so adding column k of every run at once would hit every kVec-th bank only
+// (4-way fp32, 8-way fp16/bf16). So each lane visits its run rotated by r = (lane / (32 / kVec))
+// mod kVec: at step k it adds column base + (k + r) mod kVec, the value picked by a barrel
+// rotate of the run's registers with compile-time indices (acc stays in registers). The lanes'
+// banks at one step, (slot kVec + (k + r) mod kVec) mod 32, are then all distinct for 32 lanes
+// of distinct slots: 1 wavefront per add without lane groups. With lane groups of g lanes
+// (slot = lane mod g, so r also differs between the groups) the 32 lanes hit 32 distinct words
+// in distinct banks while the slice has at least 32 columns (fp32 D = 32, 64; fp16/bf16 D = 32
+// to 128: 1 wavefront); a slice of 16 columns (D = 16) has 16 words for 32 lanes, each word
+// taken by 2 lanes, whose atomics serialise: 2 wavefronts, the least possible (before the
+// rotation: 8 at fp32). Without runs (column lane + 32 j) the lanes' columns are consecutive
+// already: 1 wavefront.
 template <typename scalar_t>
 __device__ __forceinline__ void commit(float (&acc)[kMaxPerLane], float* partial, const LaneCols<scalar_t>& cols) {
+  constexpr int kVec = LaneCols<scalar_t>::kVec;
+  if (cols.runs) {
+    const int r = (cols.lane / (kWarp / kVec)) & (kVec - 1);
 #pragma unroll
-  for (int j = 0; j < kMaxPerLane; ++j) {
-    const int d = cols.col(j);
-    if (d < cols.width) atomicAdd(partial + d, acc[j]);
-    acc[j] = 0.f;
+    for (int j = 0; j < kMaxPerLane; j += kVec) {
+      float v[kVec];  // the run rotated left by r: v[k] = acc[j + (k + r) mod kVec]
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) v[k] = acc[j + k];
+#pragma unroll
+      for (int s = 1; s < kVec; s *= 2) {
+        const bool on = (r & s) != 0;
+        float t[kVec];
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) t[k] = on ? v[(k + s) & (kVec - 1)] : v[k];
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) v[k] = t[k];
+      }
+      const int base = cols.col(j);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const int d = base + ((k + r) & (kVec - 1));
+        MGG_SHARED_ATOMIC(partial + d, d < cols.width);
+        if (d < cols.width) atomicAdd(partial + d, v[k]);
+        acc[j + k] = 0.f;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kMaxPerLane; ++j) {
+      const int d = cols.col(j);
+      MGG_SHARED_ATOMIC(partial + d, d < cols.width);
+      if (d < cols.width) atomicAdd(partial + d, acc[j]);
+      acc[j] = 0.f;
+    }
   }
 }
 

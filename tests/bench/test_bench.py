@@ -565,6 +565,11 @@ def test_counters_report_of_the_emulated_kernels(tmp_path):
             assert (int(r[req]) > 0) == (r["source"] == "get-warp")  # gets land rows in shared memory
             if r["source"] == "get-warp":  # landed rows read back with 16-byte loads too
                 assert float(r["requests_per_128_bytes"]) < (2.0 if r["dim"] == "16" else 1.0)
+        # the partial sums' shared atomics (commit): conflict-free, but 2 lanes a word at fp32
+        # D = 16 (lane groups of 4, in every kernel)
+        assert int(r["shared_requests_partial_sums"]) > 0
+        degree = float(r["wavefronts_per_shared_request_partial_sums"])
+        assert degree == (2.0 if r["dim"] == "16" else 1.0)
     assert list(tmp_path.glob("counters-*.md")) and list(tmp_path.glob("counters-*.png"))
     gpu = open(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu_verify.sh")).read()
     assert "bench.counters --ncu-metrics" in gpu

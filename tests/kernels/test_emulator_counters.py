@@ -233,3 +233,105 @@ def test_the_once_mode_reads_each_remote_row_once(tmp_path, source):
         model = remote_read_bytes(shard, dim, 4)  # the tuner's cost model counts the same bytes
         assert (model["per-edge"][0], model["once"][0]) == (per_edge, once)
         assert shard.num_remote_edges > 1.5 * shard.num_halo  # the graph makes the difference visible
+
+
+# ---- shared memory: bank wavefronts -------------------------------------------------------------
+
+
+def bank_wavefronts(words_per_lane: list, atomic: bool) -> int:
+    """The wavefronts of one shared-memory warp instruction, 32 banks of 4-byte words (bank =
+    word mod 32), from the words each active lane touches: per bank its distinct words (every
+    lane's word for an atomic, whose lanes on one word serialise), the most of any bank."""
+    words = [w for lane in words_per_lane for w in lane]
+    if not atomic:
+        words = set(words)
+    per_bank = [0] * 32
+    for w in words:
+        per_bank[w % 32] += 1
+    return max(per_bank) if words else 0
+
+
+def shared_patterns() -> dict:
+    """simt_selftest shared-banks (csrc/tests/simt/selftest.cpp): {(op, stride, active):
+    (requests, wavefronts, active_lanes)} of 2 warps whose lanes below `active` access float
+    lane * stride of shared memory (ld4: a 16-byte vector there)."""
+    import subprocess
+
+    r = subprocess.run(
+        [str(emulator.build("simt_selftest")), "shared-banks"], capture_output=True, text=True, env=emulator.ENV
+    )
+    assert r.returncode == 0 and "PASS shared-banks" in r.stdout, r.stdout + r.stderr
+    out = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("shared "):
+            _, op, stride, active, *numbers = line.split()
+            out[(op, int(stride), int(active))] = tuple(map(int, numbers))
+    return out
+
+
+def test_shared_bank_wavefronts_of_known_patterns():
+    """The emulator's shared-memory counters (MGG_SHARED_*, csrc/tests/simt/counters.cpp) on
+    patterns whose wavefronts are known: 32 lanes at stride 1 word take 1 wavefront, stride 2
+    take 2, stride 32 (one bank) 32; every lane on the same word is 1 for a load or store (a
+    broadcast) but 32 for an atomic (serialised); 16-byte vectors of consecutive lanes take 4;
+    inactive lanes take no bank, and a warp with none issues no request. Every pattern agrees with
+    bank_wavefronts."""
+    got = shared_patterns()
+    one_warp = {k: (v[0] // 2, v[1] // 2, v[2] // 2) for k, v in got.items()}  # 2 warps, the same pattern
+    assert one_warp[("ld", 1, 32)] == (1, 1, 32)
+    assert one_warp[("ld", 2, 32)][1] == 2
+    assert one_warp[("st", 4, 32)][1] == 4
+    assert one_warp[("ld", 32, 32)][1] == 32
+    assert one_warp[("atom", 32, 32)][1] == 32
+    assert one_warp[("ld", 0, 32)][1] == one_warp[("st", 0, 32)][1] == 1
+    assert one_warp[("atom", 0, 32)][1] == 32
+    assert one_warp[("atom", 0, 16)][1] == 16
+    assert one_warp[("atom", 1, 32)][1] == 1
+    assert one_warp[("ld4", 4, 32)][1] == 4
+    assert one_warp[("ld", 2, 16)][1] == 1  # 16 lanes at stride 2: 16 distinct banks
+    assert all(v == (0, 0, 0) for (_, _, active), v in got.items() if active == 0)
+    assert len(got) == 4 * 6 * 3 - 3 * 3  # every pattern ran (ld4 from stride 4 on)
+    for (op, stride, active), (requests, wavefronts, lanes) in got.items():
+        width = 4 if op == "ld4" else 1
+        words = [range(lane * stride, lane * stride + width) for lane in range(active)]
+        assert requests == (2 if active else 0) and lanes == 2 * active, (op, stride, active)
+        assert wavefronts == 2 * bank_wavefronts(words, op == "atom"), (op, stride, active)
+
+
+def partial_sum_path(counters: dict) -> dict:
+    """The shared-memory atomics of the aggregation kernels' partial sums (commit() in
+    kernels/aggregate_kernel.cuh), summed over their sites."""
+    out = dict.fromkeys(emulator.SHARED_FIELDS, 0)
+    for (site, op), v in counters["shared"].items():
+        if site.startswith("kernels/aggregate_kernel.cuh:") and op == "atom":
+            for f in emulator.SHARED_FIELDS:
+                out[f] += v[f]
+    return out
+
+
+@pytest.mark.parametrize(
+    "dtype,dim,source",
+    [(torch.float32, d, "table") for d in (16, 32, 64, 128, 256)]
+    + [(torch.bfloat16, d, "table") for d in (16, 32, 64, 128, 256)]
+    + [(torch.float16, 128, "table"), (torch.float32, 64, "get-warp"), (torch.bfloat16, 256, "get-warp")],
+    ids=lambda v: str(v).removeprefix("torch."),
+)
+def test_partial_sums_meet_issue_31_bank_conflict_target(tmp_path, dtype, dim, source):
+    """Issue 31: the blocks kernel's shared-memory adds into the block's partial sums (commit)
+    take 1 wavefront per request, where lanes own runs of kVec columns (each lane visits its run
+    rotated by (lane / (32 / kVec)) mod kVec, so the 32 lanes hit 32 banks; without the rotation,
+    4-way at fp32 D >= 32 and 8-way at bf16 D = 256); at D = 16 lane groups put 32 lanes on 16
+    words, 2 lanes on each, so 2 (the least; 8 at fp32 without the rotation). The NVSHMEM-get
+    kernels take the same layout. The sums equal the reference."""
+    g = regular_graph(64, 16)
+    x = torch.randn(64, dim).to(dtype)
+    completion = "proxy" if source.startswith("get") else "loadstore"
+    out = aggregate(tmp_path, Plan(g, 2), x, Config(16, 1, 2), source, completion, counters=True)
+    assert_matches_reference(out, g, x)
+    for r in range(2):
+        p = partial_sum_path(emulator.counters_of(tmp_path / f"rank{r}"))
+        assert p["requests"] > 0
+        degree = p["wavefronts"] / p["requests"]
+        limit = 2.0 if dim == 16 else 1.1
+        assert degree <= limit, f"{degree:.3f}-way bank conflicts on the partial-sum path"
+        assert degree == (2.0 if limit == 2.0 else 1.0)

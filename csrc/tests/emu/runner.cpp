@@ -2,7 +2,8 @@
 // SIMT emulator with the scheduling seed it names, and writes status.txt ("ok" or why not) beside
 // it (and, for a case with `trace 1`, the emulator's trace of warp and block calls as trace.txt;
 // for a case with `counters 1`, the memory counters by load site and region, the case's arrays
-// and shared memory named, as counters.txt).
+// and shared memory named, and the shared-memory sites' requests and bank wavefronts, as
+// counters.txt).
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -29,13 +30,18 @@ void start_counters(const mgg::emu::Case& c) {
   simt::name_region("shared", mgg::kernels::smem, mgg::kernels::kSharedCapacity);
 }
 
-// counters.txt: `load SITE REGION requests sectors active_lanes lane_slots bytes` and
-// `warp_call NAME count` lines.
+// counters.txt: `load SITE REGION requests sectors active_lanes lane_slots bytes`,
+// `shared SITE OP requests wavefronts active_lanes` (OP ld, st or atom) and `warp_call NAME count`
+// lines.
 void write_counters(const mgg::emu::Case& c) {
   std::ofstream out(c.dir() + "/counters.txt");
   for (const simt::SiteCounts& k : simt::memory_counts()) {
     out << "load " << k.site << " " << k.region << " " << k.requests << " " << k.sectors << " " << k.active_lanes << " "
         << k.lane_slots << " " << k.bytes << "\n";
+  }
+  for (const simt::SharedCounts& k : simt::shared_counts()) {
+    out << "shared " << k.site << " " << k.op << " " << k.requests << " " << k.wavefronts << " " << k.active_lanes
+        << "\n";
   }
   for (auto [name, n] : simt::warp_call_counts()) {
     std::replace(name.begin(), name.end(), ' ', '_');

@@ -1,6 +1,7 @@
 // The emulator's memory counters (simt.h): warp instructions of each load site assembled from
-// the lanes' reports, their 32-byte sectors, active lanes and bytes, by site and memory region.
-// Blocks run one at a time, so a block's pending instructions are completed at its end.
+// the lanes' reports, their 32-byte sectors, active lanes and bytes, by site and memory region;
+// of each shared-memory site, their requests and bank wavefronts, by site. Blocks run one at a
+// time, so a block's pending instructions are completed at its end.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +15,7 @@ namespace simt {
 namespace {
 
 constexpr uint64_t kSector = 32;
+constexpr uint64_t kBankWord = 4, kBanks = 32;
 
 struct Named {
   std::string name;
@@ -32,6 +34,16 @@ struct SiteState {  // one warp at one site
   std::map<int, Instruction> pending;  // by instruction index
 };
 
+struct SharedInstruction {  // one warp instruction at a shared-memory site
+  int lanes = 0, active = 0;
+  std::vector<uint64_t> words;  // the 4-byte words of the active lanes, one entry per lane's word
+};
+
+struct SharedState {  // one warp at one shared-memory site
+  int next[32] = {};
+  std::map<int, SharedInstruction> pending;
+};
+
 using Key = std::pair<std::string, int>;  // site, warp
 
 bool on = false;
@@ -39,6 +51,8 @@ bool hooked = false;
 std::vector<Named> regions;
 std::map<Key, SiteState> warps;                                    // this block's
 std::map<std::pair<std::string, std::string>, SiteCounts> totals;  // (site, region)
+std::map<std::pair<Key, SharedOp>, SharedState> shared_warps;      // this block's
+std::map<std::pair<std::string, SharedOp>, SharedCounts> shared_totals;
 std::map<std::string, uint64_t> calls;
 
 // e.g. kernels/aggregate_kernel.cuh:77; named once per site (every lane's every load asks)
@@ -76,11 +90,35 @@ void complete(const std::string& site, Instruction& in) {
   c.bytes += in.bytes;
 }
 
+// The wavefronts of one shared-memory instruction: per bank the words its active lanes touch
+// (distinct ones, or every lane's for an atomic), the most of any bank.
+uint64_t wavefronts(std::vector<uint64_t>& words, bool atomic) {
+  std::sort(words.begin(), words.end());
+  if (!atomic) words.erase(std::unique(words.begin(), words.end()), words.end());
+  uint64_t per_bank[kBanks] = {}, most = 0;
+  for (const uint64_t w : words) most = std::max(most, ++per_bank[w % kBanks]);
+  return most;
+}
+
+void complete_shared(const std::string& site, SharedOp op, SharedInstruction& in) {
+  if (in.active == 0) return;  // not issued
+  SharedCounts& c = shared_totals[{site, op}];
+  c.site = site;
+  c.op = shared_op_name(op);
+  c.requests += 1;
+  c.wavefronts += wavefronts(in.words, op == SharedOp::kAtomic);
+  c.active_lanes += static_cast<uint64_t>(in.active);
+}
+
 void flush() {
   for (auto& [key, state] : warps) {
     for (auto& [k, in] : state.pending) complete(key.first, in);
   }
   warps.clear();
+  for (auto& [key, state] : shared_warps) {
+    for (auto& [k, in] : state.pending) complete_shared(key.first.first, key.second, in);
+  }
+  shared_warps.clear();
 }
 
 std::string block_end() {
@@ -111,6 +149,38 @@ void global_load(const void* p, size_t bytes, bool active, const Site& site) {
   }
 }
 
+const char* shared_op_name(SharedOp op) {
+  switch (op) {
+    case SharedOp::kLoad:
+      return "ld";
+    case SharedOp::kStore:
+      return "st";
+    case SharedOp::kAtomic:
+      return "atom";
+  }
+  return "?";
+}
+
+void shared_access(const void* p, size_t bytes, bool active, SharedOp op, const Site& site) {
+  if (!on) return;
+  const Position& pos = here();
+  const int lane = pos.id % 32, warp = pos.id / 32;
+  const std::string& s = where(site);
+  SharedState& state = shared_warps[{{s, warp}, op}];
+  const int k = state.next[lane]++;
+  SharedInstruction& in = state.pending[k];
+  in.lanes += 1;
+  if (active) {
+    in.active += 1;
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    for (uint64_t w = a / kBankWord; w <= (a + bytes - 1) / kBankWord; ++w) in.words.push_back(w);
+  }
+  if (in.lanes == 32) {
+    complete_shared(s, op, in);
+    state.pending.erase(k);
+  }
+}
+
 void count_warp_call(Op op) {
   if (on) calls[op_name(op)] += 1;
 }
@@ -118,9 +188,11 @@ void count_warp_call(Op op) {
 void count_memory(bool enable) {
   on = enable;
   warps.clear();
+  shared_warps.clear();
   if (enable) {
     regions.clear();
     totals.clear();
+    shared_totals.clear();
     calls.clear();
     if (!hooked) on_block_end(&block_end);
     hooked = true;
@@ -136,6 +208,13 @@ std::vector<SiteCounts> memory_counts() {
   flush();
   std::vector<SiteCounts> out;
   for (const auto& [key, c] : totals) out.push_back(c);
+  return out;
+}
+
+std::vector<SharedCounts> shared_counts() {
+  flush();
+  std::vector<SharedCounts> out;
+  for (const auto& [key, c] : shared_totals) out.push_back(c);
   return out;
 }
 

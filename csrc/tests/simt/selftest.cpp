@@ -1,7 +1,8 @@
 // The SIMT emulator's checks, each shown to fire on a kernel with the bug it exists to catch
 // (and to stay quiet on the fixed kernel): `simt_selftest CASE` exits 0 when the case behaves
 // as expected. tests/kernels/test_emulator_simt.py runs every case; shared-oob is expected to end in
-// an AddressSanitizer report instead.
+// an AddressSanitizer report instead. shared-banks prints the shared-memory counters of access
+// patterns whose bank wavefronts are known (tests/kernels/test_emulator_counters.py checks them).
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -11,6 +12,9 @@
 
 #include "../../kernels/device_launch.cuh"
 #include "include/nvshmemx.h"
+#include "simt.h"
+// after simt.h, which defines MGG_SIMT
+#include "../../kernels/memory.cuh"
 
 namespace selftest {
 
@@ -98,6 +102,29 @@ __global__ void warp_call_with_different_args(const float* table, float* out) {
   float* s = reinterpret_cast<float*>(smem);
   nvshmemx_getmem_nbi_warp(s, table + threadIdx.x % 2, sizeof(float), 1);  // lanes disagree on the source
   out[threadIdx.x] = s[0];
+}
+
+// Each lane of each warp accesses float `lane * stride` (a 16-byte vector at `lane * stride`
+// floats for op 3) of shared memory, lanes below `active` only: op 0 loads, 1 stores, 2 adds
+// atomically.
+__global__ void shared_pattern(int op, int stride, int active) {
+  float* s = reinterpret_cast<float*>(smem);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  float* p = s + lane * stride;
+  const bool on = lane < active;
+  if (op == 0) {
+    MGG_SHARED_LOAD(p, on);
+    if (on) s[1023] = *p;  // the last word of the 4 KB the launch has
+  } else if (op == 1) {
+    MGG_SHARED_STORE(p, on);
+    if (on) *p = 1.f;
+  } else if (op == 2) {
+    MGG_SHARED_ATOMIC(p, on);
+    if (on) atomicAdd(p, 1.f);
+  } else {
+    const float4* q = reinterpret_cast<const float4*>(p);
+    MGG_SHARED_LOAD(q, on);
+  }
 }
 
 // ---- the cases ------------------------------------------------------------------------------
@@ -231,6 +258,35 @@ bool warp_call_args_case() {
   return expect_report(launched(), {"diverged", "nvshmemx_getmem_nbi_warp"});
 }
 
+// `shared OP STRIDE ACTIVE requests wavefronts active_lanes` per pattern of shared_pattern, run
+// by 2 warps (so 2 requests where a lane is active).
+bool shared_banks_case() {
+  const char* ops[] = {"ld", "st", "atom", "ld4"};
+  for (int op = 0; op < 4; ++op) {
+    for (const int stride : {0, 1, 2, 4, 8, 32}) {
+      for (const int active : {32, 16, 0}) {
+        if ((op == 3 && stride < 4) || 31 * stride + (op == 3 ? 4 : 1) > 1023) continue;
+        simt::count_memory(true);
+        MGG_LAUNCH(1, 64, 1024 * sizeof(float), nullptr, shared_pattern)(op, stride, active);
+        if (launched() != cudaSuccess) {
+          std::printf("%s\n", simt::last_report().c_str());
+          return false;
+        }
+        uint64_t requests = 0, wavefronts = 0, lanes = 0;
+        for (const simt::SharedCounts& c : simt::shared_counts()) {
+          requests += c.requests;
+          wavefronts += c.wavefronts;
+          lanes += c.active_lanes;
+        }
+        simt::count_memory(false);
+        std::printf("shared %s %d %d %lu %lu %lu\n", ops[op], stride, active, static_cast<unsigned long>(requests),
+                    static_cast<unsigned long>(wavefronts), static_cast<unsigned long>(lanes));
+      }
+    }
+  }
+  return true;
+}
+
 bool pe_queries_case() {
   bool ok = true;
   {
@@ -269,6 +325,7 @@ int main(int argc, char** argv) {
       {"shared-oob", shared_out_of_bounds_case},     {"read-before-quiet", read_before_quiet_case},
       {"get-never-quieted", get_never_quieted_case}, {"warp-call-args", warp_call_args_case},
       {"shared-opt-in", shared_opt_in_case},         {"pe-queries", pe_queries_case},
+      {"shared-banks", shared_banks_case},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::printf("usage: %s CASE, CASE one of:", argv[0]);

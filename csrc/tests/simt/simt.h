@@ -87,11 +87,24 @@ void block_op(Op op, const Site& site, const GroupCall* call = nullptr);
 // issued requests (instructions with an active lane), the distinct 32-byte sectors each touches,
 // active lanes, lane slots (32 per request) and bytes requested, as Nsight Compute counts them.
 void global_load(const void* p, size_t bytes, bool active, const Site& site = Site::current());
+// A shared-memory site (MGG_SHARED_LOAD / _STORE / _ATOMIC) likewise: per site the requests
+// and the wavefronts each needs, 32 banks of 4-byte words (bank = address / 4 % 32): the most
+// words of one bank among the active lanes, distinct words for loads and stores (lanes on one
+// word share it), every lane's word for atomics (lanes on one word serialise). Wavefronts per
+// request is the bank-conflict degree; wavefronts - requests what Nsight Compute counts as
+// l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{ld,st} (bench/counters.py's NCU_SHARED).
+enum class SharedOp : int { kLoad, kStore, kAtomic };
+const char* shared_op_name(SharedOp op);  // ld, st, atom
+void shared_access(const void* p, size_t bytes, bool active, SharedOp op, const Site& site = Site::current());
 // Called by the scheduler when a warp call completes (shuffles per edge).
 void count_warp_call(Op op);
 struct SiteCounts {
   std::string site, region;  // file:line of the load; the region holding the first active address
   uint64_t requests = 0, sectors = 0, active_lanes = 0, lane_slots = 0, bytes = 0;
+};
+struct SharedCounts {
+  std::string site, op;  // file:line of the access; ld, st or atom
+  uint64_t requests = 0, wavefronts = 0, active_lanes = 0;
 };
 // Starts counting (clearing earlier counts and regions) or stops it.
 void count_memory(bool on);
@@ -100,6 +113,7 @@ void name_region(const std::string& name, const void* base, size_t bytes);
 // The counts so far (pending instructions of lanes that exited are completed first), and the
 // completed warp calls by op_name.
 std::vector<SiteCounts> memory_counts();
+std::vector<SharedCounts> shared_counts();
 std::vector<std::pair<std::string, uint64_t>> warp_call_counts();
 
 // ---- launch -------------------------------------------------------------------------------
