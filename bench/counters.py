@@ -12,9 +12,11 @@ Machine-independent: no GPU, no timing.
 
 Writes counters-<date>.csv (one row per case and memory class: `global` is what Nsight Compute
 sees as global loads, `rows` the source rows read in place, `edges` the plan's column ids,
-weights and PEs, `landed` the rows NVSHMEM gets put in shared memory, read from there; the gets'
-own traffic is not counted yet; the shuffles and partial-sum columns are the case's, the same on
-each class's row), a markdown table and a plot. The partial sums' bank-conflict degree is their
+weights and PEs, `landed` the rows NVSHMEM gets put in shared memory, read from there; the
+shuffles, partial-sum and get columns are the case's, the same on each class's row), a markdown
+table and a plot. The gets' own traffic is counted per call (get_calls, get_bytes, and the
+sectors of their sources over the bytes: what the link carries at sector granularity); how
+NVSHMEM splits a get into load instructions is its own and not modelled. The partial sums' bank-conflict degree is their
 shared wavefronts per request (1: conflict-free; issue 31 asks at most 1.1; 2 is the least at
 fp32 D = 16, where 32 lanes add into 16 words). The default graphs keep Reddit's and
 products' degree profiles at about 13K edges, so the default run emulates in minutes. Columns that
@@ -81,6 +83,9 @@ COLUMNS = [
     "shared_wavefronts_partial_sums",
     "bank_conflicts_partial_sums",  # wavefronts - requests: NCU_SHARED["atom"], commit's part
     "wavefronts_per_shared_request_partial_sums",  # the bank-conflict degree
+    "get_calls",  # NVSHMEM gets (any scope): calls, the bytes they move, their sources' sectors
+    "get_bytes",
+    "get_bytes_in_sectors_over_moved",
 ]
 PARTIAL_SUMS_SITE = "kernels/aggregate_kernel.cuh:"  # commit's shared atomics (op "atom")
 
@@ -97,7 +102,7 @@ def region_class(region: str) -> str:
 def summarize(per_rank: list, edges: int) -> dict:
     """Per class: the counters summed over ranks and regions, and the ratios."""
     sums = {c: dict(requests=0, sectors=0, active_lanes=0, lane_slots=0, bytes=0) for c in CLASSES}
-    shuffles = shared_req = wavefronts = 0
+    shuffles = shared_req = wavefronts = get_calls = get_bytes = get_sectors = 0
     for counters in per_rank:
         for (_, region), v in counters["loads"].items():
             cls = region_class(region)
@@ -105,6 +110,12 @@ def summarize(per_rank: list, edges: int) -> dict:
                 for f, n in v.items():
                     sums[c][f] += n
         shuffles += counters["warp_calls"].get("__shfl_sync", 0)
+        for v in counters["gets"].values():
+            get_calls, get_bytes, get_sectors = (
+                get_calls + v["calls"],
+                get_bytes + v["bytes"],
+                get_sectors + v["sectors"],
+            )
         for (site, op), v in counters["shared"].items():
             if site.startswith(PARTIAL_SUMS_SITE) and op == "atom":
                 shared_req += v["requests"]
@@ -114,6 +125,9 @@ def summarize(per_rank: list, edges: int) -> dict:
         "shared_wavefronts_partial_sums": wavefronts,
         "bank_conflicts_partial_sums": wavefronts - shared_req,
         "wavefronts_per_shared_request_partial_sums": round(wavefronts / shared_req, 3) if shared_req else "",
+        "get_calls": get_calls,
+        "get_bytes": get_bytes,
+        "get_bytes_in_sectors_over_moved": round(32 * get_sectors / get_bytes, 3) if get_bytes else "",
     }
     out = {}
     for c, s in sums.items():
@@ -172,6 +186,8 @@ def markdown(rows: list[dict]) -> str:
         "shuffles/edge",
         "partial sums: shared req",
         "partial sums: wavefronts/req",
+        "gets: calls",
+        "gets: bytes in sectors / moved",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     by = {(r["graph"], r["dim"], r["dtype"], r["source"], r["class"]): r for r in rows}
@@ -181,6 +197,7 @@ def markdown(rows: list[dict]) -> str:
         r, e = by[(g, d, t, s, "rows")], by[(g, d, t, s, "edges")]
         cells = [g, d, t, s] + [r[k] for k in RATIOS] + [e["active_lanes_pct"], r["shuffles_per_edge"]]
         cells += [r["shared_requests_partial_sums"], r["wavefronts_per_shared_request_partial_sums"]]
+        cells += [r["get_calls"], r["get_bytes_in_sectors_over_moved"]]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines)
 

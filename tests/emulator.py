@@ -181,17 +181,20 @@ def launch_of(folder: Path) -> dict:
 
 LOAD_FIELDS = ("requests", "sectors", "active_lanes", "lane_slots", "bytes")
 SHARED_FIELDS = ("requests", "wavefronts", "active_lanes")
+GET_FIELDS = ("calls", "bytes", "sectors")
 
 
 def counters_of(folder: Path) -> dict:
     """A case's memory counters (counters.txt): {"loads": {(site, region): {requests, sectors,
     active_lanes, lane_slots, bytes}}, "shared": {(site, op): {requests, wavefronts,
-    active_lanes}}, "warp_calls": {name: count}}; site is file:line of the access (e.g.
-    "kernels/aggregate_kernel.cuh:77"), region the case's array a load read (or "shared"), op of a
-    shared-memory site ld, st or atom (kernels/memory.cuh's MGG_SHARED_*): its wavefronts per
-    request is the bank-conflict degree, wavefronts - requests what Nsight Compute counts as bank
-    conflicts."""
-    loads, shared, calls = {}, {}, {}
+    active_lanes}}, "gets": {scope: {calls, bytes, sectors}}, "warp_calls": {name: count}}; site is
+    file:line of the access (e.g. "kernels/aggregate_kernel.cuh:77"), region the case's array a
+    load read (or "shared"), op of a shared-memory site ld, st or atom (kernels/memory.cuh's
+    MGG_SHARED_*): its wavefronts per request is the bank-conflict degree, wavefronts - requests
+    what Nsight Compute counts as bank conflicts. A get scope (thread, warp, block) counts NVSHMEM
+    get calls, the bytes they move and the 32-byte sectors of their sources
+    (csrc/tests/simt/nvshmem.cpp)."""
+    loads, shared, gets, calls = {}, {}, {}, {}
     for line in (Path(folder) / "counters.txt").read_text().splitlines():
         kind, *rest = line.split()
         if kind == "load":
@@ -200,9 +203,12 @@ def counters_of(folder: Path) -> dict:
         elif kind == "shared":
             site, op, *numbers = rest
             shared[(site, op)] = dict(zip(SHARED_FIELDS, map(int, numbers), strict=True))
+        elif kind == "get":
+            scope, *numbers = rest
+            gets[scope] = dict(zip(GET_FIELDS, map(int, numbers), strict=True))
         elif kind == "warp_call":
             calls[rest[0]] = int(rest[1])
-    return {"loads": loads, "shared": shared, "warp_calls": calls}
+    return {"loads": loads, "shared": shared, "gets": gets, "warp_calls": calls}
 
 
 # ---- the mgg ops on CPU tensors through the emulated kernels ---------------------------------

@@ -235,6 +235,35 @@ def test_the_once_mode_reads_each_remote_row_once(tmp_path, source):
         assert shard.num_remote_edges > 1.5 * shard.num_halo  # the graph makes the difference visible
 
 
+@pytest.mark.parametrize("source,scope", [("get-thread", "thread"), ("get-warp", "warp"), ("get-block", "block")])
+@pytest.mark.parametrize("dtype,dim", [(torch.float32, 21), (torch.bfloat16, 42)], ids=["fp32-21", "bf16-42"])
+def test_gets_are_counted_per_call(tmp_path, source, scope, dtype, dim):
+    """The NVSHMEM gets' own traffic (csrc/tests/simt/nvshmem.cpp): at every scope a rank's
+    per-edge step issues one get per remote edge, of the row's 84 bytes, counted under the
+    kernel's scope only; the sectors of their sources are the rows' in the owner's table (row o
+    spans bytes [84 o, 84 o + 84): 3 or 4 sectors). The landed rows are then read from shared
+    memory once each, in 16-byte runs (96 bytes of each row's 84, the rest of its last run in the
+    landing tile's padding)."""
+    rng = np.random.default_rng(3)
+    n, k = 90, 8
+    g = Graph.from_edges(rng.integers(0, n, n * k), np.repeat(np.arange(n), k), n)
+    plan = Plan(g, 3)
+    x = torch.randn(n, dim).to(dtype)
+    row = dim * ELEM[dtype]
+    out = aggregate(tmp_path, plan, x, Config(4, 2, 2), source, "proxy", counters=True)
+    assert_matches_reference(out, g, x)
+    for r in range(3):
+        shard = plan.shard(r)
+        c = emulator.counters_of(tmp_path / f"rank{r}")
+        assert set(c["gets"]) == {scope}
+        got = c["gets"][scope]
+        assert got["calls"] == shard.num_remote_edges
+        assert got["bytes"] == shard.num_remote_edges * row
+        sectors = [(o * row + row - 1) // 32 - (o * row) // 32 + 1 for o in shard.remote_offset.tolist()]
+        assert got["sectors"] == sum(sectors) and set(sectors) == {3, 4}
+        assert by_region(c)["shared"]["bytes"] == shard.num_remote_edges * 96
+
+
 # ---- shared memory: bank wavefronts -------------------------------------------------------------
 
 

@@ -27,12 +27,12 @@ void start_counters(const mgg::emu::Case& c) {
   simt::count_memory(true);
   c.for_each_array(
       [](const std::string& name, const void* data, size_t bytes) { simt::name_region(name, data, bytes); });
-  simt::name_region("shared", mgg::kernels::smem, mgg::kernels::kSharedCapacity);
+  simt::name_dynamic_shared("shared");  // runner.cpp's array and peers_kernels.cpp's
 }
 
 // counters.txt: `load SITE REGION requests sectors active_lanes lane_slots bytes`,
-// `shared SITE OP requests wavefronts active_lanes` (OP ld, st or atom) and `warp_call NAME count`
-// lines.
+// `shared SITE OP requests wavefronts active_lanes` (OP ld, st or atom), `get SCOPE calls bytes
+// sectors` (NVSHMEM gets at thread, warp or block scope) and `warp_call NAME count` lines.
 void write_counters(const mgg::emu::Case& c) {
   std::ofstream out(c.dir() + "/counters.txt");
   for (const simt::SiteCounts& k : simt::memory_counts()) {
@@ -42,6 +42,9 @@ void write_counters(const mgg::emu::Case& c) {
   for (const simt::SharedCounts& k : simt::shared_counts()) {
     out << "shared " << k.site << " " << k.op << " " << k.requests << " " << k.wavefronts << " " << k.active_lanes
         << "\n";
+  }
+  for (const simt::GetCounts& k : simt::get_counts()) {
+    out << "get " << k.scope << " " << k.calls << " " << k.bytes << " " << k.sectors << "\n";
   }
   for (auto [name, n] : simt::warp_call_counts()) {
     std::replace(name.begin(), name.end(), ' ', '_');

@@ -53,6 +53,7 @@ std::map<Key, SiteState> warps;                                    // this block
 std::map<std::pair<std::string, std::string>, SiteCounts> totals;  // (site, region)
 std::map<std::pair<Key, SharedOp>, SharedState> shared_warps;      // this block's
 std::map<std::pair<std::string, SharedOp>, SharedCounts> shared_totals;
+std::map<std::string, GetCounts> get_totals;  // by scope
 std::map<std::string, uint64_t> calls;
 
 // e.g. kernels/aggregate_kernel.cuh:77; named once per site (every lane's every load asks)
@@ -185,6 +186,16 @@ void count_warp_call(Op op) {
   if (on) calls[op_name(op)] += 1;
 }
 
+void count_get(const char* scope, const void* src, size_t bytes) {
+  if (!on || bytes == 0) return;
+  const auto a = reinterpret_cast<uintptr_t>(src);
+  GetCounts& c = get_totals[scope];
+  c.scope = scope;
+  c.calls += 1;
+  c.bytes += bytes;
+  c.sectors += (a + bytes - 1) / kSector - a / kSector + 1;
+}
+
 void count_memory(bool enable) {
   on = enable;
   warps.clear();
@@ -193,6 +204,7 @@ void count_memory(bool enable) {
     regions.clear();
     totals.clear();
     shared_totals.clear();
+    get_totals.clear();
     calls.clear();
     if (!hooked) on_block_end(&block_end);
     hooked = true;
@@ -215,6 +227,12 @@ std::vector<SharedCounts> shared_counts() {
   flush();
   std::vector<SharedCounts> out;
   for (const auto& [key, c] : shared_totals) out.push_back(c);
+  return out;
+}
+
+std::vector<GetCounts> get_counts() {
+  std::vector<GetCounts> out;
+  for (const auto& [scope, c] : get_totals) out.push_back(c);
   return out;
 }
 

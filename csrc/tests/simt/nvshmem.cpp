@@ -56,6 +56,7 @@ void issue(void* dest, const void* src, size_t bytes, Scope scope, int owner, co
 
 template <Scope kScope>
 void run_group(const GroupCall& c, const int* members, int /*n*/) {
+  count_get(kScope == Scope::kWarp ? "warp" : "block", reinterpret_cast<const void*>(c.args[1]), c.args[2]);
   issue(reinterpret_cast<void*>(c.args[0]), reinterpret_cast<const void*>(c.args[1]), c.args[2], kScope,
         members[0] / 32, c.site);
 }
@@ -102,11 +103,15 @@ void set_world(const void* const* h, int n_pes, size_t bytes, int my_pe, Complet
 using namespace simt::shmem;  // NOLINT: the definitions of the global NVSHMEM calls below
 
 void nvshmem_getmem_nbi(void* dest, const void* source, size_t bytes, int pe, const simt::Site& site) {
-  issue(dest, translate(source, bytes, pe, site), bytes, Scope::kThread, simt::here().id, site);
+  const void* src = translate(source, bytes, pe, site);
+  simt::count_get("thread", src, bytes);
+  issue(dest, src, bytes, Scope::kThread, simt::here().id, site);
 }
 
 void nvshmem_getmem(void* dest, const void* source, size_t bytes, int pe, const simt::Site& site) {
-  std::memcpy(dest, translate(source, bytes, pe, site), bytes);  // blocking: complete on return
+  const void* src = translate(source, bytes, pe, site);
+  simt::count_get("thread", src, bytes);
+  std::memcpy(dest, src, bytes);  // blocking: complete on return
 }
 
 void nvshmemx_getmem_nbi_warp(void* dest, const void* source, size_t bytes, int pe, const simt::Site& site) {

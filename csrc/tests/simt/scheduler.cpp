@@ -400,6 +400,10 @@ void register_dynamic_shared(unsigned char* (*array)(), size_t capacity) {
   shared_arrays.push_back({array, capacity});
 }
 
+void name_dynamic_shared(const std::string& name) {
+  for (const Shared& s : shared_arrays) name_region(name, s.array(), s.capacity);
+}
+
 void on_block_end(std::string (*check)()) { block_checks.push_back(check); }
 
 void trace_to(std::FILE* f) { trace = f; }

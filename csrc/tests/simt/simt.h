@@ -98,6 +98,15 @@ const char* shared_op_name(SharedOp op);  // ld, st, atom
 void shared_access(const void* p, size_t bytes, bool active, SharedOp op, const Site& site = Site::current());
 // Called by the scheduler when a warp call completes (shuffles per edge).
 void count_warp_call(Op op);
+// An NVSHMEM get (nvshmem.cpp), counted per scope (thread, warp, block): calls (one per thread at
+// thread scope, one per warp or block for the collective ones), the bytes they move and the
+// 32-byte sectors of their sources in the peer's heap (what the link carries at sector
+// granularity). How NVSHMEM splits a get into load instructions is its own and not modelled.
+void count_get(const char* scope, const void* src, size_t bytes);
+struct GetCounts {
+  std::string scope;
+  uint64_t calls = 0, bytes = 0, sectors = 0;
+};
 struct SiteCounts {
   std::string site, region;  // file:line of the load; the region holding the first active address
   uint64_t requests = 0, sectors = 0, active_lanes = 0, lane_slots = 0, bytes = 0;
@@ -114,6 +123,7 @@ void name_region(const std::string& name, const void* base, size_t bytes);
 // completed warp calls by op_name.
 std::vector<SiteCounts> memory_counts();
 std::vector<SharedCounts> shared_counts();
+std::vector<GetCounts> get_counts();
 std::vector<std::pair<std::string, uint64_t>> warp_call_counts();
 
 // ---- launch -------------------------------------------------------------------------------
@@ -130,6 +140,9 @@ const std::string& last_report();
 // for it on the thread that launches (whose copy the kernel's fibers use), never keeping the
 // address of another thread's, which is freed when that thread ends. Registering again is a no-op.
 void register_dynamic_shared(unsigned char* (*array)(), size_t capacity);
+// Names every registered dynamic shared array (the calling OS thread's copy) `name` for the
+// counters: each translation unit whose kernels sit in an anonymous namespace has its own.
+void name_dynamic_shared(const std::string& name);
 // Writes a line "block warp call file:line" for every completed warp call and, once per warp,
 // every completed block call, to `trace` (nullptr: none).
 void trace_to(std::FILE* trace);
