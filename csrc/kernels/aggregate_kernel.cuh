@@ -93,12 +93,13 @@ __device__ __forceinline__ void zero(float (&acc)[kMaxPerLane]) {
 // read one column per load. `runs` is fixed per kernel (the compiler folds it): every
 // aggregation kernel maps runs; aggregate_extreme_kernel keeps lane + 32 j.
 //
-// Lane groups (vec, a slice of at most 16 runs: D <= 64 fp32, D <= 128 fp16/bf16): a group of `group` lanes (the runs
-// of the slice, rounded up to a power of two) reads one row, so one warp instruction reads the rows of kWarp / group
-// edges: lane `lane` is lane `slot` of group `sub` and takes edge i + sub of each step of kWarp / group edges. Each
-// group sums its own edges: commit adds every group's sums into the block's partial sums, and before the rows kernel
-// writes a row, gather() adds them into group 0's lanes, which alone write. Without groups, group = kWarp: slot = lane,
-// sub = 0.
+// Lane groups (vec, a slice of at most 16 runs: D <= 64 fp32, D <= 128 fp16/bf16): a group of
+// `group` lanes (the runs of the slice, rounded up to a power of two) reads one row, so one warp
+// instruction reads the rows of kWarp / group edges: lane `lane` is lane `slot` of group `sub`
+// and takes edge i + sub of each step of kWarp / group edges. Each group sums its own edges:
+// commit adds every group's sums into the block's partial sums, and before the rows kernel
+// writes a row, gather() adds them into group 0's lanes, which alone write. Without groups,
+// group = kWarp: slot = lane, sub = 0.
 template <typename scalar_t>
 struct LaneCols {
   static constexpr int kVec = kVecBytes / static_cast<int>(sizeof(scalar_t));
