@@ -79,7 +79,6 @@ class BasicPartWalk {
     if (k_ < k_end_) load_row();
   }
   MGG_HOST_DEVICE bool done() const { return k_ >= k_end_; }
-  MGG_HOST_DEVICE Index remaining() const { return k_ < k_end_ ? k_end_ - k_ : 0; }
   // The next partition; call only while !done().
   MGG_HOST_DEVICE BasicPartition<Index> next() {
     while (k_ >= first_ + parts_) {

@@ -84,14 +84,13 @@ __device__ __forceinline__ void zero(float (&acc)[kMaxPerLane]) {
 }
 
 // The columns [0, width) of a tile slice a lane owns: its acc[j] is column col(j), the one
-// place the kernels map a lane's registers to columns (loads, shared partial sums, the output).
-// With runs, a lane owns runs of kVec consecutive columns (kVecBytes of a row: 4 fp32 or 8
+// place the summing kernels map a lane's registers to columns (loads, shared partial sums, the
+// output). A lane owns runs of kVec consecutive columns (kVecBytes of a row: 4 fp32 or 8
 // fp16/bf16), a run of each lane side by side: acc[j] is column (j / kVec) 32 kVec + lane kVec
-// + j % kVec. Then with vec (every row of the launch on a kVecBytes boundary, launch.cuh's
+// + j % kVec. With vec (every row of the launch on a kVecBytes boundary, launch.cuh's
 // vector_rows, so width and the slice's first column are multiples of kVec) a lane reads a run
-// in one 16-byte load, otherwise column by column. Without runs, acc[j] is column lane + 32 j,
-// read one column per load. `runs` is fixed per kernel (the compiler folds it): every
-// aggregation kernel maps runs; aggregate_extreme_kernel keeps lane + 32 j.
+// in one 16-byte load, otherwise column by column. (aggregate_extreme_kernel maps column
+// lane + 32 j instead, extreme_kernel.cuh.)
 //
 // Lane groups (vec, a slice of at most 16 runs: D <= 64 fp32, D <= 128 fp16/bf16): a group of
 // `group` lanes (the runs of the slice, rounded up to a power of two) reads one row, so one warp
@@ -105,10 +104,10 @@ struct LaneCols {
   static constexpr int kVec = kVecBytes / static_cast<int>(sizeof(scalar_t));
   static_assert(kMaxPerLane % kVec == 0, "a lane's columns are whole runs");
   int lane, width;
-  bool vec, runs;
+  bool vec;
   int shift;  // log2 of group
-  __device__ __forceinline__ LaneCols(int lane_, int width_, bool vec_, bool runs_)
-      : lane(lane_), width(width_), vec(vec_), runs(runs_), shift(5) {
+  __device__ __forceinline__ LaneCols(int lane_, int width_, bool vec_)
+      : lane(lane_), width(width_), vec(vec_), shift(5) {
     const int n = (width + kVec - 1) / kVec;  // runs of the slice
     if (vec && n <= kWarp / 2) {
       shift = 0;
@@ -119,9 +118,7 @@ struct LaneCols {
   __device__ __forceinline__ int slot() const { return lane & (group() - 1); }
   __device__ __forceinline__ int sub() const { return lane >> shift; }
   __device__ __forceinline__ int edges() const { return kWarp >> shift; }  // edges per instruction
-  __device__ __forceinline__ int col(int j) const {
-    return runs ? (j / kVec) * (kWarp * kVec) + slot() * kVec + j % kVec : j * kWarp + lane;
-  }
+  __device__ __forceinline__ int col(int j) const { return (j / kVec) * (kWarp * kVec) + slot() * kVec + j % kVec; }
 };
 
 // Adds every lane group's sums into group 0's lanes (LaneCols), whose sums are then the warp's.
@@ -135,43 +132,34 @@ __device__ __forceinline__ void gather(float (&acc)[kMaxPerLane], const LaneCols
 
 // acc += w * columns [0, width) of row src as `c` maps them: kVecLoads (c.vec: the callers
 // branch once per chunk of edges) one 16-byte load per run, masked per column where a run may
-// cross width (kPartialRuns: landing buffers, whose rows are padded to the tile); otherwise one
-// load per column.
+// cross width (kPartialRuns: landing buffers, whose rows are padded to the tile); otherwise
+// column by column.
 // `has`: the lane has a row (false for a lane group past the chunk's last edge).
 template <bool kVecLoads, bool kPartialRuns = false, typename scalar_t>
 __device__ __forceinline__ void add_row(float (&acc)[kMaxPerLane], const scalar_t* __restrict__ src, float w,
                                         const LaneCols<scalar_t>& c, bool has = true) {
   constexpr int kVec = LaneCols<scalar_t>::kVec;
-  if (kVecLoads || c.runs) {
 #pragma unroll
-    for (int j = 0; j < kMaxPerLane; j += kVec) {
-      const int d = c.col(j);
-      if constexpr (kVecLoads) {
-        const uint4* p = reinterpret_cast<const uint4*>(src + d);
-        MGG_GLOBAL_LOAD(p, has && d < c.width);
-        if (has && d < c.width) {
-          const uint4 raw = *p;
-          scalar_t v[kVec];
-          memcpy(static_cast<void*>(v), &raw, sizeof(raw));
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) {
-            if (!kPartialRuns || d + k < c.width) acc[j + k] += w * to_float(v[k]);
-          }
-        }
-      } else {
+  for (int j = 0; j < kMaxPerLane; j += kVec) {
+    const int d = c.col(j);
+    if constexpr (kVecLoads) {
+      const uint4* p = reinterpret_cast<const uint4*>(src + d);
+      MGG_GLOBAL_LOAD(p, has && d < c.width);
+      if (has && d < c.width) {
+        const uint4 raw = *p;
+        scalar_t v[kVec];
+        memcpy(static_cast<void*>(v), &raw, sizeof(raw));
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
-          MGG_GLOBAL_LOAD(src + d + k, d + k < c.width);
-          if (d + k < c.width) acc[j + k] += w * to_float(src[d + k]);
+          if (!kPartialRuns || d + k < c.width) acc[j + k] += w * to_float(v[k]);
         }
       }
-    }
-  } else {
+    } else {
 #pragma unroll
-    for (int j = 0; j < kMaxPerLane; ++j) {
-      const int d = c.col(j);
-      MGG_GLOBAL_LOAD(src + d, d < c.width);
-      if (d < c.width) acc[j] += w * to_float(src[d]);
+      for (int k = 0; k < kVec; ++k) {
+        MGG_GLOBAL_LOAD(src + d + k, d + k < c.width);
+        if (d + k < c.width) acc[j + k] += w * to_float(src[d + k]);
+      }
     }
   }
 }
@@ -230,10 +218,8 @@ __device__ __forceinline__ void add_edges_direct(float (&acc)[kMaxPerLane], cons
     const bool weighted = p.weight != nullptr;
     if (cols.vec) {
       add_chunk<true, 4>(acc, mine, n, weighted, src, dim, d0, cols);
-    } else if (cols.runs) {
-      add_chunk<false, 1>(acc, mine, n, weighted, src, dim, d0, cols);
     } else {
-      add_chunk<false, 4>(acc, mine, n, weighted, src, dim, d0, cols);
+      add_chunk<false, 1>(acc, mine, n, weighted, src, dim, d0, cols);
     }
   }
 }
@@ -242,13 +228,9 @@ __device__ __forceinline__ void add_edges_direct(float (&acc)[kMaxPerLane], cons
 template <typename scalar_t>
 __device__ __forceinline__ void add_landed(float (&acc)[kMaxPerLane], const scalar_t* landing, int ld,
                                            const LaneEdge& mine, int n, bool weighted, const LaneCols<scalar_t>& cols) {
-  if (cols.runs) {
-    for (int i = 0; i < n; i += cols.edges()) {
-      const int e = i + cols.sub();
-      add_row<true, true>(acc, landing + e * ld, edge_weight(mine, e, weighted), cols, e < n);
-    }
-  } else {
-    for (int i = 0; i < n; ++i) add_row<false>(acc, landing + i * ld, edge_weight(mine, i, weighted), cols);
+  for (int i = 0; i < n; i += cols.edges()) {
+    const int e = i + cols.sub();
+    add_row<true, true>(acc, landing + e * ld, edge_weight(mine, e, weighted), cols, e < n);
   }
   __syncwarp();  // every lane is done with the landing buffer before it is refilled
 }
@@ -280,43 +262,32 @@ __device__ __forceinline__ void add_edges_landing(float (&acc)[kMaxPerLane], con
 // in distinct banks while the slice has at least 32 columns (fp32 D = 32, 64; fp16/bf16 D = 32
 // to 128: 1 wavefront); a slice of 16 columns (D = 16) has 16 words for 32 lanes, each word
 // taken by 2 lanes, whose atomics serialise: 2 wavefronts, the least possible (before the
-// rotation: 8 at fp32). Without runs (column lane + 32 j) the lanes' columns are consecutive
-// already: 1 wavefront.
+// rotation: 8 at fp32).
 template <typename scalar_t>
 __device__ __forceinline__ void commit(float (&acc)[kMaxPerLane], float* partial, const LaneCols<scalar_t>& cols) {
   constexpr int kVec = LaneCols<scalar_t>::kVec;
-  if (cols.runs) {
-    const int r = (cols.lane / (kWarp / kVec)) & (kVec - 1);
+  const int r = (cols.lane / (kWarp / kVec)) & (kVec - 1);
 #pragma unroll
-    for (int j = 0; j < kMaxPerLane; j += kVec) {
-      float v[kVec];  // the run rotated left by r: v[k] = acc[j + (k + r) mod kVec]
+  for (int j = 0; j < kMaxPerLane; j += kVec) {
+    float v[kVec];  // the run rotated left by r: v[k] = acc[j + (k + r) mod kVec]
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) v[k] = acc[j + k];
+    for (int k = 0; k < kVec; ++k) v[k] = acc[j + k];
 #pragma unroll
-      for (int s = 1; s < kVec; s *= 2) {
-        const bool on = (r & s) != 0;
-        float t[kVec];
+    for (int s = 1; s < kVec; s *= 2) {
+      const bool on = (r & s) != 0;
+      float t[kVec];
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) t[k] = on ? v[(k + s) & (kVec - 1)] : v[k];
+      for (int k = 0; k < kVec; ++k) t[k] = on ? v[(k + s) & (kVec - 1)] : v[k];
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) v[k] = t[k];
-      }
-      const int base = cols.col(j);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const int d = base + ((k + r) & (kVec - 1));
-        MGG_SHARED_ATOMIC(partial + d, d < cols.width);
-        if (d < cols.width) atomicAdd(partial + d, v[k]);
-        acc[j + k] = 0.f;
-      }
+      for (int k = 0; k < kVec; ++k) v[k] = t[k];
     }
-  } else {
+    const int base = cols.col(j);
 #pragma unroll
-    for (int j = 0; j < kMaxPerLane; ++j) {
-      const int d = cols.col(j);
+    for (int k = 0; k < kVec; ++k) {
+      const int d = base + ((k + r) & (kVec - 1));
       MGG_SHARED_ATOMIC(partial + d, d < cols.width);
-      if (d < cols.width) atomicAdd(partial + d, acc[j]);
-      acc[j] = 0.f;
+      if (d < cols.width) atomicAdd(partial + d, v[k]);
+      acc[j + k] = 0.f;
     }
   }
 }
@@ -385,7 +356,7 @@ struct BlockCtx {
         blk(a.blocks + static_cast<int64_t>(blockIdx.x) * kBlockFields),
         row0(blk[kRowBegin]),
         d0(static_cast<int64_t>(blockIdx.y) * a.tile),
-        cols{lane, static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile), a.vec, true},
+        cols{lane, static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile), a.vec},
         partial(block_partials(smem, blk[kRowEnd] - row0, a.tile)),
         landing_all(reinterpret_cast<scalar_t*>(reinterpret_cast<float*>(smem) + 2 * wpb * a.tile)),
         landing(landing_all + static_cast<int64_t>(warp) * a.landing_rows * a.tile) {}
@@ -458,7 +429,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + warp;
   if (row >= a.num_rows) return;  // whole warps leave; this kernel has no block barrier
   const int64_t d0 = static_cast<int64_t>(blockIdx.y) * a.tile;
-  const LaneCols<scalar_t> cols{lane, static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile), a.vec, true};
+  const LaneCols<scalar_t> cols{lane, static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile), a.vec};
   scalar_t* landing = reinterpret_cast<scalar_t*>(smem) + static_cast<int64_t>(warp) * a.landing_rows * a.tile;
   float acc[kMaxPerLane];
   zero(acc);

@@ -1,11 +1,11 @@
 // The CUDA kernel of mgg::aggregate_extreme (max/min, core/extreme.h), templated on where source
 // rows come from (fetch.cuh; direct policies only). One warp per output row, as
-// aggregate_rows_kernel: lanes own feature columns (a grid.y slice of `tile` columns; LaneCols
-// with scalar loads, one column per lane per load) and keep
-// the best value and its source row per column in registers while the warp walks the row's
-// local edges, then its remote ones, a chunk of edges at a time (one per lane, shuffled to the
-// warp). The winner of each comparison is core/extreme.h's `beats`, so the result does not
-// depend on the order the edges are visited in. Each output element and its arg are written once.
+// aggregate_rows_kernel: lanes own feature columns (a grid.y slice of `tile` columns; column
+// lane + 32 j, one per load, so a warp's loads of a row are consecutive) and keep the best
+// value and its source row per column in registers while the warp walks the row's local edges,
+// then its remote ones, a chunk of edges at a time (one per lane, shuffled to the warp). The
+// winner of each comparison is core/extreme.h's `beats`, so the result does not depend on the
+// order the edges are visited in. Each output element and its arg are written once.
 #pragma once
 #include <cstdint>
 
@@ -19,18 +19,18 @@ namespace mgg::kernels {
 template <typename scalar_t, typename Src>
 __device__ __forceinline__ void extreme_edges(float (&best)[kMaxPerLane], int64_t (&at)[kMaxPerLane],
                                               const DevicePart& p, int64_t e0, int64_t e1, int64_t base, const Src& src,
-                                              int64_t dim, int64_t d0, const LaneCols<scalar_t>& cols, bool is_max) {
+                                              int64_t dim, int64_t d0, int width, int lane, bool is_max) {
   for (int64_t c = e0; c < e1; c += kChunk) {
     const int n = static_cast<int>(e1 - c < kChunk ? e1 - c : kChunk);
-    const LaneEdge mine = load_edge(p, c, n, cols.lane);
+    const LaneEdge mine = load_edge(p, c, n, lane);
     for (int i = 0; i < n; ++i) {
       const int32_t col = __shfl_sync(kFull, mine.col, i), pe = __shfl_sync(kFull, mine.pe, i);
       const scalar_t* row = src.template row<scalar_t>(col, pe, dim) + d0;
       const int64_t index = base + col;
 #pragma unroll
       for (int j = 0; j < kMaxPerLane; ++j) {
-        const int d = cols.col(j);
-        if (d < cols.width) {
+        const int d = lane + j * kWarp;
+        if (d < width) {
           const float v = to_float(row[d]);
           if (beats(v, index, best[j], at[j], is_max)) {
             best[j] = v;
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + warp;
   if (row >= a.num_rows) return;  // whole warps leave; this kernel has no block barrier
   const int64_t d0 = static_cast<int64_t>(blockIdx.y) * a.tile;
-  const LaneCols<scalar_t> cols{lane, static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile), false, false};
+  const int width = static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile);
   float best[kMaxPerLane];
   int64_t at[kMaxPerLane];
 #pragma unroll
@@ -58,16 +58,16 @@ __global__ void __launch_bounds__(kMaxThreads)
     best[j] = 0.f;
     at[j] = kNoArg;
   }
-  extreme_edges<scalar_t>(best, at, a.local, a.local.rowptr[row], a.local.rowptr[row + 1], 0, lsrc, a.dim, d0, cols,
-                          is_max);
+  extreme_edges<scalar_t>(best, at, a.local, a.local.rowptr[row], a.local.rowptr[row + 1], 0, lsrc, a.dim, d0, width,
+                          lane, is_max);
   if (a.remote.rowptr) {
     extreme_edges<scalar_t>(best, at, a.remote, a.remote.rowptr[row], a.remote.rowptr[row + 1], remote_base, rsrc,
-                            a.dim, d0, cols, is_max);
+                            a.dim, d0, width, lane, is_max);
   }
 #pragma unroll
   for (int j = 0; j < kMaxPerLane; ++j) {
-    const int d = cols.col(j);
-    if (d < cols.width) {
+    const int d = lane + j * kWarp;
+    if (d < width) {
       a.out[row * a.dim + d0 + d] = from_float<scalar_t>(at[j] == kNoArg ? 0.f : best[j]);
       arg[row * a.dim + d0 + d] = at[j];
     }
