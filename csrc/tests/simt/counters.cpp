@@ -29,19 +29,28 @@ struct Instruction {  // one warp instruction at a site, as its lanes report it
   std::vector<uint64_t> sectors;
 };
 
-struct SiteState {  // one warp at one site
-  int next[32] = {};
-  std::map<int, Instruction> pending;  // by instruction index
-};
-
 struct SharedInstruction {  // one warp instruction at a shared-memory site
   int lanes = 0, active = 0;
   std::vector<uint64_t> words;  // the 4-byte words of the active lanes, one entry per lane's word
 };
 
-struct SharedState {  // one warp at one shared-memory site
+// One warp at one site: the k-th report of each lane is the warp's k-th instruction there.
+template <typename In>
+struct WarpSite {
   int next[32] = {};
-  std::map<int, SharedInstruction> pending;
+  std::map<int, In> pending;  // by instruction index
+  // Adds a lane's report to its instruction (add(in)); once all 32 lanes reported, done(in).
+  template <typename Add, typename Done>
+  void report(int lane, Add&& add, Done&& done) {
+    const int k = next[lane]++;
+    In& in = pending[k];
+    in.lanes += 1;
+    add(in);
+    if (in.lanes == 32) {
+      done(in);
+      pending.erase(k);
+    }
+  }
 };
 
 using Key = std::pair<std::string, int>;  // site, warp
@@ -49,9 +58,9 @@ using Key = std::pair<std::string, int>;  // site, warp
 bool on = false;
 bool hooked = false;
 std::vector<Named> regions;
-std::map<Key, SiteState> warps;                                    // this block's
-std::map<std::pair<std::string, std::string>, SiteCounts> totals;  // (site, region)
-std::map<std::pair<Key, SharedOp>, SharedState> shared_warps;      // this block's
+std::map<Key, WarpSite<Instruction>> warps;                                    // this block's
+std::map<std::pair<std::string, std::string>, SiteCounts> totals;              // (site, region)
+std::map<std::pair<Key, SharedOp>, WarpSite<SharedInstruction>> shared_warps;  // this block's
 std::map<std::pair<std::string, SharedOp>, SharedCounts> shared_totals;
 std::map<std::string, GetCounts> get_totals;  // by scope
 std::map<std::string, uint64_t> calls;
@@ -134,20 +143,14 @@ void global_load(const void* p, size_t bytes, bool active, const Site& site) {
   const Position& pos = here();
   const int lane = pos.id % 32, warp = pos.id / 32;
   const std::string& s = where(site);
-  SiteState& state = warps[{s, warp}];
-  const int k = state.next[lane]++;
-  Instruction& in = state.pending[k];
-  in.lanes += 1;
-  if (active) {
+  const auto add = [&](Instruction& in) {
+    if (!active) return;
     const auto a = reinterpret_cast<uintptr_t>(p);
     if (in.active++ == 0) in.first = a;
     in.bytes += bytes;
     for (uint64_t sec = a / kSector; sec <= (a + bytes - 1) / kSector; ++sec) in.sectors.push_back(sec);
-  }
-  if (in.lanes == 32) {
-    complete(s, in);
-    state.pending.erase(k);
-  }
+  };
+  warps[{s, warp}].report(lane, add, [&](Instruction& in) { complete(s, in); });
 }
 
 const char* shared_op_name(SharedOp op) {
@@ -167,19 +170,13 @@ void shared_access(const void* p, size_t bytes, bool active, SharedOp op, const 
   const Position& pos = here();
   const int lane = pos.id % 32, warp = pos.id / 32;
   const std::string& s = where(site);
-  SharedState& state = shared_warps[{{s, warp}, op}];
-  const int k = state.next[lane]++;
-  SharedInstruction& in = state.pending[k];
-  in.lanes += 1;
-  if (active) {
+  const auto add = [&](SharedInstruction& in) {
+    if (!active) return;
     in.active += 1;
     const auto a = reinterpret_cast<uintptr_t>(p);
     for (uint64_t w = a / kBankWord; w <= (a + bytes - 1) / kBankWord; ++w) in.words.push_back(w);
-  }
-  if (in.lanes == 32) {
-    complete_shared(s, op, in);
-    state.pending.erase(k);
-  }
+  };
+  shared_warps[{{s, warp}, op}].report(lane, add, [&](SharedInstruction& in) { complete_shared(s, op, in); });
 }
 
 void count_warp_call(Op op) {
