@@ -16,10 +16,11 @@ weights and PEs, `landed` the rows NVSHMEM gets put in shared memory, read from 
 shuffles, partial-sum and get columns are the case's, the same on each class's row), a markdown
 table and a plot. The gets' own traffic is counted per call (get_calls, get_bytes, and the
 sectors of their sources over the bytes: what the link carries at sector granularity); how
-NVSHMEM splits a get into load instructions is its own and not modelled. The partial sums' bank-conflict degree is their
-shared wavefronts per request (1: conflict-free; issue 31 asks at most 1.1; 2 is the least at
-fp32 D = 16, where 32 lanes add into 16 words). The default graphs keep Reddit's and
-products' degree profiles at about 13K edges, so the default run emulates in minutes. Columns that
+NVSHMEM splits a get into load instructions is its own and not modelled. The partial sums'
+bank-conflict degree is their shared wavefronts per request (1: conflict-free; issue 31 asks at
+most 1.1; 2 is the least at D = 16, where 32 lanes add into 16 words). The default graphs keep
+Reddit's and products' degree profiles at about 13K edges, so the default run emulates in
+minutes. Columns that
 Nsight Compute also reports carry its metric names (bench/gpu_verify.sh's `ncu` stage collects
 them on a GPU). Needs the repository checkout (the emulator is tests/emulator.py) and g++ with
 the CUDA headers.
@@ -102,7 +103,8 @@ def region_class(region: str) -> str:
 def summarize(per_rank: list, edges: int) -> dict:
     """Per class: the counters summed over ranks and regions, and the ratios."""
     sums = {c: dict(requests=0, sectors=0, active_lanes=0, lane_slots=0, bytes=0) for c in CLASSES}
-    shuffles = shared_req = wavefronts = get_calls = get_bytes = get_sectors = 0
+    shuffles = shared_req = wavefronts = 0
+    gets = dict(calls=0, bytes=0, sectors=0)  # over every scope
     for counters in per_rank:
         for (_, region), v in counters["loads"].items():
             cls = region_class(region)
@@ -111,23 +113,20 @@ def summarize(per_rank: list, edges: int) -> dict:
                     sums[c][f] += n
         shuffles += counters["warp_calls"].get("__shfl_sync", 0)
         for v in counters["gets"].values():
-            get_calls, get_bytes, get_sectors = (
-                get_calls + v["calls"],
-                get_bytes + v["bytes"],
-                get_sectors + v["sectors"],
-            )
+            for f in gets:
+                gets[f] += v[f]
         for (site, op), v in counters["shared"].items():
             if site.startswith(PARTIAL_SUMS_SITE) and op == "atom":
                 shared_req += v["requests"]
                 wavefronts += v["wavefronts"]
-    partial = {
+    per_case = {
         "shared_requests_partial_sums": shared_req,
         "shared_wavefronts_partial_sums": wavefronts,
         "bank_conflicts_partial_sums": wavefronts - shared_req,
         "wavefronts_per_shared_request_partial_sums": round(wavefronts / shared_req, 3) if shared_req else "",
-        "get_calls": get_calls,
-        "get_bytes": get_bytes,
-        "get_bytes_in_sectors_over_moved": round(32 * get_sectors / get_bytes, 3) if get_bytes else "",
+        "get_calls": gets["calls"],
+        "get_bytes": gets["bytes"],
+        "get_bytes_in_sectors_over_moved": round(32 * gets["sectors"] / gets["bytes"], 3) if gets["bytes"] else "",
     }
     out = {}
     for c, s in sums.items():
@@ -142,7 +141,7 @@ def summarize(per_rank: list, edges: int) -> dict:
             "requests_per_128_bytes": round(128 * req / by, 3) if by else "",
             "active_lanes_pct": round(100 * s["active_lanes"] / s["lane_slots"], 1) if s["lane_slots"] else "",
             "shuffles_per_edge": round(shuffles / edges, 3) if edges else "",
-            **partial,
+            **per_case,
         }
     return out
 
