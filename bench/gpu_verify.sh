@@ -1,32 +1,43 @@
 #!/usr/bin/env bash
 # The GPU verification in device calls of under 10 minutes each (bench/README.md has the call
 # plan with each stage's expected length). Every call starts bare, so each begins with `versions
-# build`; `build` compiles once and leaves the gzipped extension in $OUT, and later calls carry
+# build`; `build` compiles once and leaves the gzipped extension in what comes back ($OUT), and later calls carry
 # it back (carry: ["gpu"], after copying it into ./gpu/ here) and only unpack it:
 #
-#   A  bash bench/gpu_verify.sh versions deps build cuda nvshmem-one
-#   B  bash bench/gpu_verify.sh versions deps build nvshmem memcheck
-#   C  bash bench/gpu_verify.sh versions build kernel
-#   later: racecheck synccheck ncu scaling dist tune
+#   A  bash bench/gpu_verify.sh versions deps build graphs cuda kernel ncu-kernel
+#   B  bash bench/gpu_verify.sh versions deps build memcheck nvshmem-a
+#   later: nvshmem-b nvshmem-c racecheck synccheck ncu scaling dist tune
+#
+# `graphs` generates the kernel stage's graphs into the cache in the background, one process a
+# graph, while the stages after it run; `kernel` waits for them first.
 #
 # Nothing is installed: the checkout is on PYTHONPATH (workers too). Every stage runs under its
-# own timeout, writes $OUT/STAGE.log as it goes, and appends its exit status and length to
-# $OUT/stages.txt at once, so a call cut off keeps everything finished so far. All stages run
-# even if an earlier one failed; the exit status says whether all passed. MGG_STAGE_SCALE
-# multiplies every stage's timeout.
+# own timeout and writes its files into a work folder ($MGG_VERIFY_DIR); the device tool brings
+# back at most 8 files, so after each stage the whole folder is packed again into
+# $OUT/results.tgz (replaced atomically), and the stage running now writes its log straight to
+# $OUT/running.log: a call cut off keeps everything finished so far and the log of the stage it
+# was in. All stages run even if an earlier one failed; the exit status says whether all passed.
+# MGG_STAGE_SCALE multiplies every stage's timeout.
 set -u
-OUT=${OUT:-gpu-out}
-mkdir -p "$OUT"
+DEST=${OUT:-gpu-out}                          # what comes back
+OUT=${MGG_VERIFY_DIR:-/tmp/mgg-verify}        # every stage's logs, CSVs and plots
+mkdir -p "$DEST" "$OUT"
 PY=${PY:-python3}
 export PYTHONPATH="$PWD:/tmp/mgg-site${PYTHONPATH:+:$PYTHONPATH}"  # the checkout, then carried wheels
-export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=${MAX_JOBS:-16}
+# the GPU image sets TORCH_CUDA_ARCH_LIST=9.0a, which would not match the carried sm_90 build
+export TORCH_CUDA_ARCH_LIST=${MGG_ARCHS:-9.0} MAX_JOBS=${MAX_JOBS:-16}
 export NVSHMEM_REMOTE_TRANSPORT=${NVSHMEM_REMOTE_TRANSPORT:-none}        # one node: no network transport
 export NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=${NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME:-lo}  # bootstrap over loopback
 export NVSHMEM_SYMMETRIC_SIZE=${NVSHMEM_SYMMETRIC_SIZE:-2G}
 export MGG_WORKER_TIMEOUT=${MGG_WORKER_TIMEOUT:-180}  # one torchrun worker of the tests
+# the extension's rpath names the NVSHMEM wheel of the machine that built it: here, this Python's
+LD_LIBRARY_PATH="$($PY -c 'import nvidia.nvshmem as n; print(n.__path__[0] + "/lib")' 2>/dev/null)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH
 export MGG_GRAPH_CACHE=${MGG_GRAPH_CACHE:-/tmp/mgg-graphs}
 SCALE=${MGG_STAGE_SCALE:-1}
+KERNEL_GRAPHS="rmat-reddit rmat-products"
 status=0
+graph_pids=()
 
 stage() {  # stage NAME SECONDS CMD...
   local name=$1 secs=$2
@@ -34,11 +45,18 @@ stage() {  # stage NAME SECONDS CMD...
   secs=$(awk "BEGIN {print int($secs * $SCALE)}")
   echo "== $name (timeout ${secs}s): $*" | tee -a "$OUT/stages.txt"
   local t0=$SECONDS
-  timeout -k 10 "$secs" "$@" >"$OUT/$name.log" 2>&1
+  # a child bash, so that a stage can be one of the functions below (exported before the stages run)
+  timeout -k 10 "$secs" bash -c '"$@"' "$name" "$@" >"$DEST/running.log" 2>&1
   local rc=$?
+  mv "$DEST/running.log" "$OUT/$name.log"
   echo "== $name: exit $rc after $((SECONDS - t0)) s$([ $rc -eq 124 ] && echo ' (timed out)')" | tee -a "$OUT/stages.txt"
   tail -n 12 "$OUT/$name.log"
   [ $rc -eq 0 ] || status=1
+  pack
+}
+
+pack() {  # the work folder into $DEST/results.tgz, replaced atomically
+  tar -czf "$DEST/results.tgz.tmp" -C "$OUT" . && mv "$DEST/results.tgz.tmp" "$DEST/results.tgz"
 }
 
 versions() {
@@ -69,6 +87,29 @@ deps() {  # the carried wheels (make gpu-wheels) of what the image lacks, withou
   $PY -c "import nvshmem.core as c; print('nvshmem4py', c.get_version())"
 }
 
+tag() {  # the results' tag: the GPU's short name ("NVIDIA H200" -> h200)
+  nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | awk '{print tolower($NF)}' | tr -cd 'a-z0-9-'
+}
+TAG=${MGG_TAG:-$(tag)}
+TAG=${TAG:-gpu}
+
+graphs() {  # the kernel stage's graphs into $MGG_GRAPH_CACHE, in the background (CPU only)
+  local g
+  for g in $KERNEL_GRAPHS; do
+    $PY -c "import sys, bench.cache as c; g, t = c.graph(sys.argv[1]); print(sys.argv[1], g.num_nodes, g.num_edges, f'{t:.1f} s')" \
+      "$g" >"$OUT/graphs-$g.log" 2>&1 &
+    graph_pids+=($!)
+  done
+  echo "generating $KERNEL_GRAPHS in the background: pids ${graph_pids[*]}"
+}
+
+wait_graphs() {
+  local p
+  for p in "${graph_pids[@]}"; do wait "$p"; done
+  cat "$OUT"/graphs-*.log 2>/dev/null
+  graph_pids=()
+}
+
 so_name() { $PY -c "import importlib.machinery as m; print('mgg/_C' + m.EXTENSION_SUFFIXES[0])"; }
 so_tag() { $PY -c "import sys, torch; print(f'cp{sys.version_info[0]}{sys.version_info[1]}-torch{torch.__version__.split(\"+\")[0]}')"; }
 
@@ -76,7 +117,7 @@ build() {  # unpack a carried build of this Python and torch, else compile and l
   local so gz
   so=$(so_name)
   gz="mgg_C-$(so_tag)-sm${TORCH_CUDA_ARCH_LIST//[.; ]/}.so.gz"
-  for d in gpu "$OUT"; do
+  for d in gpu "$DEST"; do
     if [ -f "$d/$gz" ]; then
       echo "using the carried build $d/$gz"
       gunzip -c "$d/$gz" >"$so" || return 1
@@ -87,7 +128,7 @@ build() {  # unpack a carried build of this Python and torch, else compile and l
   done
   echo "no carried $gz: compiling ($MAX_JOBS jobs, archs $TORCH_CUDA_ARCH_LIST)"
   $PY setup.py -q build_ext --inplace -j "$MAX_JOBS" || return 1
-  gzip -1 -c "$so" >"$OUT/$gz" && cp mgg/_build.py "$OUT/${gz%.so.gz}-build.py" && ls -la "$OUT/$gz"
+  gzip -1 -c "$so" >"$DEST/$gz" && cp mgg/_build.py "$DEST/${gz%.so.gz}-build.py" && ls -la "$DEST/$gz"
   $PY -c "import mgg._C as c; print('mgg._C with_cuda', c.with_cuda, 'with_nvshmem', c.with_nvshmem)"
 }
 
@@ -110,30 +151,60 @@ ncu_counters() {  # Nsight Compute's counterparts of bench.counters' columns (th
     --log-file "$OUT/ncu-log.txt" $PY -m bench.sanitize_case >"$OUT/ncu.csv"
 }
 
+export PY OUT DEST TAG
+export -f versions deps so_name so_tag build sanitize ncu_counters ncu_kernel
+
+ncu_kernel() {  # Nsight Compute on one kernel-stage case, mgg's kernels beside cuSPARSE's: what
+  # the kernel stage's ratios need explained (occupancy, memory throughput, stall reasons)
+  local ncu
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  [ -x "$ncu" ] || { echo "no ncu (Nsight Compute) here"; return 3; }
+  "$ncu" --clock-control none --kernel-name-base demangled --kernel-name "regex:aggregate_|[Cc]srmm|[Ss]p[Mm][Mm]" \
+    --launch-count 6 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section SchedulerStats --export "$OUT/ncu-kernel" --force-overwrite \
+    $PY -m bench kernel --graphs rmat-reddit --dims 64 --impls mgg torch.sparse --kernel-tuned off --warmup 0 \
+    --reps 20 --out "$OUT/ncu-run" --quiet || return 1
+  "$ncu" --import "$OUT/ncu-kernel.ncu-rep" --csv --page details >"$OUT/ncu-kernel.csv"
+}
+
 PYTEST="$PY -m pytest -q -p no:cacheprovider --timeout=300"
 for s in "$@"; do
   case $s in
     versions) stage versions 60 versions ;;
     deps) stage deps 60 deps ;;
     build) stage build 420 build ;;
-    cuda) stage cuda 300 $PYTEST -m gpu tests/core/test_op.py tests/kernels/test_cuda.py tests/nn/test_gat.py --junitxml="$OUT/cuda.xml" ;;
+    cuda) stage cuda 300 $PYTEST -m gpu tests/core/test_op.py tests/core/test_attend.py tests/kernels/test_cuda.py \
+      --junitxml="$OUT/cuda.xml" ;;
+    graphs) graphs ;;
     nvshmem-one) stage nvshmem-one 180 $PYTEST tests/distributed/test_nvshmem.py -k "2 and cora and match_single" ;;
-    nvshmem) stage nvshmem 420 $PYTEST tests/distributed/test_nvshmem.py --junitxml="$OUT/nvshmem.xml" ;;
+    # the whole file ran past 369 s on an H200 (about 19 s a torchrun): three stages
+    nvshmem-a) stage nvshmem-a 300 $PYTEST tests/distributed/test_nvshmem.py \
+      -k "pes_on_one_gpu_match or deterministic or halo" --junitxml="$OUT/nvshmem-a.xml" ;;
+    nvshmem-b) stage nvshmem-b 300 $PYTEST tests/distributed/test_nvshmem.py -k "read_once" \
+      --junitxml="$OUT/nvshmem-b.xml" ;;
+    nvshmem-c) stage nvshmem-c 200 $PYTEST tests/distributed/test_nvshmem.py -k "with_a_partition" \
+      --junitxml="$OUT/nvshmem-c.xml" ;;
     memcheck | racecheck | synccheck) stage "$s" 300 sanitize "$s" ;;
     ncu) stage ncu 300 ncu_counters ;;
-    kernel) stage kernel 480 $PY -m bench kernel --graphs rmat-reddit rmat-products --dims 16 64 128 256 \
-      --impls mgg torch.sparse cupy --budget-s 420 --out "$OUT" --tag h100 --quiet ;;
+    ncu-kernel)
+      wait_graphs
+      stage ncu-kernel 300 ncu_kernel ;;
+    kernel)
+      wait_graphs
+      # shellcheck disable=SC2086
+      stage kernel 480 $PY -m bench kernel --graphs $KERNEL_GRAPHS --dims 16 64 128 256 \
+        --impls mgg torch.sparse --budget-s 420 --out "$OUT" --tag "$TAG" --quiet ;;
     tune) stage tune 540 $PY -m bench tune --graphs rmat-reddit rmat-products rmat:2000000:40000000 --dims 64 \
-      --pes 2 4 --budget-s 480 --out "$OUT" --tag h100 --quiet ;;
+      --pes 2 4 --budget-s 480 --out "$OUT" --tag "$TAG" --quiet ;;
     dist) stage dist 540 $PY -m bench dist --graphs rmat-reddit:scale=0.25 rmat-products:scale=0.25 --dims 64 \
-      --pes 1 2 4 --budget-s 480 --worker-timeout 200 --out "$OUT" --tag h100 --quiet ;;
+      --pes 1 2 4 --budget-s 480 --worker-timeout 200 --out "$OUT" --tag "$TAG" --quiet ;;
     dlrm) stage dlrm 420 $PY -m bench dlrm --dims 16 64 --pes 2 4 --budget-s 360 --worker-timeout 150 \
-      --out "$OUT" --tag h100 --quiet ;;
+      --out "$OUT" --tag "$TAG" --quiet ;;
     scaling)
       stage scaling 420 $PY -m bench scaling --graphs rmat-reddit rmat-products --dims 64 --pes 1 2 3 4 6 8 \
-        --budget-s 360 --out "$OUT" --tag h100-scaling --quiet
+        --budget-s 360 --out "$OUT" --tag "$TAG-scaling" --quiet
       for g in rmat-reddit rmat-products; do
-        stage "project-$g" 120 $PY -m bench.project "$(ls -t "$OUT"/scaling-*h100-scaling*.csv | head -1)" \
+        stage "project-$g" 120 $PY -m bench.project "$(ls -t "$OUT"/scaling-*"$TAG"-scaling*.csv | head -1)" \
           --graph $g --dim 64
       done ;;
     *) echo "unknown stage $s"; status=1 ;;
