@@ -54,7 +54,10 @@ def managed_table(t: torch.Tensor, device=None, prefetch: bool = True) -> torch.
     with cupy.cuda.Device(device.index):
         mem = cupy.cuda.malloc_managed(max(t.numel() * t.element_size(), 1))
         arr = cupy.ndarray((t.numel() * t.element_size(),), dtype=cupy.uint8, memptr=mem)
-        out = torch.from_dlpack(arr).view(t.dtype).view(t.shape)  # DLPack keeps `mem` alive
+        # through __cuda_array_interface__, which keeps `arr` (and so `mem`) alive: cupy exports
+        # managed memory over DLPack as kDLCUDAManaged, which torch 2.11's from_dlpack refuses
+        # ("Unsupported device_type: 13", seen on an H200)
+        out = torch.as_tensor(arr, device=device).view(t.dtype).view(t.shape)
         if prefetch:
             rt = cupy.cuda.runtime
             rt.memAdvise(mem.ptr, mem.mem.size, rt.cudaMemAdviseSetPreferredLocation, device.index)
