@@ -81,6 +81,12 @@ def parser():
     ap.add_argument("--flush-l2", action="store_true", help="flush the GPU L2 cache before each repetition")
     ap.add_argument("--tune-budget", type=int, default=15)
     ap.add_argument(
+        "--kernel-tuned",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="kernel suite: also time mgg at the config the tuner finds (auto: on a GPU)",
+    )
+    ap.add_argument(
         "--budget-s",
         type=float,
         default=None,
@@ -164,6 +170,7 @@ def main(argv=None) -> int:
             flush_l2=args.flush_l2,
             data_dir=args.data_dir,
             tune_budget=args.tune_budget,
+            kernel_tuned={"auto": None, "on": True, "off": False}[args.kernel_tuned],
             progress=not args.quiet,
             budget_s=args.budget_s,
             worker_timeout_s=args.worker_timeout,

@@ -42,6 +42,7 @@ class Options:
     flush_l2: bool = False
     data_dir: Optional[str] = None
     tune_budget: int = 15
+    kernel_tuned: Optional[bool] = None  # the kernel suite also times mgg at the tuned config (None: on a GPU)
     progress: bool = True
     copy_gbps: float = float("nan")
     budget_s: Optional[float] = None  # per suite

@@ -1,6 +1,7 @@
 """CI smoke test of the harness: every suite that runs without a GPU, on tiny graphs."""
 
 import csv
+import dataclasses
 import os
 import subprocess
 import sys
@@ -410,6 +411,39 @@ def test_plans_are_shared_across_dims_and_tune_evicts(monkeypatch, tmp_path):
     assert any(r["impl"] == "grid" for r in rows)
     for _, p in cache._PLANS.values():
         assert len(p._plans) <= 2  # the best so far and at most one other schedule stay
+
+
+def test_kernel_suite_times_mgg_at_the_tuned_config_too(monkeypatch, tmp_path):
+    """With kernel_tuned, the kernel suite tunes mgg per (graph, dim), checks the tuned config's
+    result and times it as impl mgg-tuned with the chosen config; the summary compares both mgg
+    rows with the peers, never mgg with its own tuned variant."""
+    from bench import cache, report, suites
+    from bench.budget import Budget
+    from mgg.runtime.limits import PS_STEPS
+
+    monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path))
+    monkeypatch.setattr(cache, "_PLANS", {})
+    opt = suites.Options(
+        device=torch.device("cpu"),
+        graphs=["rmat:800:6000"],
+        dims=[16],
+        impls=["mgg", "torch.sparse"],
+        reps=20,
+        warmup=1,
+        progress=False,
+        tune_budget=3,
+        kernel_tuned=True,
+        budget=Budget(None),
+    )
+    rows = list(suites.kernel(opt))
+    assert not opt.wrong
+    tuned = [r for r in rows if r["impl"] == "mgg-tuned"]
+    assert [r["pass"] for r in tuned] == ["fwd", "bwd"]
+    assert all(int(r["ps"]) in PS_STEPS or int(r["ps"]) == 0 for r in tuned)
+    sp = report.speedups(rows, "kernel", "mgg")
+    assert set(sp) == {"torch.sparse"}  # mgg-tuned is not one of mgg's peers
+    assert set(report.speedups(rows, "kernel", "mgg-tuned")) == {"torch.sparse"}
+    assert not [r for r in suites.kernel(dataclasses.replace(opt, kernel_tuned=False)) if r["impl"] == "mgg-tuned"]
 
 
 def _one_edge_dropped(g, row):
