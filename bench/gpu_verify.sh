@@ -4,7 +4,7 @@
 # build`; `build` compiles once and leaves the gzipped extension in what comes back ($OUT), and later calls carry
 # it back (carry: ["gpu"], after copying it into ./gpu/ here) and only unpack it:
 #
-#   A  bash bench/gpu_verify.sh versions deps build graphs cuda kernel ncu-kernel
+#   A  bash bench/gpu_verify.sh versions deps build graphs bad-schedule cuda kernel ncu-kernel
 #   B  bash bench/gpu_verify.sh versions deps build memcheck nvshmem-a
 #   later: nvshmem-b nvshmem-c racecheck synccheck ncu scaling dist tune
 #
@@ -152,7 +152,17 @@ ncu_counters() {  # Nsight Compute's counterparts of bench.counters' columns (th
 }
 
 export PY OUT DEST TAG
-export -f versions deps so_name so_tag build sanitize ncu_counters ncu_kernel
+export -f versions deps so_name so_tag build sanitize ncu_counters ncu_kernel bad_schedule
+
+bad_schedule() {  # the case that crashed the first GPU run (a host SIGSEGV in the op, with the build compiled
+  # on the GPU machine), alone: with the native stack under cuda-gdb if it crashes again
+  local t="tests/kernels/test_cuda.py::test_bad_schedule_is_an_error_on_the_gpu[cuda]"
+  TORCH_SHOW_CPP_STACKTRACES=1 $PY -X faulthandler -m pytest -q -p no:cacheprovider "$t" && return 0
+  command -v cuda-gdb >/dev/null || return 1
+  echo "== failed or crashed: again under cuda-gdb for the native stack"
+  cuda-gdb -q -batch -ex run -ex bt --args $PY -m pytest -q -p no:cacheprovider "$t"
+  return 1
+}
 
 ncu_kernel() {  # Nsight Compute on one kernel-stage case, mgg's kernels beside cuSPARSE's: what
   # the kernel stage's ratios need explained (occupancy, memory throughput, stall reasons)
@@ -176,6 +186,7 @@ for s in "$@"; do
     cuda) stage cuda 300 $PYTEST -m gpu tests/core/test_op.py tests/core/test_attend.py tests/kernels/test_cuda.py \
       --junitxml="$OUT/cuda.xml" ;;
     graphs) graphs ;;
+    bad-schedule) stage bad-schedule 180 bad_schedule ;;
     nvshmem-one) stage nvshmem-one 180 $PYTEST tests/distributed/test_nvshmem.py -k "2 and cora and match_single" ;;
     # the whole file ran past 369 s on an H200 (about 19 s a torchrun): three stages
     nvshmem-a) stage nvshmem-a 300 $PYTEST tests/distributed/test_nvshmem.py \
