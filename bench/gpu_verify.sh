@@ -35,7 +35,7 @@ LD_LIBRARY_PATH="$($PY -c 'import nvidia.nvshmem as n; print(n.__path__[0] + "/l
 export LD_LIBRARY_PATH
 export MGG_GRAPH_CACHE=${MGG_GRAPH_CACHE:-/tmp/mgg-graphs}
 SCALE=${MGG_STAGE_SCALE:-1}
-KERNEL_GRAPHS="rmat-reddit rmat-products"
+KERNEL_GRAPHS=${MGG_KERNEL_GRAPHS:-"rmat-reddit rmat-products"}  # the kernel stage's graphs
 status=0
 graph_pids=()
 
@@ -97,7 +97,7 @@ graphs() {  # the kernel stage's graphs into $MGG_GRAPH_CACHE, in the background
   local g
   for g in $KERNEL_GRAPHS; do
     $PY -c "import sys, bench.cache as c; g, t = c.graph(sys.argv[1]); print(sys.argv[1], g.num_nodes, g.num_edges, f'{t:.1f} s')" \
-      "$g" >"$OUT/graphs-$g.log" 2>&1 &
+      "$g" >"$OUT/graphs-${g//[^A-Za-z0-9._-]/_}.log" 2>&1 &
     graph_pids+=($!)
   done
   echo "generating $KERNEL_GRAPHS in the background: pids ${graph_pids[*]}"
@@ -151,8 +151,6 @@ ncu_counters() {  # Nsight Compute's counterparts of bench.counters' columns (th
     --log-file "$OUT/ncu-log.txt" $PY -m bench.sanitize_case >"$OUT/ncu.csv"
 }
 
-export PY OUT DEST TAG
-export -f versions deps so_name so_tag build sanitize ncu_counters ncu_kernel bad_schedule
 
 bad_schedule() {  # the case that crashed the first GPU run (a host SIGSEGV in the op, with the build compiled
   # on the GPU machine), alone: with the native stack under cuda-gdb if it crashes again
@@ -164,18 +162,26 @@ bad_schedule() {  # the case that crashed the first GPU run (a host SIGSEGV in t
   return 1
 }
 
-ncu_kernel() {  # Nsight Compute on one kernel-stage case, mgg's kernels beside cuSPARSE's: what
-  # the kernel stage's ratios need explained (occupancy, memory throughput, stall reasons)
-  local ncu
+ncu_kernel() {  # Nsight Compute on one kernel-stage case, mgg's kernels and then cuSPARSE's (one run
+  # each, so that mgg's many launches do not use up the count): what the kernel stage's ratios need
+  # explained (occupancy, memory throughput, stall reasons)
+  local ncu impl regex
   ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   [ -x "$ncu" ] || { echo "no ncu (Nsight Compute) here"; return 3; }
-  "$ncu" --clock-control none --kernel-name-base demangled --kernel-name "regex:aggregate_|[Cc]srmm|[Ss]p[Mm][Mm]" \
-    --launch-count 6 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-    --section MemoryWorkloadAnalysis --section SchedulerStats --export "$OUT/ncu-kernel" --force-overwrite \
-    $PY -m bench kernel --graphs rmat-reddit --dims 64 --impls mgg torch.sparse --kernel-tuned off --warmup 0 \
-    --reps 20 --out "$OUT/ncu-run" --quiet || return 1
-  "$ncu" --import "$OUT/ncu-kernel.ncu-rep" --csv --page details >"$OUT/ncu-kernel.csv"
+  for impl in mgg torch.sparse; do
+    regex="aggregate_"
+    [ "$impl" = mgg ] || regex="[Cc]usparse|[Cc]srmm|[Ss]p[Mm][Mm]"
+    "$ncu" --clock-control none --kernel-name-base demangled --kernel-name "regex:$regex" --launch-count 4 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section MemoryWorkloadAnalysis --section SchedulerStats --export "$OUT/ncu-$impl" --force-overwrite \
+      $PY -m bench kernel --graphs rmat-reddit --dims 64 --impls "$impl" --kernel-tuned off --warmup 0 \
+      --reps 20 --out "$OUT/ncu-run" --quiet || return 1
+    "$ncu" --import "$OUT/ncu-$impl.ncu-rep" --csv --page details >"$OUT/ncu-$impl.csv" || return 1
+  done
 }
+
+export PY OUT DEST TAG
+export -f versions deps so_name so_tag build sanitize ncu_counters ncu_kernel bad_schedule
 
 PYTEST="$PY -m pytest -q -p no:cacheprovider --timeout=300"
 for s in "$@"; do
