@@ -6,7 +6,7 @@
 #
 #   A  bash bench/gpu_verify.sh versions deps build graphs bad-schedule cuda kernel ncu-kernel
 #   B  bash bench/gpu_verify.sh versions deps build memcheck nvshmem-a
-#   later: nvshmem-b nvshmem-c racecheck synccheck ncu scaling dist tune
+#   later: nvshmem-b nvshmem-c accuracy train-dist racecheck synccheck ncu scaling dist tune
 #
 # `graphs` generates the kernel stage's graphs into the cache in the background, one process a
 # graph, while the stages after it run; `kernel` waits for them first.
@@ -201,6 +201,15 @@ for s in "$@"; do
       --junitxml="$OUT/nvshmem-b.xml" ;;
     nvshmem-c) stage nvshmem-c 200 $PYTEST tests/distributed/test_nvshmem.py -k "with_a_partition" \
       --junitxml="$OUT/nvshmem-c.xml" ;;
+    # Cora on the GPU: mgg's layers against PyG's (5 seeds, each model's protocol), then 2 PEs on the
+    # one GPU under torchrun with each backend (issue 29: reaches the one-process accuracy)
+    accuracy) stage accuracy 300 $PY -m bench.accuracy --dataset cora --device cuda --seeds 5 --out "$OUT" \
+      --tag "$TAG" --quiet ;;
+    train-dist)
+      for b in nvshmem halo; do
+        stage "train-$b" 180 $PY -m torch.distributed.run --standalone --nproc-per-node 2 -m mgg train \
+          --dataset cora --device cuda --backend "$b" --seeds 3 --quiet
+      done ;;
     memcheck | racecheck | synccheck) stage "$s" 300 sanitize "$s" ;;
     ncu) stage ncu 300 ncu_counters ;;
     ncu-kernel)
