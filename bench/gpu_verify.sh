@@ -6,8 +6,8 @@
 # build, 17.7 MB, is over the 16 MiB a returned file may have):
 #
 #   A  bash bench/gpu_verify.sh versions deps build graphs bad-schedule cuda kernel ncu-kernel
-#   B  bash bench/gpu_verify.sh versions deps build memcheck nvshmem-a
-#   later: nvshmem-b nvshmem-c accuracy train-dist racecheck synccheck ncu scaling dist tune
+#   B  bash bench/gpu_verify.sh versions deps build graphs tune-one memcheck
+#   later: nvshmem-a nvshmem-b nvshmem-c accuracy train-dist racecheck synccheck ncu scaling dist tune
 #
 # `graphs` generates the kernel stage's graphs into the cache in the background, one process a
 # graph, while the stages after it run; `kernel` waits for them first.
@@ -221,6 +221,11 @@ for s in "$@"; do
       # shellcheck disable=SC2086
       stage kernel 480 $PY -m bench kernel --graphs $KERNEL_GRAPHS --dims 16 64 128 256 \
         --impls mgg torch.sparse --budget-s 420 --out "$OUT" --tag "$TAG" --quiet ;;
+    # one GPU: the tuner against the whole (ps, dist, wpb) grid, the cost of the default config
+    tune-one)
+      wait_graphs
+      stage tune-one 300 $PY -m bench tune --graphs rmat-reddit --dims 16 64 --pes 1 --budget-s 270 --out "$OUT" \
+        --tag "$TAG-one" --quiet ;;
     tune) stage tune 540 $PY -m bench tune --graphs rmat-reddit rmat-products rmat:2000000:40000000 --dims 64 \
       --pes 2 4 --budget-s 480 --out "$OUT" --tag "$TAG" --quiet ;;
     dist) stage dist 540 $PY -m bench dist --graphs rmat-reddit:scale=0.25 rmat-products:scale=0.25 --dims 64 \
