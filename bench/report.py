@@ -319,15 +319,18 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = (), wrong: tupl
             else:
                 v["search"].append((c, ms))
     if tu:
+        from mgg import Config
+
+        default = Config().as_tuple()[:3]
         lines += [
             "## tune: the tuner against the exhaustive grid",
             "",
             "The tuner's choice is its fastest measured config; gap and gain take that config's time in the "
             "grid's run (one run for every config); `to 5%`: the first iteration whose config is within 5% "
-            "of the grid's best.",
+            f"of the grid's best; `default`: the default config {default} against the grid's best.",
             "",
-            "| graph | D | PEs | iterations | to 5% | choice | grid best ms | gap | gain over (1,1,1) |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| graph | D | PEs | iterations | to 5% | choice | grid best ms | gap | gain over (1,1,1) | default |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for (g, d, p), v in tu.items():
             s, gr = v["search"], v["grid"]
@@ -338,9 +341,10 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = (), wrong: tupl
             at = gr.get(choice, ms)
             first = next((str(i + 1) for i, (c, _) in enumerate(s) if gr.get(c, math.inf) <= 1.05 * best), "-")
             gain = f"{(1 - at / gr[(1, 1, 1)]) * 100:.1f}%" if (1, 1, 1) in gr else "-"
+            slow = f"{gr[default] / best:.2f}x the best" if default in gr else "-"
             lines.append(
                 f"| {g} | {d} | {p} | {len(s)} | {first} | {choice} | {best:.3f} | "
-                f"{(at / best - 1) * 100:.1f}% | {gain} |"
+                f"{(at / best - 1) * 100:.1f}% | {gain} | {slow} |"
             )
         lines.append("")
     ld = [r for r in rows if r["suite"] == "load" and r["pass"] == "load"]

@@ -446,6 +446,26 @@ def test_kernel_suite_times_mgg_at_the_tuned_config_too(monkeypatch, tmp_path):
     assert not [r for r in suites.kernel(dataclasses.replace(opt, kernel_tuned=False)) if r["impl"] == "mgg-tuned"]
 
 
+def test_tune_summary_states_what_the_default_config_costs():
+    """The tune table gives, beside the tuner's gap, the default config's time against the grid's
+    best (the H200's kernel suite ran at the default; this is what it cost)."""
+    from bench import report
+    from mgg import Config
+
+    def row(impl, c, ms):
+        r = dict.fromkeys(COLUMNS, "")
+        r.update(suite="tune", case="g/d64/p1", graph="g", dim=64, pes=1, impl=impl, median_ms=ms)
+        r.update({"pass": "fwd", "ps": c[0], "dist": c[1], "wpb": c[2], "prep_s": 0.0})
+        return r
+
+    default = Config().as_tuple()[:3]
+    grid = {(1, 1, 1): 8.0, default: 6.0, (32, 8, 4): 2.0}
+    rows = [row("grid", c, ms) for c, ms in grid.items()] + [row("mgg-tuner", (32, 8, 4), 2.1)]
+    md = report.summary(rows, 1.0)
+    line = next(x for x in md.splitlines() if x.startswith("| g | 64 | 1 |"))
+    assert line.endswith("| 75.0% | 3.00x the best |"), line  # gain over (1,1,1), then the default's cost
+
+
 def _one_edge_dropped(g, row):
     """g without the first edge of `row`."""
     from mgg import Graph
