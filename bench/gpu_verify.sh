@@ -7,7 +7,7 @@
 #
 #   A  bash bench/gpu_verify.sh versions deps build graphs bad-schedule cuda kernel ncu-kernel
 #   B  bash bench/gpu_verify.sh versions deps build graphs tune-one memcheck
-#   later: nvshmem-a nvshmem-b nvshmem-c accuracy train-dist racecheck synccheck ncu scaling dist tune
+#   later: kernel-bf16 nvshmem-a nvshmem-b nvshmem-c accuracy train-dist racecheck synccheck ncu scaling dist tune
 #
 # `graphs` generates the kernel stage's graphs into the cache in the background, one process a
 # graph, while the stages after it run; `kernel` waits for them first.
@@ -221,6 +221,12 @@ for s in "$@"; do
       # shellcheck disable=SC2086
       stage kernel 480 $PY -m bench kernel --graphs $KERNEL_GRAPHS --dims 16 64 128 256 \
         --impls mgg torch.sparse --budget-s 420 --out "$OUT" --tag "$TAG" --quiet ;;
+    # bf16 storage, fp32 accumulation (issue 29: against the kernel stage's cuSPARSE fp32 times)
+    kernel-bf16)
+      wait_graphs
+      # shellcheck disable=SC2086
+      stage kernel-bf16 420 $PY -m bench kernel --graphs $KERNEL_GRAPHS --dims 64 128 256 --dtype bfloat16 \
+        --impls mgg torch.sparse --budget-s 360 --out "$OUT" --tag "$TAG-bf16" --quiet ;;
     # one GPU: the tuner against the whole (ps, dist, wpb) grid, the cost of the default config
     tune-one)
       wait_graphs

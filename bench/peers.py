@@ -13,6 +13,7 @@ last always): a hub of 300k edges at D = 256 is checked in about a second."""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -69,11 +70,25 @@ def _matrices(graph: Graph, dtype: torch.dtype, device: torch.device):
     return _MATRICES[key][1:]
 
 
-def prepare_torch_sparse(graph: Graph, x: torch.Tensor, **_) -> Prepared:
-    """torch.sparse.mm on CSR (cuSPARSE on a GPU); backward is A^T @ grad, as autograd does it."""
+def prepare_torch_sparse(graph: Graph, x: torch.Tensor, **_) -> Optional[Prepared]:
+    """torch.sparse.mm on CSR (cuSPARSE on a GPU); backward is A^T @ grad, as autograd does it.
+    None where the backend has no kernel for x's dtype (bf16 on the CPU's MKL path)."""
+    if not _sparse_mm_supports(x.dtype, x.device):
+        return None
     a, at = _matrices(graph, x.dtype, x.device)
     g = torch.randn_like(x)
     return Prepared(lambda: torch.sparse.mm(a, x), lambda: torch.sparse.mm(at, g), g)
+
+
+@functools.lru_cache(maxsize=None)
+def _sparse_mm_supports(dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether torch.sparse.mm has a CSR x dense kernel for dtype on device (a 1 x 1 probe)."""
+    one = torch.ones(1, 1, dtype=dtype, device=device)
+    try:
+        torch.sparse.mm(one.to_sparse_csr(), one)
+    except (NotImplementedError, RuntimeError):
+        return False
+    return True
 
 
 def prepare_cupy(graph: Graph, x: torch.Tensor, **_) -> Optional[Prepared]:

@@ -446,6 +446,31 @@ def test_kernel_suite_times_mgg_at_the_tuned_config_too(monkeypatch, tmp_path):
     assert not [r for r in suites.kernel(dataclasses.replace(opt, kernel_tuned=False)) if r["impl"] == "mgg-tuned"]
 
 
+def test_a_peer_without_a_kernel_for_the_dtype_is_left_out_not_a_crash(monkeypatch, tmp_path):
+    """torch.sparse has no CSR x dense kernel for bf16 on the CPU: the kernel suite times mgg and
+    leaves that peer out instead of ending on NotImplementedError."""
+    from bench import suites
+    from bench.budget import Budget
+    from bench.peers import _sparse_mm_supports
+
+    monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path))
+    cpu = torch.device("cpu")
+    assert _sparse_mm_supports(torch.float32, cpu) and not _sparse_mm_supports(torch.bfloat16, cpu)
+    opt = suites.Options(
+        device=cpu,
+        graphs=["rmat:800:6000"],
+        dims=[16],
+        dtype=torch.bfloat16,
+        impls=["mgg", "torch.sparse"],
+        reps=20,
+        warmup=1,
+        progress=False,
+        budget=Budget(None),
+    )
+    rows = list(suites.kernel(opt))
+    assert {(r["impl"], r["pass"]) for r in rows} == {("mgg", "fwd"), ("mgg", "bwd")} and not opt.wrong
+
+
 def test_tune_summary_states_what_the_default_config_costs():
     """The tune table gives, beside the tuner's gap, the default config's time against the grid's
     best (the H200's kernel suite ran at the default; this is what it cost)."""
