@@ -5,12 +5,18 @@
 # included, where nvcc exists) against the newest torch. Then the import must work if that is
 # the same torch, and otherwise fail with mgg's one-line message, never an undefined symbol.
 # Where nvcc exists, that build must have its CUDA kernels (.ci/check_cuda_build.sh).
+# Disk: two CUDA builds of torch (about 5.5 GB each: the venv's and the build environment's) and
+# the newest one's wheels (about 2 GB) at the peak; pip's cache is off so that those wheels are not
+# kept, and the venv goes whether the check passes or fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
 TORCH=${TORCH:-$(sed -n 's/^TORCH *?= *//p' Makefile)}
+export PIP_NO_CACHE_DIR=1
 VENV=$(mktemp -d)/venv
+trap 'rm -rf "$(dirname "$VENV")"' EXIT
 start=$(date +%s)
+echo "install_check: free disk where pip builds: $(df -h --output=avail "${TMPDIR:-/tmp}" | tail -n 1 | tr -d ' ')"
 $PY -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
 "$VENV/bin/pip" install -q "$TORCH"
@@ -35,5 +41,4 @@ else
   echo "$out" | tail -n 1
   echo "$out" | tail -n 1 | grep -qx "ImportError: mgg was built for torch $built but torch $have is installed: reinstall mgg with \`pip install --no-build-isolation .\` in this environment"
 fi
-rm -rf "$(dirname "$VENV")"
 echo "install_check: passed in $(( $(date +%s) - start ))s"
