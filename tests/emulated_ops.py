@@ -138,11 +138,11 @@ def _after(offset: int, t: torch.Tensor) -> torch.Tensor:
 
 
 def aggregate_extreme(
-    folder: Path, plan: Plan, x: torch.Tensor, config: Config, reduce: str, seed: int = 0
+    folder: Path, plan: Plan, x: torch.Tensor, config: Config, reduce: str, seed: int = 0, counters: bool = False
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Max or min over every rank of `plan` by the emulated kernel of kernels/extreme_kernel.cuh
     (the runner, under ASan/UBSan), remote rows from each rank's halo table, scheduled by `seed`:
-    per rank (out, arg), arg indexing that rank's [own rows | halo rows]."""
+    per rank (out, arg), arg indexing that rank's [own rows | halo rows]. counters: as aggregate's."""
     b = plan.bounds
     folders, shapes = [], []
     for r in range(plan.num_ranks):
@@ -157,6 +157,8 @@ def aggregate_extreme(
             source="table",
             **_step_values(rp, s, params, x, seed),
         )
+        if counters:
+            values["counters"] = 1
         arrays = {k: s[k] for k in ("local_rowptr", "local_col", "remote_rowptr", "remote_col", "blocks", "fixups")}
         arrays.update(table=own, remote_table=x[torch.from_numpy(rp.shard.halo_nodes)].contiguous())
         folders.append(emulator.write_case(folder / f"rank{r}", values, arrays))

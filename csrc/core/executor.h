@@ -76,7 +76,7 @@ void execute_blocks(const PlanPart<acc_t>& local, const LocalSource& lsrc, const
     const int64_t rows = blk[kRowEnd] - blk[kRowBegin];
     std::fill(slots, slots + rows * width, acc_t(0));
     auto add = [&](const PlanPart<acc_t>& p, PartWalk& walk, const auto& src) {
-      const Partition q = walk.next();
+      const Partition q = walk.next(p.rowptr, s.ps);
       accumulate_edges<scalar_t>(p, q.begin, q.end, src, slots + (q.row - blk[kRowBegin]) * width, d_begin, width);
     };
     for (int64_t w = 0; w < s.wpb; ++w) {

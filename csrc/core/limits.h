@@ -12,11 +12,12 @@ constexpr int64_t kPsMin = 1, kPsMax = 32;
 constexpr int64_t kDistMin = 1, kDistMax = 16;
 constexpr int64_t kWpbMin = 1, kWpbMax = 16;
 
-// The kernels' shape: lanes own feature columns, kMaxPerLane of them each, so one grid.y slice
-// covers at most kMaxTile columns; a warp stages kChunk edges (one per lane) at a time, which is
-// also the most rows of a warp's landing buffer for NVSHMEM gets. Where every row a launch reads
-// starts on a kVecBytes boundary, a lane reads kVecBytes of a row per load (4 fp32 or 8
-// fp16/bf16 columns: one 16-byte vector load), otherwise one column per load.
+// The kernels' shape: lanes own feature columns, at most kMaxPerLane of them each, so one grid.y
+// slice covers at most kMaxTile columns; the summing kernels hold kVecBytes of a row per lane (4
+// fp32 or 8 fp16/bf16 columns: launch_shape.h's max_tile_columns). A warp stages kChunk edges
+// (one per lane) at a time, which is also the most rows of a warp's landing buffer for NVSHMEM
+// gets. Where every row a launch reads starts on a kVecBytes boundary, a lane reads its columns
+// of a row in one 16-byte vector load, otherwise one column per load.
 constexpr int kWarp = 32;
 constexpr int kMaxPerLane = 8;
 constexpr int kVecBytes = 16;

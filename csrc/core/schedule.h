@@ -63,44 +63,51 @@ struct BasicPartition {
   Index row, begin, end;
 };
 
-// Walks partitions [k, k_end) of one part in order, starting from a row whose first
-// partition is number `row_first`. Rows without partitions are passed over.
+// Walks partitions [k, k_end) of one part in order, starting from a row whose first partition
+// is number `row_first`. Rows without partitions are passed over. The part's rowptr and ps are
+// passed to each call rather than kept (in the kernels they are launch arguments, and the walk
+// state is registers): five indices.
 template <typename Index>
 class BasicPartWalk {
  public:
   MGG_HOST_DEVICE BasicPartWalk(const int64_t* rowptr, int64_t ps, int64_t row, int64_t row_first, int64_t k,
                                 int64_t k_end)
-      : rowptr_(rowptr),
-        ps_(static_cast<Index>(ps)),
-        row_(static_cast<Index>(row)),
-        first_(static_cast<Index>(row_first)),
-        k_(static_cast<Index>(k)),
-        k_end_(static_cast<Index>(k_end)) {
-    if (k_ < k_end_) load_row();
-  }
-  MGG_HOST_DEVICE bool done() const { return k_ >= k_end_; }
-  // The next partition; call only while !done().
-  MGG_HOST_DEVICE BasicPartition<Index> next() {
-    while (k_ >= first_ + parts_) {
-      first_ += parts_;
+      : row_(static_cast<Index>(row)), remaining_(static_cast<Index>(k < k_end ? k_end - k : 0)) {
+    if (remaining_ == 0) return;
+    Index skip = static_cast<Index>(k - row_first);  // partitions before k, from the start of row
+    load_row(rowptr, ps);
+    while (skip >= left_) {
+      skip -= left_;
       ++row_;
-      load_row();
+      load_row(rowptr, ps);
     }
-    const Index j = k_++ - first_;
-    if (ps_ == 0) return {row_, begin_, end_};
-    const Index b = begin_ + j * ps_;
-    return {row_, b, b + ps_ < end_ ? b + ps_ : end_};
+    left_ -= skip;
+    next_begin_ += skip * static_cast<Index>(ps);  // ps = 0: a row is one partition, skip is 0
+  }
+  MGG_HOST_DEVICE bool done() const { return remaining_ == 0; }
+  // The next partition; call only while !done(), with the rowptr and ps it was made with.
+  MGG_HOST_DEVICE BasicPartition<Index> next(const int64_t* rowptr, int64_t ps) {
+    while (left_ == 0) {
+      ++row_;
+      load_row(rowptr, ps);
+    }
+    const Index b = next_begin_, p = static_cast<Index>(ps);
+    const Index e = p == 0 || end_ - b <= p ? end_ : b + p;
+    next_begin_ = e;
+    --left_;
+    --remaining_;
+    return {row_, b, e};
   }
 
  private:
-  MGG_HOST_DEVICE void load_row() {
-    begin_ = static_cast<Index>(rowptr_[row_]);
-    end_ = static_cast<Index>(rowptr_[row_ + 1]);
-    parts_ = static_cast<Index>(num_parts(end_ - begin_, ps_));
+  MGG_HOST_DEVICE void load_row(const int64_t* rowptr, int64_t ps) {
+    next_begin_ = static_cast<Index>(rowptr[row_]);
+    end_ = static_cast<Index>(rowptr[row_ + 1]);
+    left_ = static_cast<Index>(num_parts(end_ - next_begin_, ps));
   }
-  const int64_t* rowptr_;
-  Index ps_, row_, first_, k_, k_end_;
-  Index begin_ = 0, end_ = 0, parts_ = 0;
+  Index row_, remaining_;           // the row of the next partition; partitions still to walk
+  Index left_ = 0;                  // partitions of row_ not yet walked
+  Index next_begin_ = 0, end_ = 0;  // the next partition's first edge; row_'s end
 };
 
 using Partition = BasicPartition<int64_t>;

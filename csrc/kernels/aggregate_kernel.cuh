@@ -6,17 +6,19 @@
 // block b. Its warps take (local, remote) neighbor-partition pairs at interleave distance dist:
 // each starts the fetch of its remote partition, aggregates its local partition while the fetch
 // is in flight, completes the fetch and aggregates the arrived rows. Lanes own feature columns
-// (a grid.y slice of `tile` columns), kMaxPerLane each, as LaneCols says: runs of 4 fp32 or 8
-// fp16/bf16 consecutive columns, each read with one 16-byte vector load where every row of the
-// launch is 16-byte aligned (and always from an NVSHMEM landing buffer), column by column
-// otherwise. With vector loads, a slice of at most 16 runs is read by lane groups, each taking
-// its own edge, so one warp instruction serves several edges. A warp sums consecutive
-// partitions of one row in registers and adds the run (each lane group its own sums) into the
+// of a grid.y slice of `tile` columns (at most kVecBytes of a row per lane: 4 fp32 or 8
+// fp16/bf16 columns), as LaneCols says: a run of consecutive columns read with one 16-byte
+// vector load where every row the launch reads is 16-byte aligned, otherwise columns 32 apart,
+// one coalesced load each. With vector loads, a slice of at most 16 runs is read by lane
+// groups, each taking its own edge, so one warp instruction serves several edges. A warp sums consecutive partitions of
+// one row (local and remote alike) in one set of registers and adds them (each lane group its own sums) into the
 // block's partial sum of that row in dynamic shared memory (2 * wpb rows x tile floats: MGG
-// eq. 1, plus the warps' landing buffers for NVSHMEM gets) with shared atomics, each lane
-// visiting its run of columns in a rotated order so that the warp's adds hit distinct banks
-// (commit: 1 wavefront per add, 2 at D = 16). The walk over the schedule uses 32-bit
-// indices (KernelWalk; the op checks a step fits, core/limits.h's kMaxKernelIndex).
+// eq. 1, plus the warps' landing buffers for NVSHMEM gets) with shared atomics when it moves
+// to another row, each lane visiting its run of columns in a rotated order so that the warp's
+// adds hit distinct banks (commit: 1 wavefront per add, 2 at D = 16). The walk over the
+// schedule uses 32-bit indices (KernelWalk; the op checks a step fits, core/limits.h's
+// kMaxKernelIndex). Registers: at most 64 per thread on sm_90 with a direct source (kBlocksPerSm),
+// which CI's resource check holds without spills (bench/resources.py).
 // After a block barrier each row of the block is written once, to the output or, for a row cut
 // across blocks, to its scratch slot; aggregate_fixup_kernel then sums a row's slots in order.
 // No output element is read before it is written and no global atomics are used.
@@ -31,6 +33,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "../core/schedule.h"
 #include "api.h"
@@ -44,6 +47,17 @@ constexpr unsigned kFull = 0xffffffffu;
 using KernelPartition = BasicPartition<int32_t>;
 using KernelWalk = BasicPartWalk<int32_t>;
 constexpr int kMaxThreads = static_cast<int>(kWpbMax) * kWarp;  // the widest block a config asks for
+// The blocks kernels' launch bounds with direct sources: kMaxThreads and this many blocks of
+// them per SM, so ptxas keeps each thread within 65536 / (kBlocksPerSm * kMaxThreads) registers:
+// 64 on sm_90 (H100/H200), which these kernels fit without spilling. sm_80's code for the same
+// source needs up to 128, so there 1 (128 registers, no spill). The NVSHMEM-get variants inline
+// NVSHMEM's get (its peer copy and its proxy path: 110-128 registers), so they keep 1 block
+// (bench/resources.py lists every kernel's registers and spills; CI fails on a new spill).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr int kBlocksPerSm = 1;
+#else
+constexpr int kBlocksPerSm = 2;
+#endif
 
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
@@ -63,6 +77,32 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+// The kVecBytes / sizeof(scalar_t) values of one 16-byte load as floats (fp16/bf16: a pair
+// per 32-bit word, converted together).
+template <typename scalar_t, int N>
+__device__ __forceinline__ void unpack(const uint4& raw, float (&v)[N]) {
+  static_assert(N * sizeof(scalar_t) == sizeof(uint4), "one value per element of the load");
+  const unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (sizeof(scalar_t) == 4) {
+      memcpy(&v[i], &words[i], sizeof(float));
+    } else {
+      using Pair = typename std::conditional<std::is_same<scalar_t, __half>::value, __half2, __nv_bfloat162>::type;
+      Pair pair;
+      memcpy(static_cast<void*>(&pair), &words[i], sizeof(pair));
+      float2 f;
+      if constexpr (std::is_same<scalar_t, __half>::value) {
+        f = __half22float2(pair);
+      } else {
+        f = __bfloat1622float2(pair);
+      }
+      v[2 * i] = f.x;
+      v[2 * i + 1] = f.y;
+    }
+  }
+}
+
 // The step as the kernels read it: the api's Step with the launch's tile and landing rows.
 template <typename scalar_t>
 struct KernelArgs {
@@ -78,19 +118,22 @@ struct KernelArgs {
   float* __restrict__ scratch;  // [num_slots, dim]
 };
 
-__device__ __forceinline__ void zero(float (&acc)[kMaxPerLane]) {
+template <int N>
+__device__ __forceinline__ void zero(float (&acc)[N]) {
 #pragma unroll
-  for (int j = 0; j < kMaxPerLane; ++j) acc[j] = 0.f;
+  for (int j = 0; j < N; ++j) acc[j] = 0.f;
 }
 
-// The columns [0, width) of a tile slice a lane owns: its acc[j] is column col(j), the one
-// place the summing kernels map a lane's registers to columns (loads, shared partial sums, the
-// output). A lane owns runs of kVec consecutive columns (kVecBytes of a row: 4 fp32 or 8
-// fp16/bf16), a run of each lane side by side: acc[j] is column (j / kVec) 32 kVec + lane kVec
-// + j % kVec. With vec (every row of the launch on a kVecBytes boundary, launch.cuh's
-// vector_rows, so width and the slice's first column are multiples of kVec) a lane reads a run
-// in one 16-byte load, otherwise column by column. (aggregate_extreme_kernel maps column
-// lane + 32 j instead, extreme_kernel.cuh.)
+// The columns [0, width) of a tile slice a lane owns: its acc[j] (j < kVec) is column col(j),
+// the one place the summing kernels map a lane's registers to columns (loads, shared partial
+// sums, the output). A slice has at most kWarp * kVec columns (core/launch_shape.h's
+// max_tile_columns: kVecBytes of a row per lane, 4 fp32 or 8 fp16/bf16 columns). With vec
+// (every row of the launch on a kVecBytes boundary, launch.cuh's vector_rows, so width and the
+// slice's first column are multiples of kVec) a lane owns a run of kVec consecutive columns,
+// the runs of the lanes side by side: acc[j] is column slot kVec + j, read in one 16-byte load.
+// Otherwise lane `lane` owns columns lane + 32 j, so each of its kVec loads is coalesced across
+// the warp. (aggregate_extreme_kernel maps column lane + 32 j for kMaxPerLane columns,
+// extreme_kernel.cuh.)
 //
 // Lane groups (vec, a slice of at most 16 runs: D <= 64 fp32, D <= 128 fp16/bf16): a group of
 // `group` lanes (the runs of the slice, rounded up to a power of two) reads one row, so one warp
@@ -102,7 +145,8 @@ __device__ __forceinline__ void zero(float (&acc)[kMaxPerLane]) {
 template <typename scalar_t>
 struct LaneCols {
   static constexpr int kVec = kVecBytes / static_cast<int>(sizeof(scalar_t));
-  static_assert(kMaxPerLane % kVec == 0, "a lane's columns are whole runs");
+  static_assert(kWarp * kVec <= kMaxTile, "a slice is at most kMaxTile columns");
+  using Acc = float[kVec];  // a lane's sums: acc[j] is column col(j)
   int lane, width;
   bool vec;
   int shift;  // log2 of group
@@ -118,12 +162,12 @@ struct LaneCols {
   __device__ __forceinline__ int slot() const { return lane & (group() - 1); }
   __device__ __forceinline__ int sub() const { return lane >> shift; }
   __device__ __forceinline__ int edges() const { return kWarp >> shift; }  // edges per instruction
-  __device__ __forceinline__ int col(int j) const { return (j / kVec) * (kWarp * kVec) + slot() * kVec + j % kVec; }
+  __device__ __forceinline__ int col(int j) const { return vec ? slot() * kVec + j : j * kWarp + lane; }
 };
 
 // Adds every lane group's sums into group 0's lanes (LaneCols), whose sums are then the warp's.
 template <typename scalar_t>
-__device__ __forceinline__ void gather(float (&acc)[kMaxPerLane], const LaneCols<scalar_t>& c) {
+__device__ __forceinline__ void gather(typename LaneCols<scalar_t>::Acc& acc, const LaneCols<scalar_t>& c) {
   for (int off = kWarp / 2; off >= c.group(); off /= 2) {  // uniform across the warp
 #pragma unroll
     for (int k = 0; k < LaneCols<scalar_t>::kVec; ++k) acc[k] += __shfl_down_sync(kFull, acc[k], off);
@@ -131,35 +175,32 @@ __device__ __forceinline__ void gather(float (&acc)[kMaxPerLane], const LaneCols
 }
 
 // acc += w * columns [0, width) of row src as `c` maps them: kVecLoads (c.vec: the callers
-// branch once per chunk of edges) one 16-byte load per run, masked per column where a run may
-// cross width (kPartialRuns: landing buffers, whose rows are padded to the tile); otherwise
-// column by column.
-// `has`: the lane has a row (false for a lane group past the chunk's last edge).
+// branch once per chunk of edges) one 16-byte load of the lane's run, masked per column where
+// the run may cross width (kPartialRuns: landing buffers, whose rows are padded to the tile);
+// otherwise one load per column. `has`: the lane has a row (false for a lane group past the
+// chunk's last edge).
 template <bool kVecLoads, bool kPartialRuns = false, typename scalar_t>
-__device__ __forceinline__ void add_row(float (&acc)[kMaxPerLane], const scalar_t* __restrict__ src, float w,
-                                        const LaneCols<scalar_t>& c, bool has = true) {
+__device__ __forceinline__ void add_row(typename LaneCols<scalar_t>::Acc& acc, const scalar_t* __restrict__ src,
+                                        float w, const LaneCols<scalar_t>& c, bool has = true) {
   constexpr int kVec = LaneCols<scalar_t>::kVec;
-#pragma unroll
-  for (int j = 0; j < kMaxPerLane; j += kVec) {
-    const int d = c.col(j);
-    if constexpr (kVecLoads) {
-      const uint4* p = reinterpret_cast<const uint4*>(src + d);
-      MGG_GLOBAL_LOAD(p, has && d < c.width);
-      if (has && d < c.width) {
-        const uint4 raw = *p;
-        scalar_t v[kVec];
-        memcpy(static_cast<void*>(v), &raw, sizeof(raw));
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          if (!kPartialRuns || d + k < c.width) acc[j + k] += w * to_float(v[k]);
-        }
-      }
-    } else {
+  if constexpr (kVecLoads) {
+    const int d = c.col(0);
+    const uint4* p = reinterpret_cast<const uint4*>(src + d);
+    MGG_GLOBAL_LOAD(p, has && d < c.width);
+    if (has && d < c.width) {
+      float v[kVec];
+      unpack<scalar_t>(*p, v);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        MGG_GLOBAL_LOAD(src + d + k, d + k < c.width);
-        if (d + k < c.width) acc[j + k] += w * to_float(src[d + k]);
+        if (!kPartialRuns || d + k < c.width) acc[k] += w * v[k];
       }
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const int d = c.col(k);
+      MGG_GLOBAL_LOAD(src + d, d < c.width);
+      if (d < c.width) acc[k] += w * to_float(src[d]);
     }
   }
 }
@@ -170,7 +211,7 @@ struct LaneEdge {
   float w = 1.f;
 };
 
-__device__ __forceinline__ LaneEdge load_edge(const DevicePart& p, int64_t c, int n, int lane) {
+__device__ __forceinline__ LaneEdge load_edge(const DevicePart& p, int32_t c, int n, int lane) {
   LaneEdge e;
   MGG_GLOBAL_LOAD(p.col + c + lane, lane < n);
   if (p.pe) MGG_GLOBAL_LOAD(p.pe + c + lane, lane < n);
@@ -194,8 +235,9 @@ __device__ __forceinline__ float edge_weight(const LaneEdge& mine, int i, bool w
 // edge costs one shuffle for its column, one for its PE where the source reads it (Src::kReadsPe)
 // and one for its weight in a weighted part.
 template <bool kVecLoads, int kUnroll, typename scalar_t, typename Src>
-__device__ __forceinline__ void add_chunk(float (&acc)[kMaxPerLane], const LaneEdge& mine, int n, bool weighted,
-                                          const Src& src, int64_t dim, int64_t d0, const LaneCols<scalar_t>& cols) {
+__device__ __forceinline__ void add_chunk(typename LaneCols<scalar_t>::Acc& acc, const LaneEdge& mine, int n,
+                                          bool weighted, const Src& src, int64_t dim, int64_t d0,
+                                          const LaneCols<scalar_t>& cols) {
   const int step = kVecLoads ? cols.edges() : 1;
 #pragma unroll kUnroll
   for (int i0 = 0; i0 < n; i0 += step) {
@@ -209,11 +251,11 @@ __device__ __forceinline__ void add_chunk(float (&acc)[kMaxPerLane], const LaneE
 // acc += edges [e0, e1) of a part, rows read in place. Runs read column by column (the rare
 // fallback) go one edge at a time, which spares the registers of the kernels at their limit.
 template <typename scalar_t, typename Src>
-__device__ __forceinline__ void add_edges_direct(float (&acc)[kMaxPerLane], const DevicePart& p, int64_t e0, int64_t e1,
-                                                 const Src& src, int64_t dim, int64_t d0,
+__device__ __forceinline__ void add_edges_direct(typename LaneCols<scalar_t>::Acc& acc, const DevicePart& p, int32_t e0,
+                                                 int32_t e1, const Src& src, int64_t dim, int64_t d0,
                                                  const LaneCols<scalar_t>& cols) {
-  for (int64_t c = e0; c < e1; c += kChunk) {
-    const int n = static_cast<int>(e1 - c < kChunk ? e1 - c : kChunk);
+  for (int32_t c = e0, n = 0; c < e1; c += n) {  // c + n <= e1: no 32-bit overflow
+    n = e1 - c < kChunk ? e1 - c : kChunk;
     const LaneEdge mine = load_edge(p, c, n, cols.lane);
     const bool weighted = p.weight != nullptr;
     if (cols.vec) {
@@ -224,24 +266,31 @@ __device__ __forceinline__ void add_edges_direct(float (&acc)[kMaxPerLane], cons
   }
 }
 
-// acc += the n landed rows of a chunk whose edges `mine` holds.
+// acc += the n landed rows of a chunk whose edges `mine` holds, read as the launch maps columns
+// (LaneCols: runs with vec, else columns 32 apart).
 template <typename scalar_t>
-__device__ __forceinline__ void add_landed(float (&acc)[kMaxPerLane], const scalar_t* landing, int ld,
+__device__ __forceinline__ void add_landed(typename LaneCols<scalar_t>::Acc& acc, const scalar_t* landing, int ld,
                                            const LaneEdge& mine, int n, bool weighted, const LaneCols<scalar_t>& cols) {
   for (int i = 0; i < n; i += cols.edges()) {
     const int e = i + cols.sub();
-    add_row<true, true>(acc, landing + e * ld, edge_weight(mine, e, weighted), cols, e < n);
+    const float w = edge_weight(mine, e, weighted);
+    if (cols.vec) {
+      add_row<true, true>(acc, landing + e * ld, w, cols, e < n);
+    } else {
+      add_row<false>(acc, landing + e * ld, w, cols);  // no lane groups: e = i < n
+    }
   }
   __syncwarp();  // every lane is done with the landing buffer before it is refilled
 }
 
 // acc += edges [c, e1) of a part, fetched chunk by chunk into the landing buffer (not overlapped).
 template <typename scalar_t, typename Src>
-__device__ __forceinline__ void add_edges_landing(float (&acc)[kMaxPerLane], const DevicePart& p, int64_t c, int64_t e1,
-                                                  const Src& src, scalar_t* landing, const KernelArgs<scalar_t>& a,
-                                                  int64_t d0, const LaneCols<scalar_t>& cols) {
-  for (; c < e1; c += a.landing_rows) {
-    const int n = static_cast<int>(e1 - c < a.landing_rows ? e1 - c : a.landing_rows);
+__device__ __forceinline__ void add_edges_landing(typename LaneCols<scalar_t>::Acc& acc, const DevicePart& p, int32_t c,
+                                                  int32_t e1, const Src& src, scalar_t* landing,
+                                                  const KernelArgs<scalar_t>& a, int64_t d0,
+                                                  const LaneCols<scalar_t>& cols) {
+  for (int32_t n = 0; c < e1; c += n) {  // c + n <= e1: no 32-bit overflow
+    n = e1 - c < a.landing_rows ? e1 - c : a.landing_rows;
     const LaneEdge mine = load_edge(p, c, n, cols.lane);
     src.start(landing, a.tile, mine.col, mine.pe, n, a.dim, d0, cols.width, cols.lane);
     src.complete();
@@ -249,13 +298,14 @@ __device__ __forceinline__ void add_edges_landing(float (&acc)[kMaxPerLane], con
   }
 }
 
-// Adds a warp's run for one row into the block's partial sum of that row (shared-memory atomic
+// Adds a warp's sums for one row into the block's partial sum of that row (shared-memory atomic
 // adds; every lane group adds its own sums, LaneCols), free of bank conflicts where the layout
-// allows. With runs, a lane's run of kVec columns lies in kVec consecutive banks and the runs of
-// lanes kVec apart, so adding column k of every run at once would hit every kVec-th bank only
-// (4-way fp32, 8-way fp16/bf16). So each lane visits its run rotated by r = (lane / (32 / kVec))
-// mod kVec: at step k it adds column base + (k + r) mod kVec, the value picked by a barrel
-// rotate of the run's registers with compile-time indices (acc stays in registers). The lanes'
+// allows. Columns 32 apart (no vec) put lane l in bank l: no conflict. With runs, a lane's run of
+// kVec columns lies in kVec consecutive banks and the runs of lanes kVec apart, so adding column
+// k of every run at once would hit every kVec-th bank only (4-way fp32, 8-way fp16/bf16). So
+// each lane visits its run rotated by r = (lane / (32 / kVec)) mod kVec: at step k it adds
+// column col((k + r) mod kVec), the value picked by a barrel rotate of the run's registers with
+// compile-time indices (acc stays in registers). The lanes'
 // banks at one step, (slot kVec + (k + r) mod kVec) mod 32, are then all distinct for 32 lanes
 // of distinct slots: 1 wavefront per add without lane groups. With lane groups of g lanes
 // (slot = lane mod g, so r also differs between the groups) the 32 lanes hit 32 distinct words
@@ -264,31 +314,28 @@ __device__ __forceinline__ void add_edges_landing(float (&acc)[kMaxPerLane], con
 // taken by 2 lanes, whose atomics serialise: 2 wavefronts, the least possible (before the
 // rotation: 8 at fp32).
 template <typename scalar_t>
-__device__ __forceinline__ void commit(float (&acc)[kMaxPerLane], float* partial, const LaneCols<scalar_t>& cols) {
+__device__ __forceinline__ void commit(typename LaneCols<scalar_t>::Acc& acc, float* partial,
+                                       const LaneCols<scalar_t>& cols) {
   constexpr int kVec = LaneCols<scalar_t>::kVec;
-  const int r = (cols.lane / (kWarp / kVec)) & (kVec - 1);
+  const int r = cols.vec ? (cols.lane / (kWarp / kVec)) & (kVec - 1) : 0;
+  float v[kVec];  // the run rotated left by r: v[k] = acc[(k + r) mod kVec]
 #pragma unroll
-  for (int j = 0; j < kMaxPerLane; j += kVec) {
-    float v[kVec];  // the run rotated left by r: v[k] = acc[j + (k + r) mod kVec]
+  for (int k = 0; k < kVec; ++k) v[k] = acc[k];
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) v[k] = acc[j + k];
+  for (int s = 1; s < kVec; s *= 2) {
+    const bool on = (r & s) != 0;
+    float t[kVec];
 #pragma unroll
-    for (int s = 1; s < kVec; s *= 2) {
-      const bool on = (r & s) != 0;
-      float t[kVec];
+    for (int k = 0; k < kVec; ++k) t[k] = on ? v[(k + s) & (kVec - 1)] : v[k];
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) t[k] = on ? v[(k + s) & (kVec - 1)] : v[k];
+    for (int k = 0; k < kVec; ++k) v[k] = t[k];
+  }
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) v[k] = t[k];
-    }
-    const int base = cols.col(j);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      const int d = base + ((k + r) & (kVec - 1));
-      MGG_SHARED_ATOMIC(partial + d, d < cols.width);
-      if (d < cols.width) atomicAdd(partial + d, v[k]);
-      acc[j + k] = 0.f;
-    }
+  for (int k = 0; k < kVec; ++k) {
+    const int d = cols.col((k + r) & (kVec - 1));
+    MGG_SHARED_ATOMIC(partial + d, d < cols.width);
+    if (d < cols.width) atomicAdd(partial + d, v[k]);
+    acc[k] = 0.f;
   }
 }
 
@@ -318,10 +365,10 @@ __device__ __forceinline__ void write_block(const KernelArgs<scalar_t>& a, const
   }
 }
 
-// A warp's running sum over consecutive partitions of one row.
+// A warp's running sum over consecutive partitions of one row, local and remote alike.
 template <typename scalar_t>
 struct Run {
-  float acc[kMaxPerLane];
+  typename LaneCols<scalar_t>::Acc acc;
   int32_t row = -1;
   __device__ __forceinline__ Run() { zero(acc); }
   // Before adding a partition of row r: commits the run of the previous row.
@@ -367,25 +414,25 @@ struct BlockCtx {
   // The warp's next local partition of walk lw, if any, added to its run: the local work done
   // while remote rows are fetched.
   template <typename LocalSrc>
-  __device__ __forceinline__ void local_step(const KernelArgs<scalar_t>& a, KernelWalk& lw, Run<scalar_t>& lrun,
+  __device__ __forceinline__ void local_step(const KernelArgs<scalar_t>& a, KernelWalk& lw, Run<scalar_t>& run,
                                              const LocalSrc& lsrc) const {
     if (lw.done()) return;
-    const KernelPartition p = lw.next();
-    lrun.enter(p.row, partial, row0, a.tile, cols);
-    add_edges_direct<scalar_t>(lrun.acc, a.local, p.begin, p.end, lsrc, a.dim, d0, cols);
+    const KernelPartition p = lw.next(a.local.rowptr, a.ps);
+    run.enter(p.row, partial, row0, a.tile, cols);
+    add_edges_direct<scalar_t>(run.acc, a.local, p.begin, p.end, lsrc, a.dim, d0, cols);
   }
   // With interleave off (the contiguous mapping, an ablation), every local partition first, so
   // no fetch overlaps local work.
   template <typename LocalSrc>
-  __device__ __forceinline__ void local_first(const KernelArgs<scalar_t>& a, KernelWalk& lw, Run<scalar_t>& lrun,
+  __device__ __forceinline__ void local_first(const KernelArgs<scalar_t>& a, KernelWalk& lw, Run<scalar_t>& run,
                                               const LocalSrc& lsrc) const {
     if (a.interleave) return;
-    while (!lw.done()) local_step(a, lw, lrun, lsrc);
+    while (!lw.done()) local_step(a, lw, run, lsrc);
   }
 };
 
 template <typename scalar_t, typename LocalSrc, typename RemoteSrc>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, RemoteSrc::kUsesLanding ? 1 : kBlocksPerSm)
     aggregate_blocks_kernel(const KernelArgs<scalar_t> a, const LocalSrc lsrc, const RemoteSrc rsrc) {
   extern __shared__ __align__(16) unsigned char smem[];
   const BlockCtx<scalar_t> b(a, smem);
@@ -394,30 +441,30 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int64_t row0 = b.row0, d0 = b.d0;
   float* partial = b.partial;
   KernelWalk lw = b.walk(a, false), rw = b.walk(a, true);
-  Run<scalar_t> lrun, rrun;
-  b.local_first(a, lw, lrun, lsrc);
+  Run<scalar_t> run;  // one set of sums: a warp commits when it moves to another row
+  b.local_first(a, lw, run, lsrc);
   while (!lw.done() || !rw.done()) {
     if (rw.done()) {
-      b.local_step(a, lw, lrun, lsrc);
+      b.local_step(a, lw, run, lsrc);
       continue;
     }
-    const KernelPartition q = rw.next();
-    rrun.enter(q.row, partial, row0, a.tile, cols);
+    const KernelPartition q = rw.next(a.remote.rowptr, a.ps);
     if constexpr (RemoteSrc::kUsesLanding) {
       const int n = static_cast<int>(q.end - q.begin < a.landing_rows ? q.end - q.begin : a.landing_rows);
       const LaneEdge mine = load_edge(a.remote, q.begin, n, lane);
       rsrc.start(b.landing, a.tile, mine.col, mine.pe, n, a.dim, d0, cols.width, lane);  // 1. start the fetch
-      b.local_step(a, lw, lrun, lsrc);                                                   // 2. local work meanwhile
+      b.local_step(a, lw, run, lsrc);                                                    // 2. local work meanwhile
       rsrc.complete();                                                                   // 3. complete, then read
-      add_landed(rrun.acc, b.landing, a.tile, mine, n, a.remote.weight != nullptr, cols);
-      add_edges_landing(rrun.acc, a.remote, q.begin + n, q.end, rsrc, b.landing, a, d0, cols);  // ps = 0
+      run.enter(q.row, partial, row0, a.tile, cols);
+      add_landed(run.acc, b.landing, a.tile, mine, n, a.remote.weight != nullptr, cols);
+      add_edges_landing(run.acc, a.remote, q.begin + n, q.end, rsrc, b.landing, a, d0, cols);  // ps = 0
     } else {
-      b.local_step(a, lw, lrun, lsrc);
-      add_edges_direct<scalar_t>(rrun.acc, a.remote, q.begin, q.end, rsrc, a.dim, d0, cols);
+      b.local_step(a, lw, run, lsrc);
+      run.enter(q.row, partial, row0, a.tile, cols);
+      add_edges_direct<scalar_t>(run.acc, a.remote, q.begin, q.end, rsrc, a.dim, d0, cols);
     }
   }
-  lrun.finish(partial, row0, a.tile, cols);
-  rrun.finish(partial, row0, a.tile, cols);
+  run.finish(partial, row0, a.tile, cols);
   write_block(a, b.blk, partial, d0, cols.width);
 }
 
@@ -431,11 +478,15 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int64_t d0 = static_cast<int64_t>(blockIdx.y) * a.tile;
   const LaneCols<scalar_t> cols{lane, static_cast<int>(a.dim - d0 < a.tile ? a.dim - d0 : a.tile), a.vec};
   scalar_t* landing = reinterpret_cast<scalar_t*>(smem) + static_cast<int64_t>(warp) * a.landing_rows * a.tile;
-  float acc[kMaxPerLane];
+  typename LaneCols<scalar_t>::Acc acc;
   zero(acc);
-  add_edges_direct<scalar_t>(acc, a.local, a.local.rowptr[row], a.local.rowptr[row + 1], lsrc, a.dim, d0, cols);
+  const auto edge = [](const int64_t* rowptr, int64_t r) {
+    return static_cast<int32_t>(rowptr[r]);
+  };  // < kMaxKernelIndex
+  add_edges_direct<scalar_t>(acc, a.local, edge(a.local.rowptr, row), edge(a.local.rowptr, row + 1), lsrc, a.dim, d0,
+                             cols);
   if (a.remote.rowptr) {
-    const int64_t e0 = a.remote.rowptr[row], e1 = a.remote.rowptr[row + 1];
+    const int32_t e0 = edge(a.remote.rowptr, row), e1 = edge(a.remote.rowptr, row + 1);
     if constexpr (RemoteSrc::kUsesLanding) {
       add_edges_landing(acc, a.remote, e0, e1, rsrc, landing, a, d0, cols);
     } else {
@@ -444,7 +495,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
   gather(acc, cols);
 #pragma unroll
-  for (int j = 0; j < kMaxPerLane; ++j) {
+  for (int j = 0; j < LaneCols<scalar_t>::kVec; ++j) {
     const int d = cols.col(j);
     if (cols.sub() == 0 && d < cols.width) a.out[row * a.dim + d0 + d] = from_float<scalar_t>(acc[j]);
   }

@@ -24,7 +24,8 @@ __device__ __forceinline__ void extreme_edges(float (&best)[kMaxPerLane], int64_
     const int n = static_cast<int>(e1 - c < kChunk ? e1 - c : kChunk);
     const LaneEdge mine = load_edge(p, c, n, lane);
     for (int i = 0; i < n; ++i) {
-      const int32_t col = __shfl_sync(kFull, mine.col, i), pe = __shfl_sync(kFull, mine.pe, i);
+      const int32_t col = __shfl_sync(kFull, mine.col, i);
+      const int32_t pe = Src::kReadsPe ? __shfl_sync(kFull, mine.pe, i) : 0;  // none for a table
       const scalar_t* row = src.template row<scalar_t>(col, pe, dim) + d0;
       const int64_t index = base + col;
 #pragma unroll

@@ -35,11 +35,11 @@ __global__ void __launch_bounds__(kMaxThreads)
   const size_t bytes = static_cast<size_t>(width) * sizeof(scalar_t);
   const NvshmemGetFetch<GetScope::kWarp> tail{symmetric, p2p};  // rows past the landing buffer (ps = 0)
   KernelWalk lw = b.walk(a, false), rw = b.walk(a, true);
-  Run<scalar_t> lrun, rrun;
-  b.local_first(a, lw, lrun, lsrc);
+  Run<scalar_t> run;
+  b.local_first(a, lw, run, lsrc);
   for (int64_t s = 0; s < a.dist; ++s) {  // uniform across the block
     KernelPartition q{-1, 0, 0};
-    if (!rw.done()) q = rw.next();  // every lane of the warp advances its walk
+    if (!rw.done()) q = rw.next(a.remote.rowptr, a.ps);  // every lane of the warp advances its walk
     if (lane == 0) {
       published[warp][0] = q.row;
       published[warp][1] = q.begin;
@@ -54,20 +54,19 @@ __global__ void __launch_bounds__(kMaxThreads)
                                   sym + static_cast<int64_t>(a.remote.col[e0 + i]) * a.dim, bytes, a.remote.pe[e0 + i]);
       }
     }
-    b.local_step(a, lw, lrun, lsrc);
+    b.local_step(a, lw, run, lsrc);
     if (!p2p) nvshmem_quiet();
     __syncthreads();
     if (q.row >= 0) {
-      rrun.enter(q.row, partial, row0, a.tile, cols);
+      run.enter(q.row, partial, row0, a.tile, cols);
       const int n = static_cast<int>(q.end - q.begin < a.landing_rows ? q.end - q.begin : a.landing_rows);
-      add_landed(rrun.acc, b.landing, a.tile, load_edge(a.remote, q.begin, n, lane), n, a.remote.weight != nullptr,
+      add_landed(run.acc, b.landing, a.tile, load_edge(a.remote, q.begin, n, lane), n, a.remote.weight != nullptr,
                  cols);
-      add_edges_landing(rrun.acc, a.remote, q.begin + n, q.end, tail, b.landing, a, d0, cols);
+      add_edges_landing(run.acc, a.remote, q.begin + n, q.end, tail, b.landing, a, d0, cols);
     }
     __syncthreads();  // landing buffers are refilled at the next step
   }
-  lrun.finish(partial, row0, a.tile, cols);
-  rrun.finish(partial, row0, a.tile, cols);
+  run.finish(partial, row0, a.tile, cols);
   write_block(a, b.blk, partial, d0, width);
 }
 

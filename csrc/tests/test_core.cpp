@@ -63,7 +63,7 @@ void check_schedule(const mgg::BlockSchedule& s, const std::vector<int64_t>& lpt
         auto& seen = remote ? edge_seen_r : edge_seen_l;
         mgg::PartWalk walk = mgg::warp_walk(blk, remote, ptr.data(), ps, dist, w);
         while (!walk.done()) {
-          const mgg::Partition p = walk.next();
+          const mgg::Partition p = walk.next(ptr.data(), ps);
           expect(p.row >= blk[mgg::kRowBegin] && p.row < blk[mgg::kRowEnd], "partition row inside its block", b, p.row);
           expect(p.begin >= ptr[p.row] && p.end <= ptr[p.row + 1] && p.end > p.begin, "partition inside its row",
                  p.begin, p.end);
@@ -171,7 +171,9 @@ int main() {
   expect_near(out, local_only, "blocks without a remote part");
 
   // launch shape: tiles narrow until shared memory fits, and report 0 when nothing fits
-  expect(mgg::choose_tile(2100, 4, 0, 4, false, 227 * 1024) == mgg::kMaxTile, "widest tile when it fits");
+  expect(mgg::choose_tile(2100, 4, 0, 4, false, 227 * 1024) == 128, "widest fp32 tile when it fits: 16 bytes a lane");
+  expect(mgg::choose_tile(2100, 4, 0, 2, false, 227 * 1024) == 256, "widest fp16 tile when it fits: 16 bytes a lane");
+  expect(mgg::max_tile_columns(2) == mgg::kMaxTile, "the fp16/bf16 slice is the widest");
   expect(mgg::choose_tile(20, 4, 0, 4, false, 227 * 1024) == 32, "one 32-column tile for D <= 32");
   const int t = mgg::choose_tile(2100, 16, 32, 4, false, 100 * 1024);
   expect(t >= 32 && t < mgg::kMaxTile && mgg::smem_bytes(16, t, 32, 4, false) <= 100 * 1024, "narrowed tile", t);

@@ -1,10 +1,11 @@
 """The emulator's memory counters (csrc/tests/simt/counters.cpp, kernels/memory.cuh): on graphs
 whose traffic can be written down by hand, the aggregation kernels' requests, 32-byte sectors,
-active lanes, bytes and warp shuffles are exactly what the access pattern implies (lanes own
-runs of 16 bytes of a row, 4 fp32 or 8 fp16/bf16 columns: where every row starts on a 16-byte
-boundary, one 16-byte vector load per lane, so one request per edge and 128 fp32 or 256
-fp16/bf16 columns; otherwise one column of each lane's run per request; a row's bytes in whole
-sectors; one load of the edge arrays per partition). These are the quantities Nsight Compute
+active lanes, bytes and warp shuffles are exactly what the access pattern implies (a lane
+holds 16 bytes of a row of a slice, 4 fp32 or 8 fp16/bf16 columns, so a slice is 128 fp32 or
+256 fp16/bf16 columns: where every row starts on a 16-byte boundary, a run of consecutive
+columns in one 16-byte vector load, one request per edge; otherwise columns 32 apart, 32
+consecutive columns per request; a row's bytes in whole sectors; one load of the edge arrays
+per partition). These are the quantities Nsight Compute
 reports (l1tex__t_requests / l1tex__t_sectors of global loads, thread instructions per warp
 instruction), so a GPU run can check them."""
 
@@ -16,7 +17,7 @@ from mgg import Config, Graph, Plan
 from mgg.runtime.remote_reads import remote_read_bytes
 from mgg.testing import assert_matches_reference
 from tests import emulator
-from tests.emulated_ops import aggregate
+from tests.emulated_ops import aggregate, aggregate_extreme
 
 pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 
@@ -63,28 +64,30 @@ def lane_group(dim: int, elem: int, offset: int = 0) -> int:
 
 def expected_rows(sources, dim: int, elem: int, offset: int = 0, part: int = 32) -> dict:
     """The loads of source rows `sources` (one per edge, in the order the warps take them, in
-    partitions of `part` edges) of a table `offset` bytes into a 256-byte aligned array, one tile
-    of dim <= 256 columns, by a kernel whose lanes own runs of v = 16 / elem columns
+    partitions of `part` edges) of a table `offset` bytes into a 256-byte aligned array, in
+    slices of at most 32 v columns, v = 16 / elem, by a kernel whose lanes hold v columns each
     (kernels/aggregate_kernel.cuh's LaneCols): with 16-byte loads, a warp instruction reads 32
-    runs, each lane's in one load, of one row or (lane groups) of 32 / group rows of a partition;
-    otherwise each instruction reads column k of the 32 runs (lanes kv apart) of one row; each
-    instruction's bytes in whole sectors."""
+    runs of v columns, each lane's in one load, of one row or (lane groups) of 32 / group rows
+    of a partition; otherwise instruction k reads the slice's columns 32 k to 32 k + 31 of one
+    row, one per lane; each instruction's bytes in whole sectors."""
     v = 16 // elem
     vec = vector_rows(dim, elem, offset)
-    per = 32 // lane_group(dim, elem, offset)  # rows per instruction
     out = dict(requests=0, sectors=0, active_lanes=0, lane_slots=0, bytes=0)
-    steps = []  # the rows of each step of a warp
-    for p in range(0, len(sources), part):
-        chunk = [int(x) for x in sources[p : p + part]]
-        steps += [chunk[i : i + per] for i in range(0, len(chunk), per)]
-    for rows in steps:
-        for c in range(0, dim, 32 * v):
+    tile = 32 * min(v, -(-dim // 32))  # core/launch_shape.h's choose_tile, shared memory to spare
+    for c in range(0, dim, tile):  # each slice (grid.y) walks every edge
+        width = min(tile, dim - c)
+        per = 32 // lane_group(width, elem, offset) if vec else 1  # rows per instruction
+        steps = []  # the rows of each step of a warp
+        for p in range(0, len(sources), part):
+            chunk = [int(x) for x in sources[p : p + part]]
+            steps += [chunk[i : i + per] for i in range(0, len(chunk), per)]
+        for rows in steps:
             # (row, first column, columns) each active lane loads, per instruction
             if vec:
-                loads = [[(r, c + lane * v, v) for r in rows for lane in range(32) if c + lane * v < dim]]
+                loads = [[(r, c + lane * v, v) for r in rows for lane in range(32) if lane * v < width]]
             else:
                 loads = [
-                    [(rows[0], c + lane * v + k, 1) for lane in range(32) if c + lane * v + k < dim] for k in range(v)
+                    [(rows[0], c + 32 * k + lane, 1) for lane in range(32) if 32 * k + lane < width] for k in range(v)
                 ]
             for lanes in filter(None, loads):
                 sectors = set()
@@ -100,9 +103,9 @@ def expected_rows(sources, dim: int, elem: int, offset: int = 0, part: int = 32)
 
 
 def aligned_rows(edges: int, dim: int, elem: int) -> dict:
-    """expected_rows for rows of whole sectors (every row starts on a sector boundary), one row
-    per instruction (no lane groups)."""
-    assert (dim * elem) % 32 == 0 and lane_group(dim, elem) == 32
+    """expected_rows for `edges` reads of rows of whole sectors (every row starts on a sector
+    boundary)."""
+    assert (dim * elem) % 32 == 0
     return expected_rows([0] * edges, dim, elem)
 
 
@@ -142,13 +145,25 @@ def test_row_and_edge_loads_of_one_rank(tmp_path, dtype, dim):
     assert c["warp_calls"] == {"__shfl_sync": (g.num_edges // 4) * -(-4 // per)}
 
 
+def test_the_max_kernel_shuffles_only_the_column_of_a_table_row(tmp_path):
+    """aggregate_extreme_kernel on tables (this rank's and the halo's): one shuffle per edge, the
+    column; a table source reads no PE, so none is shuffled (it was one more per edge)."""
+    g = regular_graph(64, 8)
+    plan = Plan(g, 2)
+    aggregate_extreme(tmp_path, plan, torch.randn(64, 40), Config(4, 1, 2), "max", counters=True)
+    for r in range(2):
+        shard = plan.shard(r)
+        c = emulator.counters_of(tmp_path / f"rank{r}")
+        assert c["warp_calls"] == {"__shfl_sync": shard.num_local_edges + shard.num_remote_edges}
+
+
 @pytest.mark.parametrize("source", ["table", "direct"])
 def test_remote_rows_are_counted_where_they_are_read(tmp_path, source):
     """Two ranks over one weighted graph: every edge's row is read once, from this rank's table
     or, for a remote edge, from the halo table (table source) or the owner's table through a
     peer pointer (direct); the weights are loaded with the column ids."""
     rng = np.random.default_rng(1)
-    n, k, dim = 96, 6, 160  # 40 runs of 16 bytes: no lane groups
+    n, k, dim = 96, 6, 128  # 32 runs of 16 bytes: one slice, no lane groups
     g = Graph.from_edges(rng.integers(0, n, n * k), np.repeat(np.arange(n), k), n, rng.uniform(0.5, 2, n * k))
     plan = Plan(g, 2)
     x = torch.randn(n, dim)
@@ -169,9 +184,9 @@ def test_remote_rows_are_counted_where_they_are_read(tmp_path, source):
 @pytest.mark.parametrize("offset", [1, 4], ids=["4-bytes", "16-bytes"])
 def test_a_table_off_the_16_byte_grid_is_read_with_scalar_loads(tmp_path, offset):
     """fp32 D = 64 rows of a table that starts `offset` elements into its array (a sliced
-    tensor): 4 bytes in, no row is 16-byte aligned, so the launch takes scalar loads (column k of
-    each lane's run of 4 per instruction: 4 requests per row of 64 columns, 16 lanes active);
-    16 bytes in, vector loads (lane groups of 16: two rows per request); both equal the
+    tensor): 4 bytes in, no row is 16-byte aligned, so the launch takes scalar loads (columns 32
+    apart: 2 requests per row of 64 columns, 32 lanes active; lanes owning runs of 4 columns
+    took 4, 16 lanes active); 16 bytes in, vector loads (lane groups of 16: two rows per request); both equal the
     reference."""
     g = regular_graph(64, 8)
     x = torch.randn(64, 64)
@@ -179,7 +194,7 @@ def test_a_table_off_the_16_byte_grid_is_read_with_scalar_loads(tmp_path, offset
     assert_matches_reference(out, g, x)
     loads = by_region(emulator.counters_of(tmp_path / "rank0"))
     assert loads["table"] == expected_rows(regular_sources(64, 8), 64, 4, offset=4 * offset, part=4)
-    assert loads["table"]["requests"] == g.num_edges * (4 if offset == 1 else 0.5)
+    assert loads["table"]["requests"] == g.num_edges * (2 if offset == 1 else 0.5)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -242,8 +257,8 @@ def test_gets_are_counted_per_call(tmp_path, source, scope, dtype, dim):
     per-edge step issues one get per remote edge, of the row's 84 bytes, counted under the
     kernel's scope only; the sectors of their sources are the rows' in the owner's table (row o
     spans bytes [84 o, 84 o + 84): 3 or 4 sectors). The landed rows are then read from shared
-    memory once each, in 16-byte runs (96 bytes of each row's 84, the rest of its last run in the
-    landing tile's padding)."""
+    memory once each, as the launch reads rows: rows of 84 bytes are off the 16-byte grid, so a
+    column per lane, the row's 84 bytes."""
     rng = np.random.default_rng(3)
     n, k = 90, 8
     g = Graph.from_edges(rng.integers(0, n, n * k), np.repeat(np.arange(n), k), n)
@@ -261,7 +276,7 @@ def test_gets_are_counted_per_call(tmp_path, source, scope, dtype, dim):
         assert got["bytes"] == shard.num_remote_edges * row
         sectors = [(o * row + row - 1) // 32 - (o * row) // 32 + 1 for o in shard.remote_offset.tolist()]
         assert got["sectors"] == sum(sectors) and set(sectors) == {3, 4}
-        assert by_region(c)["shared"]["bytes"] == shard.num_remote_edges * 96
+        assert by_region(c)["shared"]["bytes"] == shard.num_remote_edges * row
 
 
 # ---- shared memory: bank wavefronts -------------------------------------------------------------
