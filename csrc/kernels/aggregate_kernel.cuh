@@ -175,11 +175,10 @@ __device__ __forceinline__ void gather(typename LaneCols<scalar_t>::Acc& acc, co
 }
 
 // acc += w * columns [0, width) of row src as `c` maps them: kVecLoads (c.vec: the callers
-// branch once per chunk of edges) one 16-byte load of the lane's run, masked per column where
-// the run may cross width (kPartialRuns: landing buffers, whose rows are padded to the tile);
-// otherwise one load per column. `has`: the lane has a row (false for a lane group past the
-// chunk's last edge).
-template <bool kVecLoads, bool kPartialRuns = false, typename scalar_t>
+// branch once per chunk of edges) one 16-byte load of the lane's run (with vec, width is a
+// multiple of kVec, so a run the lane has lies inside the slice); otherwise one load per column.
+// `has`: the lane has a row (false for a lane group past the chunk's last edge).
+template <bool kVecLoads, typename scalar_t>
 __device__ __forceinline__ void add_row(typename LaneCols<scalar_t>::Acc& acc, const scalar_t* __restrict__ src,
                                         float w, const LaneCols<scalar_t>& c, bool has = true) {
   constexpr int kVec = LaneCols<scalar_t>::kVec;
@@ -191,9 +190,7 @@ __device__ __forceinline__ void add_row(typename LaneCols<scalar_t>::Acc& acc, c
       float v[kVec];
       unpack<scalar_t>(*p, v);
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        if (!kPartialRuns || d + k < c.width) acc[k] += w * v[k];
-      }
+      for (int k = 0; k < kVec; ++k) acc[k] += w * v[k];
     }
   } else {
 #pragma unroll
@@ -248,8 +245,8 @@ __device__ __forceinline__ void add_chunk(typename LaneCols<scalar_t>::Acc& acc,
   }
 }
 
-// acc += edges [e0, e1) of a part, rows read in place. Runs read column by column (the rare
-// fallback) go one edge at a time, which spares the registers of the kernels at their limit.
+// acc += edges [e0, e1) of a part, rows read in place. Rows off the 16-byte grid (the rare
+// fallback: one load per column) go one edge at a time, which spares the kernels' registers.
 template <typename scalar_t, typename Src>
 __device__ __forceinline__ void add_edges_direct(typename LaneCols<scalar_t>::Acc& acc, const DevicePart& p, int32_t e0,
                                                  int32_t e1, const Src& src, int64_t dim, int64_t d0,
@@ -275,7 +272,7 @@ __device__ __forceinline__ void add_landed(typename LaneCols<scalar_t>::Acc& acc
     const int e = i + cols.sub();
     const float w = edge_weight(mine, e, weighted);
     if (cols.vec) {
-      add_row<true, true>(acc, landing + e * ld, w, cols, e < n);
+      add_row<true>(acc, landing + e * ld, w, cols, e < n);
     } else {
       add_row<false>(acc, landing + e * ld, w, cols);  // no lane groups: e = i < n
     }
