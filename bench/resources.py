@@ -9,7 +9,10 @@ Writes resources-<date>.csv (one row per kernel and arch; the columns that Nsigh
 reports carry its metric names) and prints a markdown table. --check exits 1 when a kernel spills
 more than bench/spill_allowance.json grants it: the allowance lists the kernels that spilled when
 the check was written (nvcc 13.0, NVSHMEM 3.4.5) with their bytes, so a new spill, or a larger one,
-fails CI, and each entry removed is one fixed (issue 31). Nothing may be added to it.
+fails CI, and each entry removed is one fixed (issue 31). Nothing may be added to it. It also exits
+1 when an aggregation blocks kernel that does not call NVSHMEM (every source but the proxy-path
+gets, kernels/fetch.cuh's kCallsNvshmem) holds more registers per thread on an arch than
+REGISTER_BOUND gives (64 on sm_90: two 16-warp blocks per SM).
 """
 
 from __future__ import annotations
@@ -45,6 +48,28 @@ COLUMNS = [
 
 # "kernel@sm_XX" -> spill bytes (stores + loads) it is allowed today: a ratchet (bench/spill_allowance.json).
 ALLOWANCE_FILE = Path(__file__).resolve().parent / "spill_allowance.json"
+
+
+# arch -> the most registers per thread an aggregation blocks kernel may hold there unless it
+# calls NVSHMEM: kernels/aggregate_kernel.cuh's kBlocksPerSm blocks of 512 threads per SM.
+REGISTER_BOUND = {"90": 64}
+
+
+def bounded(row: dict) -> bool:
+    """An aggregation blocks kernel (aggregate_blocks_kernel, aggregate_blocks_blockget_kernel)
+    whose sources do not call NVSHMEM (NvshmemGetFetch)."""
+    return row["kernel"].startswith("aggregate_blocks") and "NvshmemGetFetch" not in row["kernel"]
+
+
+def register_violations(rows: list[dict]) -> list[str]:
+    out = []
+    for r in rows:
+        bound = REGISTER_BOUND.get(str(r["arch"]))
+        if bound is not None and bounded(r) and r["launch__registers_per_thread"] > bound:
+            out.append(
+                f"{key(r)} ({r.get('source', 'ptxas')}): {r['launch__registers_per_thread']} registers, {bound} allowed"
+            )
+    return out
 
 
 def allowance() -> dict[str, int]:
@@ -173,7 +198,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.resources", description=__doc__.splitlines()[0])
     ap.add_argument("--archs", nargs="+", default=["80", "90"], help="SM versions (default 80 90)")
     ap.add_argument("--out", default=None, help="folder for the CSV (default: none written)")
-    ap.add_argument("--check", action="store_true", help="exit 1 on a spill beyond bench/spill_allowance.json")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 on a spill beyond bench/spill_allowance.json or a blocks kernel over REGISTER_BOUND",
+    )
     args = ap.parse_args(argv)
     nvcc = find_nvcc()
     if nvcc is None:
@@ -195,7 +224,10 @@ def main(argv=None) -> int:
         bad = violations(rows, allowed)
         for v in bad:
             print(f"bench.resources: spill: {v}", file=sys.stderr)
-        if bad:
+        over = register_violations(rows)
+        for v in over:
+            print(f"bench.resources: registers: {v}", file=sys.stderr)
+        if bad or over:
             return 1
         fixed = sorted(set(allowed) - {key(r) for r in rows if r["spill_store_bytes"] + r["spill_load_bytes"]})
         print(

@@ -17,13 +17,14 @@
 // to another row, each lane visiting its run of columns in a rotated order so that the warp's
 // adds hit distinct banks (commit: 1 wavefront per add, 2 at D = 16). The walk over the
 // schedule uses 32-bit indices (KernelWalk; the op checks a step fits, core/limits.h's
-// kMaxKernelIndex). Registers: at most 64 per thread on sm_90 with a direct source (kBlocksPerSm),
+// kMaxKernelIndex). Registers: at most 64 per thread on sm_90 with a source that does not call NVSHMEM (kBlocksPerSm),
 // which CI's resource check holds without spills (bench/resources.py).
 // After a block barrier each row of the block is written once, to the output or, for a row cut
 // across blocks, to its scratch slot; aggregate_fixup_kernel then sums a row's slots in order.
 // No output element is read before it is written and no global atomics are used.
 //
-// aggregate_blocks_blockget_kernel (peers.cu): the same with block-scope NVSHMEM gets.
+// aggregate_blocks_blockget_kernel (peers.cu): the same with block-scope fetches (NVSHMEM gets,
+// or asynchronous copies within a node).
 // aggregate_rows_kernel (deterministic mode): one warp per output row sums its edges in plan
 // order (lane groups: each group its share, in a fixed order) and writes the row; results are
 // bit-identical from run to run.
@@ -50,9 +51,12 @@ constexpr int kMaxThreads = static_cast<int>(kWpbMax) * kWarp;  // the widest bl
 // The blocks kernels' launch bounds with direct sources: kMaxThreads and this many blocks of
 // them per SM, so ptxas keeps each thread within 65536 / (kBlocksPerSm * kMaxThreads) registers:
 // 64 on sm_90 (H100/H200), which these kernels fit without spilling. sm_80's code for the same
-// source needs up to 128, so there 1 (128 registers, no spill). The NVSHMEM-get variants inline
-// NVSHMEM's get (its peer copy and its proxy path: 110-128 registers), so they keep 1 block
-// (bench/resources.py lists every kernel's registers and spills; CI fails on a new spill).
+// source needs up to 128, so there 1 (128 registers, no spill). The same bound holds the
+// landing source of one node (fetch.cuh's PeerCopyFetch: asynchronous copies). The NVSHMEM-get
+// variants (kCallsNvshmem: the proxy path) inline NVSHMEM's get (its peer copy and its proxy
+// path: 110-128 registers), so they keep 1 block (bench/resources.py lists every kernel's
+// registers and spills; CI fails on a new spill, or on a blocks kernel over 64 registers on
+// sm_90 that does not call NVSHMEM).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 constexpr int kBlocksPerSm = 1;
 #else
@@ -118,6 +122,16 @@ struct KernelArgs {
   float* __restrict__ scratch;  // [num_slots, dim]
 };
 
+// x, as a value the compiler knows nothing of: an empty asm statement it may neither move nor
+// merge, so what is computed from the result is computed at this point (no instruction under
+// nvcc; the identity in the emulator).
+__device__ __forceinline__ int opaque(int x) {
+#ifndef MGG_SIMT
+  asm volatile("" : "+r"(x));
+#endif
+  return x;
+}
+
 template <int N>
 __device__ __forceinline__ void zero(float (&acc)[N]) {
 #pragma unroll
@@ -162,7 +176,13 @@ struct LaneCols {
   __device__ __forceinline__ int slot() const { return lane & (group() - 1); }
   __device__ __forceinline__ int sub() const { return lane >> shift; }
   __device__ __forceinline__ int edges() const { return kWarp >> shift; }  // edges per instruction
-  __device__ __forceinline__ int col(int j) const { return vec ? slot() * kVec + j : j * kWarp + lane; }
+  // Computed where it is used: the lane is passed through opaque(), so the compiler cannot hoist
+  // the kVec columns of every call site out of the kernel's loops and hold them for its whole
+  // run (up to 15 registers at fp16/bf16, spilled at the 64-register bound).
+  __device__ __forceinline__ int col(int j) const {
+    const int l = opaque(lane);
+    return vec ? (l & (group() - 1)) * kVec + j : j * kWarp + l;
+  }
 };
 
 // Adds every lane group's sums into group 0's lanes (LaneCols), whose sums are then the warp's.
@@ -314,7 +334,7 @@ template <typename scalar_t>
 __device__ __forceinline__ void commit(typename LaneCols<scalar_t>::Acc& acc, float* partial,
                                        const LaneCols<scalar_t>& cols) {
   constexpr int kVec = LaneCols<scalar_t>::kVec;
-  const int r = cols.vec ? (cols.lane / (kWarp / kVec)) & (kVec - 1) : 0;
+  const int r = cols.vec ? (opaque(cols.lane) / (kWarp / kVec)) & (kVec - 1) : 0;  // computed here (LaneCols::col)
   float v[kVec];  // the run rotated left by r: v[k] = acc[(k + r) mod kVec]
 #pragma unroll
   for (int k = 0; k < kVec; ++k) v[k] = acc[k];
@@ -429,7 +449,7 @@ struct BlockCtx {
 };
 
 template <typename scalar_t, typename LocalSrc, typename RemoteSrc>
-__global__ void __launch_bounds__(kMaxThreads, RemoteSrc::kUsesLanding ? 1 : kBlocksPerSm)
+__global__ void __launch_bounds__(kMaxThreads, RemoteSrc::kCallsNvshmem ? 1 : kBlocksPerSm)
     aggregate_blocks_kernel(const KernelArgs<scalar_t> a, const LocalSrc lsrc, const RemoteSrc rsrc) {
   extern __shared__ __align__(16) unsigned char smem[];
   const BlockCtx<scalar_t> b(a, smem);
@@ -447,13 +467,17 @@ __global__ void __launch_bounds__(kMaxThreads, RemoteSrc::kUsesLanding ? 1 : kBl
     }
     const KernelPartition q = rw.next(a.remote.rowptr, a.ps);
     if constexpr (RemoteSrc::kUsesLanding) {
-      const int n = static_cast<int>(q.end - q.begin < a.landing_rows ? q.end - q.begin : a.landing_rows);
-      const LaneEdge mine = load_edge(a.remote, q.begin, n, lane);
-      rsrc.start(b.landing, a.tile, mine.col, mine.pe, n, a.dim, d0, cols.width, lane);  // 1. start the fetch
-      b.local_step(a, lw, run, lsrc);                                                    // 2. local work meanwhile
-      rsrc.complete();                                                                   // 3. complete, then read
+      const int n = q.end - q.begin < a.landing_rows ? q.end - q.begin : a.landing_rows;
+      {  // 1. start the fetch
+        const LaneEdge mine = load_edge(a.remote, q.begin, n, lane);
+        rsrc.start(b.landing, a.tile, mine.col, mine.pe, n, a.dim, d0, cols.width, lane);
+      }
+      b.local_step(a, lw, run, lsrc);  // 2. local work meanwhile
+      rsrc.complete();                 // 3. complete, then read
       run.enter(q.row, partial, row0, a.tile, cols);
-      add_landed(run.acc, b.landing, a.tile, mine, n, a.remote.weight != nullptr, cols);
+      // The chunk's edges read again (cached) rather than held in registers across the local work.
+      add_landed(run.acc, b.landing, a.tile, load_edge(a.remote, q.begin, n, lane), n, a.remote.weight != nullptr,
+                 cols);
       add_edges_landing(run.acc, a.remote, q.begin + n, q.end, rsrc, b.landing, a, d0, cols);  // ps = 0
     } else {
       b.local_step(a, lw, run, lsrc);

@@ -49,9 +49,10 @@ enum class Source : int {
 struct Sources {
   const void* local_table;     // this rank's rows [*, dim]
   const void* remote_table;    // kTable: the halo rows [*, dim]
-  const void* peers[kMaxPes];  // kPeerPointers: each PE's table as this device addresses it
+  const void* peers[kMaxPes];  // kPeerPointers, and gets with p2p: each PE's table as this device addresses it
   const void* symmetric;       // gets: this PE's table, whose address names every PE's copy
-  bool p2p;                    // gets: every PE is reachable by loads, so a get completes in the caller
+  bool p2p;                    // gets: every PE is reachable by loads (peers: nvshmem_ptr of symmetric), so rows are
+                               // copied from peers[pe] (kernels/fetch.cuh's PeerCopyFetch) instead of NVSHMEM gets
 };
 
 struct Launch {
@@ -62,9 +63,10 @@ struct Launch {
 
 // The launch of `step` reading from `source` on the current device. The message is empty when
 // it can launch and otherwise says in one line why not (threads or shared memory over what the
-// compiled kernel and the device allow). table.cu serves Source::kTable, peers.cu the others.
+// compiled kernel and the device allow). table.cu serves Source::kTable, peers.cu the others
+// (whose kernel depends on the sources: their p2p).
 std::string plan_table_launch(const Step& step, Launch* launch);
-std::string plan_peers_launch(const Step& step, Source source, Launch* launch);
+std::string plan_peers_launch(const Step& step, Source source, const Sources& sources, Launch* launch);
 
 // Runs the step (and the fixups of rows cut across blocks) on `stream`, writing every output
 // row once: out [num_rows, dim] in the storage type, scratch [slots, dim] in fp32.

@@ -4,20 +4,32 @@
 //   PeerPointerFetch  each PE's table through a pointer this device can load from (nvshmem_ptr
 //                     of a symmetric table, or any tensors of one process): plain loads, the
 //                     intra-node fast path.
+//   PeerCopyFetch     the same pointers, rows copied into a landing buffer in shared memory with
+//                     asynchronous copies: the NVSHMEM-get sources within one node (below).
 //   NvshmemGetFetch   NVSHMEM gets into shared memory (nvshmem_fetch.cuh; only peers.cu
-//                     includes NVSHMEM's device headers).
+//                     includes NVSHMEM's device headers): the proxy path, across nodes.
 //
-// Direct policies give `row(col, pe, dim)` (kReadsPe: whether it reads pe); landing policies give `start(...)` and
-// `complete()`.
+// Direct policies give `row(col, pe, dim)` (kReadsPe: whether it reads pe); landing policies give
+// `start(...)` and `complete()`, and at block scope `start_block(...)`, `complete_block()` and
+// `tail()`. kCallsNvshmem: the policy inlines NVSHMEM's device get, whose two paths need
+// 110-128 registers per thread, so its kernels are not held to the others' register bound
+// (aggregate_kernel.cuh's kBlocksPerSm).
 #pragma once
 #include <cstdint>
 
 #include "../core/limits.h"
+#include "api.h"
+#include "memory.cuh"
 
 namespace mgg::kernels {
 
+// Which threads fetch a row into a landing buffer: one lane per row, the warp per row, or the
+// block (every thread of it) per row.
+enum class GetScope { kThread, kWarp, kBlock };
+
 struct TableFetch {
   static constexpr bool kUsesLanding = false;
+  static constexpr bool kCallsNvshmem = false;
   static constexpr bool kReadsPe = false;  // row() ignores the PE (the kernels need not pass it)
   const void* table;                       // [rows, dim]
   template <typename scalar_t>
@@ -28,12 +40,114 @@ struct TableFetch {
 
 struct PeerPointerFetch {
   static constexpr bool kUsesLanding = false;
+  static constexpr bool kCallsNvshmem = false;
   static constexpr bool kReadsPe = true;
   const void* base[kMaxPes];  // base of each PE's table, as this device addresses it
   template <typename scalar_t>
   __device__ __forceinline__ const scalar_t* row(int32_t col, int32_t pe, int64_t dim) const {
     return static_cast<const scalar_t*>(base[pe]) + static_cast<int64_t>(col) * dim;
   }
+};
+
+// The NVSHMEM-get sources when every PE is reachable by loads (Sources::p2p: NVLink or PCIe
+// peer access within a node; peers.cu picks it then). A get there is a copy by the calling
+// threads from the peer's memory anyway (nvshmem_fetch.cuh); this one is mgg's own: each lane
+// starts 16-byte asynchronous copies (MGG_COPY_ASYNC16: cp.async) of the peer row's columns
+// straight into the landing buffer, so the data holds no registers while it is in flight and
+// the warp aggregates its local partition meanwhile (MGG's overlap); complete() waits. The
+// kernels then need no more registers than with a direct source. Rows off the 16-byte grid
+// (`aligned` false: a base or the row stride not a multiple of 16 bytes) are copied an element
+// at a time with plain loads and stores, finished when start() returns.
+template <GetScope kScope>
+struct PeerCopyFetch {
+  static constexpr bool kUsesLanding = true;
+  static constexpr bool kCallsNvshmem = false;
+  const void* base[kMaxPes];  // base of each PE's table, as this device addresses it
+  bool aligned;               // every base and the row stride on a kVecBytes boundary
+
+  template <typename scalar_t>
+  __device__ __forceinline__ const scalar_t* row(int32_t col, int32_t pe, int64_t dim) const {
+    return static_cast<const scalar_t*>(base[pe]) + static_cast<int64_t>(col) * dim;
+  }
+  // Elements of a copy: kVecBytes of them when aligned, else one.
+  template <typename scalar_t>
+  __device__ __forceinline__ int unit() const {
+    return aligned ? kVecBytes / static_cast<int>(sizeof(scalar_t)) : 1;
+  }
+  // One copy of unit() elements from src to dst (shared memory); `active` false: none (the lane
+  // still reports at the counted sites, kernels/memory.cuh).
+  template <typename scalar_t>
+  __device__ __forceinline__ void copy(scalar_t* dst, const scalar_t* src, bool active) const {
+    if (aligned) {
+      MGG_GLOBAL_LOAD(reinterpret_cast<const uint4*>(src), active);
+      if (active) MGG_COPY_ASYNC16(dst, src);
+    } else {
+      MGG_GLOBAL_LOAD(src, active);
+      if (active) *dst = *src;
+    }
+  }
+
+  // Starts copying columns [d0, d0 + width) of n rows into landing[i * ld], row i of the chunk
+  // being (col, pe) of lane i. Every lane of the warp calls this with the same n (thread and
+  // warp scope; the block scope is start_block).
+  template <typename scalar_t>
+  __device__ __forceinline__ void start(scalar_t* landing, int ld, int32_t my_col, int32_t my_pe, int n, int64_t dim,
+                                        int64_t d0, int width, int lane) const {
+    start_at<kScope>(landing, ld, my_col, my_pe, n, dim, d0, width, lane);
+  }
+  template <GetScope kAt, typename scalar_t>
+  __device__ __forceinline__ void start_at(scalar_t* landing, int ld, int32_t my_col, int32_t my_pe, int n, int64_t dim,
+                                           int64_t d0, int width, int lane) const {
+    const int u = unit<scalar_t>(), per_row = (width + u - 1) / u;  // aligned: width is a multiple of u
+    if constexpr (kAt == GetScope::kThread) {                       // lane i copies row i
+      const scalar_t* src = row<scalar_t>(my_col, my_pe, dim) + d0;
+      for (int k = 0; k < per_row; ++k) copy(landing + lane * ld + k * u, src + k * u, lane < n);
+    } else {  // the warp's lanes take the (row, copy) pairs of the chunk in turn
+      const int total = n * per_row;
+      for (int k0 = 0; k0 < total; k0 += 32) {  // uniform across the warp
+        const int k = k0 + lane, i = k < total ? k / per_row : n - 1, j = (k - i * per_row) * u;
+        const int32_t col = __shfl_sync(0xffffffffu, my_col, i), pe = __shfl_sync(0xffffffffu, my_pe, i);
+        copy(landing + i * ld + j, row<scalar_t>(col, pe, dim) + d0 + j, k < total);
+      }
+    }
+  }
+  // Waits for this lane's copies, then lets each lane read what any lane copied.
+  __device__ __forceinline__ void complete() const {
+    MGG_WAIT_ASYNC();
+    __syncwarp();
+  }
+
+  // Block scope: every thread of the block starts copying rows [e0, e0 + n) of part p (their
+  // columns [d0, d0 + width)) into dst[i * ld], the block's threads taking the (row, copy) pairs
+  // in turn.
+  template <typename scalar_t>
+  __device__ __forceinline__ void start_block(scalar_t* dst, int ld, const DevicePart& p, int32_t e0, int n,
+                                              int64_t dim, int64_t d0, int width) const {
+    const int u = unit<scalar_t>(), per_row = (width + u - 1) / u, total = n * per_row;
+    const int threads = static_cast<int>(blockDim.x), t = static_cast<int>(threadIdx.x);
+    for (int k0 = 0; k0 < total; k0 += threads) {  // uniform across the block
+      const int k = k0 + t, i = k < total ? k / per_row : 0, j = (k - i * per_row) * u;
+      const bool active = k < total;
+      MGG_GLOBAL_LOAD(p.col + e0 + i, active);
+      MGG_GLOBAL_LOAD(p.pe + e0 + i, active);
+      const int32_t col = active ? p.col[e0 + i] : 0, pe = active ? p.pe[e0 + i] : 0;
+      copy(dst + i * ld + j, row<scalar_t>(col, pe, dim) + d0 + j, active);
+    }
+  }
+  // Waits for this thread's copies; the block barrier that follows lets every thread read them.
+  __device__ __forceinline__ void complete_block() const { MGG_WAIT_ASYNC(); }
+  // Rows past a warp's landing buffer (ps = 0): fetched by the warp alone, through this source
+  // (a view: the kernel parameter's 64 pointers are not copied).
+  struct WarpView {
+    const PeerCopyFetch* src;
+    template <typename scalar_t>
+    __device__ __forceinline__ void start(scalar_t* landing, int ld, int32_t my_col, int32_t my_pe, int n, int64_t dim,
+                                          int64_t d0, int width, int lane) const {
+      src->template start_at<GetScope::kWarp>(landing, ld, my_col, my_pe, n, dim, d0, width, lane);
+    }
+    __device__ __forceinline__ void complete() const { src->complete(); }
+  };
+  __device__ __forceinline__ WarpView tail() const { return {this}; }
 };
 
 }  // namespace mgg::kernels

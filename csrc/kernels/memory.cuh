@@ -10,16 +10,50 @@
 //   distinct words the active lanes touch, the most of any bank; for an atomic, lanes on one
 //   word serialise too, so every lane's word counts) are counted, so wavefronts per request is
 //   the access's bank-conflict degree (1: none).
+//
+// And the asynchronous copies from global to shared memory (cp.async, sm_80 on; the fetch of
+// peer rows into a landing buffer, fetch.cuh's PeerCopyFetch): the data goes to shared memory
+// without passing through registers, and the thread runs on until it waits.
+// - MGG_COPY_ASYNC16(dst, src): starts a copy of 16 bytes, both addresses on a 16-byte boundary
+//   (cp.async.cg: cached in L2 only; a plain copy below sm_80).
+// - MGG_WAIT_ASYNC(): waits for every copy the calling thread started; another lane's copies are
+//   its own, so readers of a landing buffer need the copying lanes' waits and then a barrier.
+// In the emulator (csrc/tests/simt/async_copy.cpp) a copy's destination is NaN until its thread
+// waits, and a copy never waited for is reported when its block ends.
 #pragma once
+#include <cstdint>
 
 #ifdef MGG_SIMT
 #define MGG_GLOBAL_LOAD(ptr, active) ::simt::global_load((ptr), sizeof(*(ptr)), (active))
 #define MGG_SHARED_LOAD(ptr, active) ::simt::shared_access((ptr), sizeof(*(ptr)), (active), ::simt::SharedOp::kLoad)
 #define MGG_SHARED_STORE(ptr, active) ::simt::shared_access((ptr), sizeof(*(ptr)), (active), ::simt::SharedOp::kStore)
 #define MGG_SHARED_ATOMIC(ptr, active) ::simt::shared_access((ptr), sizeof(*(ptr)), (active), ::simt::SharedOp::kAtomic)
+#define MGG_COPY_ASYNC16(dst, src) ::simt::async_copy((dst), (src), 16)
+#define MGG_WAIT_ASYNC() ::simt::async_wait()
 #else
 #define MGG_GLOBAL_LOAD(ptr, active) static_cast<void>(0)
 #define MGG_SHARED_LOAD(ptr, active) static_cast<void>(0)
 #define MGG_SHARED_STORE(ptr, active) static_cast<void>(0)
 #define MGG_SHARED_ATOMIC(ptr, active) static_cast<void>(0)
+#define MGG_COPY_ASYNC16(dst, src) ::mgg::kernels::copy_async16((dst), (src))
+#define MGG_WAIT_ASYNC() ::mgg::kernels::wait_async()
+
+namespace mgg::kernels {
+
+__device__ __forceinline__ void copy_async16(void* dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared), "l"(src) : "memory");
+#else
+  *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
+#endif
+}
+
+__device__ __forceinline__ void wait_async() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+}  // namespace mgg::kernels
 #endif

@@ -1,6 +1,9 @@
 // NVSHMEM gets of source rows into a warp's shared-memory landing buffer (the MGG path; valid
-// across nodes too), at thread scope (one lane per row) or warp scope (the warp per row). The
-// block-scope get is a kernel of its own (peers.cu), since every thread of the block takes part.
+// across nodes too), at thread scope (one lane per row), warp scope (the warp per row) or block
+// scope (start_block: every thread of the block per row; the kernel of its own in peers.cu).
+// peers.cu runs these only when some PE is not reachable by loads (the proxy path); within one
+// node it runs fetch.cuh's PeerCopyFetch, which copies the same rows without NVSHMEM's device
+// code and its registers.
 //
 // Completing a get. NVSHMEM requires nvshmem_quiet before the destination of a non-blocking get
 // is read. Its device implementation (nvshmemi_quiet in non_abi/device/common/
@@ -13,19 +16,21 @@
 // cost time: __syncwarp (which orders shared-memory accesses among the warp's lanes) is what
 // makes every lane's copy visible to the others. `p2p` is true when the host found every PE
 // reachable by loads (nvshmem_ptr non-null for all); otherwise complete() calls nvshmem_quiet.
+// (The attention kernels still read through these gets over loads too: attention.cu.)
 #pragma once
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
 #include <cstdint>
 
-namespace mgg::kernels {
+#include "fetch.cuh"
 
-enum class GetScope { kThread, kWarp };
+namespace mgg::kernels {
 
 template <GetScope kScope>
 struct NvshmemGetFetch {
   static constexpr bool kUsesLanding = true;
+  static constexpr bool kCallsNvshmem = true;
   const void* symmetric;  // the symmetric table: the same address names it on every PE
   bool p2p;               // every PE reachable by loads: a get has completed when it returns
   // Starts fetching columns [d0, d0 + width) of n rows into landing[i * ld], row i of the chunk
@@ -50,6 +55,26 @@ struct NvshmemGetFetch {
     if (!p2p) nvshmem_quiet();
     __syncwarp();
   }
+
+  // Block scope: every thread of the block gets rows [e0, e0 + n) of part p (their columns
+  // [d0, d0 + width)) into dst[i * ld], each row by the whole block.
+  template <typename scalar_t>
+  __device__ __forceinline__ void start_block(scalar_t* dst, int ld, const DevicePart& p, int32_t e0, int n,
+                                              int64_t dim, int64_t d0, int width) const {
+    const scalar_t* base = static_cast<const scalar_t*>(symmetric) + d0;
+    const size_t bytes = static_cast<size_t>(width) * sizeof(scalar_t);
+    for (int i = 0; i < n; ++i) {
+      nvshmemx_getmem_nbi_block(dst + static_cast<int64_t>(i) * ld, base + static_cast<int64_t>(p.col[e0 + i]) * dim,
+                                bytes, p.pe[e0 + i]);
+    }
+  }
+  // Completes this thread's part of the block's gets; the block barrier that follows lets every
+  // thread read them.
+  __device__ __forceinline__ void complete_block() const {
+    if (!p2p) nvshmem_quiet();
+  }
+  // Rows past a warp's landing buffer (ps = 0): fetched by the warp alone.
+  __device__ __forceinline__ NvshmemGetFetch<GetScope::kWarp> tail() const { return {symmetric, p2p}; }
 };
 
 }  // namespace mgg::kernels

@@ -2,9 +2,12 @@
 // `offset` of PE `pe`, through the source the caller picks:
 //   kPeerPointers  direct loads through peer pointers (nvshmem_ptr of a symmetric table; or, in
 //                  one process, any tensors of this device, e.g. P ranks' slices of one table);
-//   kGetThread     NVSHMEM get, thread scope (one lane per row) into shared memory;
-//   kGetWarp       NVSHMEM get, warp scope (the MGG path);
-//   kGetBlock      NVSHMEM get, block scope (every thread of the block fetches each row together).
+//   kGetThread     rows fetched into shared memory, one lane per row;
+//   kGetWarp       the warp per row (the MGG path);
+//   kGetBlock      the block per row (every thread of the block fetches each row together).
+// A fetch into shared memory is an NVSHMEM get where some PE is not reachable by loads
+// (NvshmemGetFetch: the proxy path), and mgg's asynchronous copy from the peer's table where
+// every PE is (Sources::p2p: PeerCopyFetch through nvshmem_ptr, at a direct source's registers).
 // Gets need NVSHMEM attached in this module (nvshmem/attach.cu) and the tables in its heap.
 #include "fetch.cuh"
 #include "launch.cuh"
@@ -13,27 +16,24 @@
 namespace mgg::kernels {
 namespace {
 
-// Block-scope gets: the block walks the interleave steps together. At step s each warp
-// publishes its s-th remote partition; the whole block fetches the rows of every warp's
-// partition (each row by all threads), the warps aggregate their s-th local partition meanwhile,
-// then, once the gets are complete and after a block barrier, each warp aggregates its landed
-// rows. Every warp has at most dist partitions of each part, so dist steps cover the block.
-// With interleave off (the contiguous mapping), each warp first aggregates all its local
-// partitions, so no get overlaps local work.
-template <typename scalar_t>
-__global__ void __launch_bounds__(kMaxThreads)
-    aggregate_blocks_blockget_kernel(const KernelArgs<scalar_t> a, const TableFetch lsrc, const void* symmetric,
-                                     bool p2p) {
+// Block-scope fetches (BlockSrc: NvshmemGetFetch or PeerCopyFetch at GetScope::kBlock): the
+// block walks the interleave steps together. At step s each warp publishes its s-th remote
+// partition; the whole block fetches the rows of every warp's partition (each row by all
+// threads), the warps aggregate their s-th local partition meanwhile, then, once the fetches
+// are complete and after a block barrier, each warp aggregates its landed rows. Every warp has
+// at most dist partitions of each part, so dist steps cover the block. With interleave off (the
+// contiguous mapping), each warp first aggregates all its local partitions, so no fetch
+// overlaps local work.
+template <typename scalar_t, typename BlockSrc>
+__global__ void __launch_bounds__(kMaxThreads, BlockSrc::kCallsNvshmem ? 1 : kBlocksPerSm)
+    aggregate_blocks_blockget_kernel(const KernelArgs<scalar_t> a, const TableFetch lsrc, const BlockSrc rsrc) {
   extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ int64_t published[kWpbMax][3];  // row, first edge, end edge of each warp's partition
+  __shared__ int32_t published[kWpbMax][2];  // first and end edge of each warp's partition
   const BlockCtx<scalar_t> b(a, smem);
   const LaneCols<scalar_t>& cols = b.cols;
-  const int lane = b.lane, warp = b.warp, width = cols.width;
+  const int lane = b.lane, warp = b.warp;
   const int64_t row0 = b.row0, d0 = b.d0;
   float* partial = b.partial;
-  const scalar_t* sym = static_cast<const scalar_t*>(symmetric) + d0;
-  const size_t bytes = static_cast<size_t>(width) * sizeof(scalar_t);
-  const NvshmemGetFetch<GetScope::kWarp> tail{symmetric, p2p};  // rows past the landing buffer (ps = 0)
   KernelWalk lw = b.walk(a, false), rw = b.walk(a, true);
   Run<scalar_t> run;
   b.local_first(a, lw, run, lsrc);
@@ -41,33 +41,30 @@ __global__ void __launch_bounds__(kMaxThreads)
     KernelPartition q{-1, 0, 0};
     if (!rw.done()) q = rw.next(a.remote.rowptr, a.ps);  // every lane of the warp advances its walk
     if (lane == 0) {
-      published[warp][0] = q.row;
-      published[warp][1] = q.begin;
-      published[warp][2] = q.end;
+      published[warp][0] = q.begin;
+      published[warp][1] = q.end;
     }
     __syncthreads();
     for (int w = 0; w < b.wpb; ++w) {
-      const int64_t e0 = published[w][1], e1 = published[w][2];
-      const int n = static_cast<int>(e1 - e0 < a.landing_rows ? e1 - e0 : a.landing_rows);
-      for (int i = 0; i < n; ++i) {
-        nvshmemx_getmem_nbi_block(b.landing_all + (static_cast<int64_t>(w) * a.landing_rows + i) * a.tile,
-                                  sym + static_cast<int64_t>(a.remote.col[e0 + i]) * a.dim, bytes, a.remote.pe[e0 + i]);
-      }
+      const int32_t e0 = published[w][0], e1 = published[w][1];
+      const int n = e1 - e0 < a.landing_rows ? e1 - e0 : a.landing_rows;
+      rsrc.start_block(b.landing_all + static_cast<int64_t>(w) * a.landing_rows * a.tile, a.tile, a.remote, e0, n,
+                       a.dim, d0, cols.width);
     }
     b.local_step(a, lw, run, lsrc);
-    if (!p2p) nvshmem_quiet();
+    rsrc.complete_block();
     __syncthreads();
     if (q.row >= 0) {
       run.enter(q.row, partial, row0, a.tile, cols);
-      const int n = static_cast<int>(q.end - q.begin < a.landing_rows ? q.end - q.begin : a.landing_rows);
+      const int n = q.end - q.begin < a.landing_rows ? q.end - q.begin : a.landing_rows;
       add_landed(run.acc, b.landing, a.tile, load_edge(a.remote, q.begin, n, lane), n, a.remote.weight != nullptr,
                  cols);
-      add_edges_landing(run.acc, a.remote, q.begin + n, q.end, tail, b.landing, a, d0, cols);
+      add_edges_landing(run.acc, a.remote, q.begin + n, q.end, rsrc.tail(), b.landing, a, d0, cols);
     }
     __syncthreads();  // landing buffers are refilled at the next step
   }
   run.finish(partial, row0, a.tile, cols);
-  write_block(a, b.blk, partial, d0, width);
+  write_block(a, b.blk, partial, d0, cols.width);
 }
 
 template <typename scalar_t, typename RemoteSrc>
@@ -76,22 +73,44 @@ auto peers_kernel(bool deterministic) {
                        : aggregate_blocks_kernel<scalar_t, TableFetch, RemoteSrc>;
 }
 
-using GetThread = NvshmemGetFetch<GetScope::kThread>;
-using GetWarp = NvshmemGetFetch<GetScope::kWarp>;
+// The fetch at scope kScope: mgg's asynchronous copies where every PE is reachable by loads
+// (src.p2p: src.peers holds nvshmem_ptr of the symmetric table for every PE), NVSHMEM's get
+// otherwise.
+template <GetScope kScope, typename F>
+auto with_fetch(const Step& s, const Sources& src, F&& f) {
+  if (src.p2p) {
+    const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % kVecBytes == 0; };
+    PeerCopyFetch<kScope> copy{};
+    copy.aligned = s.dim * static_cast<int64_t>(storage_bytes(s.storage)) % kVecBytes == 0;
+    for (int i = 0; i < kMaxPes; ++i) {
+      copy.base[i] = src.peers[i];
+      copy.aligned = copy.aligned && aligned(src.peers[i]);
+    }
+    return f(copy);
+  }
+  return f(NvshmemGetFetch<kScope>{src.symmetric, src.p2p});
+}
 
 // Calls f(kernel, remote source) with the kernel and source the step runs with. Deterministic
-// mode has no block-scope variant: it reads with warp-scope gets in the row-owned kernel.
+// mode has no block-scope variant: it fetches at warp scope in the row-owned kernel.
 template <typename scalar_t, typename F>
 auto with_peers_kernel(const Step& s, Source source, const Sources& src, F&& f) {
   const bool det = s.deterministic;
+  const auto rows_or_blocks = [&](const auto& fetch) {
+    using Fetch = std::decay_t<decltype(fetch)>;
+    return f(peers_kernel<scalar_t, Fetch>(det), fetch);
+  };
   switch (source) {
     case Source::kGetThread:
-      return f(peers_kernel<scalar_t, GetThread>(det), GetThread{src.symmetric, src.p2p});
+      return with_fetch<GetScope::kThread>(s, src, rows_or_blocks);
     case Source::kGetWarp:
-      return f(peers_kernel<scalar_t, GetWarp>(det), GetWarp{src.symmetric, src.p2p});
+      return with_fetch<GetScope::kWarp>(s, src, rows_or_blocks);
     case Source::kGetBlock:
-      if (det) return f(peers_kernel<scalar_t, GetWarp>(true), GetWarp{src.symmetric, src.p2p});
-      return f(aggregate_blocks_blockget_kernel<scalar_t>, src.symmetric, src.p2p);
+      if (det) return with_fetch<GetScope::kWarp>(s, src, rows_or_blocks);
+      return with_fetch<GetScope::kBlock>(s, src, [&](const auto& fetch) {
+        using Fetch = std::decay_t<decltype(fetch)>;
+        return f(aggregate_blocks_blockget_kernel<scalar_t, Fetch>, fetch);
+      });
     default: {
       PeerPointerFetch peer{};
       for (int i = 0; i < kMaxPes; ++i) peer.base[i] = src.peers[i];
@@ -102,11 +121,11 @@ auto with_peers_kernel(const Step& s, Source source, const Sources& src, F&& f) 
 
 }  // namespace
 
-std::string plan_peers_launch(const Step& s, Source source, Launch* l) {
+std::string plan_peers_launch(const Step& s, Source source, const Sources& src, Launch* l) {
   const bool landing = source != Source::kPeerPointers;
   return with_storage(s.storage, [&](auto zero) {
     using scalar_t = decltype(zero);
-    return with_peers_kernel<scalar_t>(s, source, Sources{}, [&](auto kernel, const auto&... /*remote*/) {
+    return with_peers_kernel<scalar_t>(s, source, src, [&](auto kernel, const auto&... /*remote*/) {
       return plan_kernel_launch<scalar_t>(s, kernel, landing, l);
     });
   });

@@ -60,9 +60,11 @@ int n_pes() { return nvshmem_n_pes(); }
 
 bool is_symmetric(const void* ptr) { return g_attached && nvshmem_ptr(ptr, nvshmem_my_pe()) != nullptr; }
 
+const void* peer_address(const void* ptr, int pe) { return nvshmem_ptr(ptr, pe); }
+
 bool reachable_by_loads(const void* ptr) {
   for (int pe = 0; pe < n_pes(); ++pe) {
-    if (nvshmem_ptr(ptr, pe) == nullptr) return false;
+    if (peer_address(ptr, pe) == nullptr) return false;
   }
   return true;
 }

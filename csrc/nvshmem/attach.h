@@ -17,6 +17,9 @@ int n_pes();
 bool is_symmetric(const void* ptr);
 // Every PE's copy of the symmetric object at ptr is reachable by loads from this device.
 bool reachable_by_loads(const void* ptr);
+// PE pe's copy of the symmetric object at ptr as this device addresses it (nvshmem_ptr), or
+// nullptr where it is not reachable by loads.
+const void* peer_address(const void* ptr, int pe);
 // The NVSHMEM version this module's device library was compiled from, e.g. "3.4.5".
 std::string compiled_version();
 

@@ -56,7 +56,8 @@ at::Tensor aggregate_peers_device(const at::Tensor& x, at::TensorList peers, int
   kernels::Sources src = Dev::peers(c.op, peers, my_pe, static_cast<Fetch>(fetch), &source);
   src.local_table = x.data_ptr();
   return run_aggregate<Dev>(
-      x, c, true, [&](const kernels::Step& s, kernels::Launch* l) { return kernels::plan_peers_launch(s, source, l); },
+      x, c, true,
+      [&](const kernels::Step& s, kernels::Launch* l) { return kernels::plan_peers_launch(s, source, src, l); },
       [&](const kernels::Step& s, const kernels::Launch& l, void* out, float* scratch, cudaStream_t stream) {
         return kernels::launch_peers(s, source, src, l, out, scratch, stream);
       });

@@ -82,6 +82,10 @@ SHAPES = {  # name -> (graph, dim, ranks, config)
         ("get-thread", "proxy"),
         ("get-warp", "proxy"),
         ("get-block", "proxy"),
+        # every PE reachable by loads: the asynchronous copies of fetch.cuh's PeerCopyFetch
+        ("get-thread", "loadstore"),
+        ("get-warp", "loadstore"),
+        ("get-block", "loadstore"),
     ],
 )
 @pytest.mark.parametrize("shape", list(SHAPES))

@@ -21,6 +21,9 @@ CASES = [
     "warp-call-args",
     "shared-opt-in",
     "pe-queries",
+    "read-before-wait",
+    "copy-never-waited",
+    "copy-misaligned",
 ]
 
 

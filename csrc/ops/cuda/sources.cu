@@ -33,6 +33,9 @@ kernels::Sources peer_sources(const char* op, at::TensorList tables, int64_t my_
                 ": the table of my_pe is not in NVSHMEM's symmetric heap, so peers cannot get from it");
     s.symmetric = symmetric;
     s.p2p = shmem::reachable_by_loads(symmetric);
+    if (s.p2p) {
+      for (size_t i = 0; i < tables.size(); ++i) s.peers[i] = shmem::peer_address(symmetric, static_cast<int>(i));
+    }
   }
   return s;
 }

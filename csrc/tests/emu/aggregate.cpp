@@ -22,7 +22,8 @@ std::string run_aggregate(Case& c) {
   std::vector<unsigned char> out(static_cast<size_t>(ks.num_rows * ks.dim) * kernels::storage_bytes(ks.storage), 0xff);
   if (out.empty()) return {};
   kernels::Launch l{};
-  const std::string why = peers ? kernels::plan_peers_launch(ks, s.source, &l) : kernels::plan_table_launch(ks, &l);
+  const std::string why =
+      peers ? kernels::plan_peers_launch(ks, s.source, s.src, &l) : kernels::plan_table_launch(ks, &l);
   if (!why.empty()) return "plan: " + why;
   c.write("launch", &l, sizeof l);
   std::vector<float> scratch(static_cast<size_t>((ks.deterministic ? 0 : c.integer("num_slots")) * ks.dim));

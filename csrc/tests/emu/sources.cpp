@@ -54,6 +54,9 @@ CaseSources case_sources(Case& c, const char* local, const char* remote) {
                                   : throw std::runtime_error("unknown source " + how);
   r.src.symmetric = heaps[me];
   r.src.p2p = !proxy;  // as the host finds it: nvshmem_ptr non-null for every PE only over loads
+  if (r.src.p2p) {
+    for (int i = 0; i < n; ++i) r.src.peers[i] = heaps[i];  // what nvshmem_ptr gives (ops/cuda/sources.cu)
+  }
   return r;
 }
 

@@ -104,6 +104,40 @@ __global__ void warp_call_with_different_args(const float* table, float* out) {
   out[threadIdx.x] = s[0];
 }
 
+// Lane i copies 16 bytes (floats 4i..4i+3) of `table` into shared memory asynchronously, then
+// every lane sums all 128 floats, twice: the first round waits and takes a warp barrier before
+// reading; the second too (wait_first), or reads first and waits after (the bug). The second
+// round copies the same floats, so only the poisoned destination tells the two apart.
+__global__ void copy_rows(const float* table, float* out, bool wait_first) {
+  float* s = reinterpret_cast<float*>(smem);
+  const int lane = static_cast<int>(threadIdx.x);
+  for (int round = 0; round < 2; ++round) {
+    const bool wait_before = round == 0 || wait_first;
+    MGG_COPY_ASYNC16(s + 4 * lane, table + 4 * lane);
+    if (wait_before) MGG_WAIT_ASYNC();
+    __syncwarp();
+    float sum = 0.f;
+    for (int i = 0; i < 128; ++i) sum += s[i];
+    out[lane] = sum;
+    if (!wait_before) MGG_WAIT_ASYNC();
+    __syncwarp();  // every lane has read the round's floats before the next round's copies
+  }
+}
+
+__global__ void copy_never_waited(const float* table, float* out) {
+  float* s = reinterpret_cast<float*>(smem);
+  line_of_interest = __LINE__ + 1;
+  MGG_COPY_ASYNC16(s + 4 * threadIdx.x, table + 4 * threadIdx.x);
+  out[threadIdx.x] = 0.f;
+}
+
+__global__ void copy_misaligned(const float* table) {
+  float* s = reinterpret_cast<float*>(smem);
+  line_of_interest = __LINE__ + 1;
+  MGG_COPY_ASYNC16(s + 4 * threadIdx.x, table + 4 * threadIdx.x + 1);  // 4 bytes off the 16-byte grid
+  MGG_WAIT_ASYNC();
+}
+
 // Each lane of each warp accesses float `lane * stride` (a 16-byte vector at `lane * stride`
 // floats for op 3) of shared memory, lanes below `active` only: op 0 loads, 1 stores, 2 adds
 // atomically.
@@ -258,6 +292,47 @@ bool warp_call_args_case() {
   return expect_report(launched(), {"diverged", "nvshmemx_getmem_nbi_warp"});
 }
 
+bool copies_sum(bool wait_first) {
+  alignas(16) static float table[128];
+  for (int i = 0; i < 128; ++i) table[i] = static_cast<float>(i);
+  std::vector<float> out(32);
+  MGG_LAUNCH(1, 32, 128 * sizeof(float), nullptr, copy_rows)(table, out.data(), wait_first);
+  if (launched() != cudaSuccess) {
+    std::printf("%s\n", simt::last_report().c_str());
+    return false;
+  }
+  for (float v : out) {
+    if (v != 8128.f) return false;  // 0 + 1 + ... + 127
+  }
+  return true;
+}
+
+bool read_before_wait_case() {
+  if (!copies_sum(true)) {
+    std::printf("a correct use of asynchronous copies failed\n");
+    return false;
+  }
+  if (copies_sum(false)) {
+    std::printf("shared memory read before the asynchronous copy's wait went unseen\n");
+    return false;
+  }
+  std::printf("reading before the wait reads NaN; after it, the copied floats\n");
+  return true;
+}
+
+bool copy_never_waited_case() {
+  alignas(16) static float table[128] = {};
+  std::vector<float> out(32);
+  MGG_LAUNCH(1, 32, 128 * sizeof(float), nullptr, copy_never_waited)(table, out.data());
+  return expect_report(launched(), {"never waited", here_line()});
+}
+
+bool copy_misaligned_case() {
+  alignas(16) static float table[132] = {};
+  MGG_LAUNCH(1, 32, 128 * sizeof(float), nullptr, copy_misaligned)(table);
+  return expect_report(launched(), {"16-byte boundary", here_line()});
+}
+
 // `shared OP STRIDE ACTIVE requests wavefronts active_lanes` per pattern of shared_pattern, run
 // by 2 warps (so 2 requests where a lane is active).
 bool shared_banks_case() {
@@ -325,7 +400,8 @@ int main(int argc, char** argv) {
       {"shared-oob", shared_out_of_bounds_case},     {"read-before-quiet", read_before_quiet_case},
       {"get-never-quieted", get_never_quieted_case}, {"warp-call-args", warp_call_args_case},
       {"shared-opt-in", shared_opt_in_case},         {"pe-queries", pe_queries_case},
-      {"shared-banks", shared_banks_case},
+      {"shared-banks", shared_banks_case},           {"read-before-wait", read_before_wait_case},
+      {"copy-never-waited", copy_never_waited_case}, {"copy-misaligned", copy_misaligned_case},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::printf("usage: %s CASE, CASE one of:", argv[0]);

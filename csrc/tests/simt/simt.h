@@ -126,6 +126,14 @@ std::vector<SharedCounts> shared_counts();
 std::vector<GetCounts> get_counts();
 std::vector<std::pair<std::string, uint64_t>> warp_call_counts();
 
+// ---- asynchronous copies (cp.async; async_copy.cpp) ----------------------------------------
+// A copy of `bytes` from global to shared memory (MGG_COPY_ASYNC16, kernels/memory.cuh) that
+// completes at the issuing thread's next async_wait: until then its destination is NaN (bytes
+// 0xff), so reading it before the wait, or another lane reading it before the wait and a
+// barrier, reads NaN. A copy never waited for when its block ends fails the launch.
+void async_copy(void* dst, const void* src, size_t bytes, const Site& site = Site::current());
+void async_wait(const Site& site = Site::current());
+
 // ---- launch -------------------------------------------------------------------------------
 using Body = void (*)(const void* ctx);
 cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t smem, Body body, const void* ctx,
