@@ -7,12 +7,13 @@ Machine-independent: no GPU, no timing.
 
     python -m bench.counters [--graphs rmat-reddit:scale=0.0005 rmat-products:scale=0.0001]
                              [--dims 16 32 64 128 256] [--dtypes float32 bfloat16]
-                             [--sources table get-warp] [--ranks 2] [--out DIR]
+                             [--sources table get-warp copy-warp] [--ranks 2] [--out DIR]
     python -m bench.counters --ncu-metrics   # the Nsight Compute metrics the columns mirror
 
 Writes counters-<date>.csv (one row per case and memory class: `global` is what Nsight Compute
-sees as global loads, `rows` the source rows read in place, `edges` the plan's column ids,
-weights and PEs, `landed` the rows NVSHMEM gets put in shared memory, read from there; the
+sees as global loads, `rows` the source rows read in place or copied from peers (copy-*),
+`edges` the plan's column ids, weights and PEs, `landed` the rows gets or copies put in shared
+memory, read from there; the
 shuffles, partial-sum and get columns are the case's, the same on each class's row), a markdown
 table and a plot. The gets' own traffic is counted per call (get_calls, get_bytes, and the
 sectors of their sources over the bytes: what the link carries at sector granularity); how
@@ -146,6 +147,15 @@ def summarize(per_rank: list, edges: int) -> dict:
     return out
 
 
+def emulated(source: str) -> tuple[str, str]:
+    """The emulated case's (source, completion) of a --sources name: get-* are NVSHMEM gets over
+    the proxy (the path across nodes), copy-* the same sources with every PE reachable by loads,
+    which the kernels serve with asynchronous copies (kernels/fetch.cuh's PeerCopyFetch)."""
+    if source.startswith("copy-"):
+        return "get-" + source.removeprefix("copy-"), "loadstore"
+    return source, "proxy" if source.startswith("get") else "loadstore"
+
+
 def measure(spec: str, dim: int, dtype: str, source: str, ranks: int, work: Path) -> list[dict]:
     """One case: the emulated kernels of every rank's step, checked against the float64
     reference before their counters are read."""
@@ -160,8 +170,8 @@ def measure(spec: str, dim: int, dtype: str, source: str, ranks: int, work: Path
     g, _ = cache.graph(spec)  # made once per spec, as the plan (the cases differ in D, dtype, source)
     plan = cache.plan(g, ranks)
     x = torch.randn(g.num_nodes, dim, generator=torch.Generator().manual_seed(0)).to(getattr(torch, dtype))
-    completion = "proxy" if source.startswith("get") else "loadstore"
-    out = aggregate(work, plan, x, Config(), source, completion, counters=True)
+    kernel_source, completion = emulated(source)
+    out = aggregate(work, plan, x, Config(), kernel_source, completion, counters=True)
     assert_matches_reference(out, g, x)
     per_rank = [emulator.counters_of(work / f"rank{r}") for r in range(ranks)]
     base = dict(graph=spec, dim=dim, dtype=dtype, source=source, ranks=ranks, edges=g.num_edges)
@@ -238,7 +248,11 @@ def main(argv=None) -> int:
     ap.add_argument("--dims", nargs="+", type=int, default=[16, 32, 64, 128, 256])
     ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], help="float32, float16, bfloat16")
     ap.add_argument(
-        "--sources", nargs="+", default=["table", "get-warp"], help="table, direct, get-thread, get-warp, get-block"
+        "--sources",
+        nargs="+",
+        default=["table", "get-warp"],
+        help="table, direct, get-thread, get-warp, get-block (NVSHMEM gets over the proxy), "
+        "copy-thread, copy-warp, copy-block (the same within a node: asynchronous copies)",
     )
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))

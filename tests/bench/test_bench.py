@@ -647,10 +647,10 @@ def test_counters_report_of_the_emulated_kernels(tmp_path):
     from bench import counters
 
     assert counters.main(["--graphs", "rmat:300:2400", "--dims", "16", "64", "--dtypes", "float32",
-                          "--sources", "table", "get-warp", "--out", str(tmp_path)]) == 0  # fmt: skip
+                          "--sources", "table", "get-warp", "copy-warp", "--out", str(tmp_path)]) == 0  # fmt: skip
     (path,) = tmp_path.glob("counters-*.csv")
     rows = list(csv.DictReader(open(path)))
-    assert len(rows) == 2 * 2 * len(counters.CLASSES)
+    assert len(rows) == 2 * 3 * len(counters.CLASSES)
     req, sec = counters.NCU["requests"], counters.NCU["sectors"]
     for r in rows:
         if r["class"] == "rows":
@@ -659,10 +659,15 @@ def test_counters_report_of_the_emulated_kernels(tmp_path):
             # requests than one per 32 columns of a row, more than half the lanes active
             assert float(r["requests_per_128_bytes"]) < (2.0 if r["dim"] == "16" else 1.0)
             assert float(r["active_lanes_pct"]) > 50.0
+            if r["source"] == "copy-warp":  # 16-byte copies of whole rows: within 5% of the bytes asked
+                assert float(r["bytes_in_sectors_over_requested"]) <= 1.05
         if r["class"] == "landed":
-            assert (int(r[req]) > 0) == (r["source"] == "get-warp")  # gets land rows in shared memory
-            if r["source"] == "get-warp":  # landed rows read back with 16-byte loads too
+            lands = r["source"] in ("get-warp", "copy-warp")  # gets and copies land rows in shared memory
+            assert (int(r[req]) > 0) == lands
+            if lands:  # landed rows read back with 16-byte loads too
                 assert float(r["requests_per_128_bytes"]) < (2.0 if r["dim"] == "16" else 1.0)
+        # NVSHMEM gets only over the proxy: within a node the kernels copy and call none
+        assert (int(r["get_calls"]) > 0) == (r["source"] == "get-warp")
         # the partial sums' shared atomics (commit): conflict-free, but 2 lanes a word at fp32
         # D = 16 (lane groups of 4, in every kernel)
         assert int(r["shared_requests_partial_sums"]) > 0
