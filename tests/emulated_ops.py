@@ -46,15 +46,16 @@ def _step_values(rp, s: dict, params: list, x: torch.Tensor, seed: int) -> dict:
     )
 
 
-def _peer_tables(tables: list) -> tuple[dict, int]:
-    """Each PE's table in a symmetric heap of the largest table's size (NaN past its rows)."""
+def _peer_tables(tables: list, offset: int = 0) -> tuple[dict, int]:
+    """Each PE's table in a symmetric heap of the largest table's size (NaN past its rows),
+    starting `offset` elements into the heap (the same on every PE, as a symmetric object is)."""
     rows = max(t.size(0) for t in tables)
     heaps = {}
     for pe, t in enumerate(tables):
         h = torch.full((rows, t.size(1)), float("nan"), dtype=t.dtype)
         h[: t.size(0)] = t
-        heaps[f"peer{pe}"] = h
-    return heaps, rows * tables[0].size(1) * tables[0].element_size()
+        heaps[f"peer{pe}"] = _after(offset, h)
+    return heaps, (offset + rows * tables[0].size(1)) * tables[0].element_size()
 
 
 def _pe_values(source: str, completion: str, rank: int, n: int, heap_bytes: int) -> dict:
@@ -81,14 +82,15 @@ def aggregate(
     emulator's trace of warp and block calls (trace.txt). counters: each rank's folder keeps the
     memory counters (counters.txt; emulator.counters_of reads them). halo_gather: run each
     rank's halo gather step instead (the `once` mode's read of each halo row from its owner; a
-    peers source), returning every rank's halo rows, rank after rank. table_offset (table
-    source): the tables start that many elements into their arrays, as a tensor sliced from a
-    larger one does (rows off the 16-byte grid for an odd offset)."""
+    peers source), returning every rank's halo rows, rank after rank. table_offset: the tables
+    (the halo table and this rank's, or every PE's in its heap) start that many elements into
+    their arrays, as a tensor sliced from a larger one does (rows off the 16-byte grid for an
+    offset that is not a multiple of 16 bytes)."""
     if halo_gather and source == "table":
         raise ValueError("the halo gather reads peers' tables: give a peers source")
     b = plan.bounds
     own = [x[int(b[r]) : int(b[r + 1])].contiguous() for r in range(plan.num_ranks)]
-    heaps, heap_bytes = _peer_tables(own)
+    heaps, heap_bytes = _peer_tables(own, table_offset)
     folders, shapes = [], []
     for r in range(plan.num_ranks):
         rp = plan.rank_plan(r, config)
@@ -117,14 +119,14 @@ def aggregate(
                 "fixups",
             )
         }
+        if table_offset:
+            values["table_offset"] = table_offset * x.element_size()
         if peers:
             values.update(_pe_values(source, completion, r, plan.num_ranks, heap_bytes))
             arrays.update(heaps, remote_pe=s["remote_pe"])
         else:
             values["source"] = "table"
             halo = x[torch.from_numpy(rp.shard.halo_nodes)].contiguous()
-            if table_offset:
-                values["table_offset"] = table_offset * x.element_size()
             arrays.update(table=_after(table_offset, own[r]), remote_table=_after(table_offset, halo))
         folders.append(emulator.write_case(folder / f"rank{r}", values, arrays))
         shapes.append((rp.num_rows, x.size(1)))

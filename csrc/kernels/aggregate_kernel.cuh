@@ -13,7 +13,7 @@
 // groups, each taking its own edge, so one warp instruction serves several edges. A warp sums consecutive partitions of
 // one row (local and remote alike) in one set of registers and adds them (each lane group its own sums) into the
 // block's partial sum of that row in dynamic shared memory (2 * wpb rows x tile floats: MGG
-// eq. 1, plus the warps' landing buffers for NVSHMEM gets) with shared atomics when it moves
+// eq. 1, plus the warps' landing buffers for fetched remote rows) with shared atomics when it moves
 // to another row, each lane visiting its run of columns in a rotated order so that the warp's
 // adds hit distinct banks (commit: 1 wavefront per add, 2 at D = 16). The walk over the
 // schedule uses 32-bit indices (KernelWalk; the op checks a step fits, core/limits.h's

@@ -98,6 +98,24 @@ def test_shapes_that_break_kernels(tmp_path, shape, source, completion):
     check(tmp_path / "rows", g, x, ranks, config, source, completion, deterministic=True, seeds=(1,))
 
 
+@pytest.mark.parametrize(
+    "source,completion",
+    [("direct", "loadstore"), ("get-thread", "loadstore"), ("get-warp", "loadstore"), ("get-block", "loadstore")]
+    + [("get-warp", "proxy")],
+)
+def test_peer_tables_off_the_16_byte_grid(tmp_path, source, completion):
+    """Every PE's table 4 bytes into its symmetric heap, as a tensor sliced from a larger one
+    (fp32 at D = 32, so only the tables' start is off the 16-byte grid): direct loads read
+    columns 32 apart, and the copies within a node go an element at a time (16-byte copies would
+    be misaligned, which the emulator reports); blocks and rows kernels equal the reference."""
+    g = random_graph(200, 1500, seed=11, skew=0.5)
+    x = features(200, 32, torch.float32)
+    plan = Plan(g, 2)
+    for det in (False, True):
+        out = aggregate(tmp_path / str(det), plan, x, Config(4, 2, 4), source, completion, det, table_offset=1)
+        assert_matches_reference(out, g, x)
+
+
 @pytest.mark.parametrize("source,completion", MODES)
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "ps{}-dist{}-wpb{}".format(*c.as_tuple()))
 def test_every_kernel_test_config_exactly(tmp_path, config, source, completion):

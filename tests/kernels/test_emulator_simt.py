@@ -24,6 +24,7 @@ CASES = [
     "read-before-wait",
     "copy-never-waited",
     "copy-misaligned",
+    "copy-to-global",
 ]
 
 

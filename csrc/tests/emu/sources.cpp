@@ -37,25 +37,28 @@ CaseSources case_sources(Case& c, const char* local, const char* remote) {
     return r;
   }
   const int n = static_cast<int>(c.integer("n_pes")), me = static_cast<int>(c.integer("my_pe"));
-  std::vector<const void*> heaps(n);
-  for (int i = 0; i < n; ++i) heaps[i] = c.array<void>("peer" + std::to_string(i));
+  std::vector<const void*> heaps(n), tables(n);  // each PE's table lies table_offset bytes into its heap
+  for (int i = 0; i < n; ++i) {
+    heaps[i] = c.array<void>("peer" + std::to_string(i));
+    tables[i] = shifted(c, ("peer" + std::to_string(i)).c_str());
+  }
   const bool proxy = c.text("completion") == "proxy";
   simt::shmem::set_world(heaps.data(), n, static_cast<size_t>(c.integer("heap_bytes")), me,
                          proxy ? simt::shmem::Completion::kProxy : simt::shmem::Completion::kLoadStore);
-  r.src.local_table = heaps[me];
+  r.src.local_table = tables[me];
   if (how == "direct") {
     r.source = kernels::Source::kPeerPointers;
-    for (int i = 0; i < n; ++i) r.src.peers[i] = heaps[i];
+    for (int i = 0; i < n; ++i) r.src.peers[i] = tables[i];
     return r;
   }
   r.source = how == "get-thread"  ? kernels::Source::kGetThread
              : how == "get-warp"  ? kernels::Source::kGetWarp
              : how == "get-block" ? kernels::Source::kGetBlock
                                   : throw std::runtime_error("unknown source " + how);
-  r.src.symmetric = heaps[me];
+  r.src.symmetric = tables[me];
   r.src.p2p = !proxy;  // as the host finds it: nvshmem_ptr non-null for every PE only over loads
   if (r.src.p2p) {
-    for (int i = 0; i < n; ++i) r.src.peers[i] = heaps[i];  // what nvshmem_ptr gives (ops/cuda/sources.cu)
+    for (int i = 0; i < n; ++i) r.src.peers[i] = tables[i];  // what nvshmem_ptr gives (ops/cuda/sources.cu)
   }
   return r;
 }

@@ -1,8 +1,8 @@
 // The emulator's asynchronous copies (simt.h): cp.async as a copy that lands at the issuing
-// thread's wait. The destination is poisoned (NaN bytes) at the copy, so a read that the wait
-// (and, for another lane's copy, a barrier after it) does not order after the copy reads NaN,
-// whatever order the scheduler runs the lanes in; a copy still pending when its block ends is
-// reported.
+// thread's wait. The destination is poisoned (NaN bytes) at the copy, so the issuing thread
+// reads NaN before its wait, and another lane reads NaN without a barrier after that wait
+// whenever the scheduler runs it first (the seeds vary the order); a copy still pending when
+// its block ends is reported.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -42,6 +42,9 @@ void async_copy(void* dst, const void* src, size_t bytes, const Site& site) {
     fail("an asynchronous copy of " + std::to_string(bytes) + " bytes off a " + std::to_string(bytes) +
              "-byte boundary (cp.async requires both addresses aligned)",
          site);
+  }
+  if (!in_dynamic_shared(dst, bytes) || in_dynamic_shared(src, bytes)) {
+    fail("an asynchronous copy must go from global memory into the launch's shared memory", site);
   }
   std::memset(dst, 0xff, bytes);
   pending.push_back({dst, src, bytes, here().id, site});

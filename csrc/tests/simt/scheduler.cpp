@@ -406,6 +406,14 @@ void name_dynamic_shared(const std::string& name) {
 
 void on_block_end(std::string (*check)()) { block_checks.push_back(check); }
 
+bool in_dynamic_shared(const void* p, size_t bytes) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (const Region& s : launch_shared) {
+    if (b >= s.base && b + bytes <= s.base + s.capacity) return true;
+  }
+  return false;
+}
+
 void trace_to(std::FILE* f) { trace = f; }
 
 cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t smem, Body body, const void* ctx,

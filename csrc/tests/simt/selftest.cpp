@@ -131,6 +131,12 @@ __global__ void copy_never_waited(const float* table, float* out) {
   out[threadIdx.x] = 0.f;
 }
 
+__global__ void copy_to_global(const float* table, float* out) {
+  line_of_interest = __LINE__ + 1;
+  MGG_COPY_ASYNC16(out + 4 * threadIdx.x, table + 4 * threadIdx.x);  // a destination outside shared memory
+  MGG_WAIT_ASYNC();
+}
+
 __global__ void copy_misaligned(const float* table) {
   float* s = reinterpret_cast<float*>(smem);
   line_of_interest = __LINE__ + 1;
@@ -327,6 +333,13 @@ bool copy_never_waited_case() {
   return expect_report(launched(), {"never waited", here_line()});
 }
 
+bool copy_to_global_case() {
+  alignas(16) static float table[128] = {};
+  alignas(16) static float out[128] = {};
+  MGG_LAUNCH(1, 32, 128 * sizeof(float), nullptr, copy_to_global)(table, out);
+  return expect_report(launched(), {"into the launch's shared memory", here_line()});
+}
+
 bool copy_misaligned_case() {
   alignas(16) static float table[132] = {};
   MGG_LAUNCH(1, 32, 128 * sizeof(float), nullptr, copy_misaligned)(table);
@@ -402,6 +415,7 @@ int main(int argc, char** argv) {
       {"shared-opt-in", shared_opt_in_case},         {"pe-queries", pe_queries_case},
       {"shared-banks", shared_banks_case},           {"read-before-wait", read_before_wait_case},
       {"copy-never-waited", copy_never_waited_case}, {"copy-misaligned", copy_misaligned_case},
+      {"copy-to-global", copy_to_global_case},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::printf("usage: %s CASE, CASE one of:", argv[0]);

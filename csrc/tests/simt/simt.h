@@ -129,8 +129,10 @@ std::vector<std::pair<std::string, uint64_t>> warp_call_counts();
 // ---- asynchronous copies (cp.async; async_copy.cpp) ----------------------------------------
 // A copy of `bytes` from global to shared memory (MGG_COPY_ASYNC16, kernels/memory.cuh) that
 // completes at the issuing thread's next async_wait: until then its destination is NaN (bytes
-// 0xff), so reading it before the wait, or another lane reading it before the wait and a
-// barrier, reads NaN. A copy never waited for when its block ends fails the launch.
+// 0xff), so the issuing thread reading it before the wait reads NaN, and so does another lane
+// reading it without a barrier after that wait whenever the scheduler runs the reader first
+// (the seeds vary the order). A copy never waited for when its block ends, one off a `bytes`
+// boundary, one into anything but dynamic shared memory or from it fails the launch.
 void async_copy(void* dst, const void* src, size_t bytes, const Site& site = Site::current());
 void async_wait(const Site& site = Site::current());
 
@@ -156,6 +158,8 @@ void name_dynamic_shared(const std::string& name);
 void trace_to(std::FILE* trace);
 // Checks run when a block ends (e.g. NVSHMEM gets left incomplete): a non-empty message fails it.
 void on_block_end(std::string (*check)());
+// [p, p + bytes) lies in the running launch's dynamic shared memory (the calling thread's copy).
+bool in_dynamic_shared(const void* p, size_t bytes);
 
 template <typename... P>
 class Launcher {
