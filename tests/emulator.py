@@ -280,15 +280,18 @@ class emulated_ops:  # noqa: N801 (a context manager used as a function)
     """For the duration of a `with` block (or a fixture), the mgg ops of EMULATED_OPS on CPU
     tensors run the CUDA path (host code and kernels) under the emulator, scheduled by `seed`,
     in place of the CPU executor (so, as on CUDA, float64 is refused). The original CPU kernels
-    are back when the block ends."""
+    are back when the block ends. p2p: the NVSHMEM-get fetches find every PE reachable by loads,
+    as on one node (the aggregation kernels then copy rows themselves); otherwise they go
+    through the emulated proxy (a get lands at nvshmem_quiet)."""
 
-    def __init__(self, seed: int = 0):
-        self.seed = seed
+    def __init__(self, seed: int = 0, p2p: bool = False):
+        self.seed, self.p2p = seed, p2p
         self.lib = None
 
     def __enter__(self):
         load_ops()
         torch.ops.mgg_emu.set_seed(self.seed)
+        torch.ops.mgg_emu.set_p2p(self.p2p)
         self.lib = torch.library.Library("mgg", "IMPL")
         for name in EMULATED_OPS:
             self.lib.impl(name, _emulated(name), "CPU")
@@ -297,6 +300,7 @@ class emulated_ops:  # noqa: N801 (a context manager used as a function)
 
     def __exit__(self, *exc):
         ACTIVE.remove(self)
+        torch.ops.mgg_emu.set_p2p(False)
         self.lib._destroy()
         self.lib = None
         return False

@@ -95,20 +95,21 @@ FETCHES = ["direct", "get-thread", "get-warp", "get-block"]
 
 
 @pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
-@pytest.mark.parametrize("fetch", FETCHES)
-def test_layer_protocol_with_threads_as_pes_emulated(monkeypatch, tmp_path, fetch):
+@pytest.mark.parametrize("fetch,p2p", [(f, False) for f in FETCHES] + [("get-warp", True), ("get-block", True)])
+def test_layer_protocol_with_threads_as_pes_emulated(monkeypatch, tmp_path, fetch, p2p):
     """The same protocol with each PE's aggregate_peers run by the CUDA host code and kernels
     under the SIMT emulator (tests/emulator.py), fp32, on the metis partition, reading peers' rows
-    directly or by NVSHMEM gets (the PEs' tables as symmetric heaps; a get lands at the quiet)."""
+    directly or by NVSHMEM gets (the PEs' tables as symmetric heaps; a get lands at the quiet),
+    or, with every PE reachable by loads (p2p, as on one node), by the kernels' own copies."""
     before = emulator.CALLS["aggregate_peers"]
-    with emulator.emulated_ops(seed=2):
-        _layer_protocol(
-            monkeypatch, tmp_path, "metis" if "metis" in PARTITIONS else PARTITIONS[0], torch.float32, fetch
-        )
+    with emulator.emulated_ops(seed=2, p2p=p2p):
+        partition = "metis" if "metis" in PARTITIONS else PARTITIONS[0]
+        # p2p at D = 12: rows on the 16-byte grid, so the copies are 16-byte asynchronous ones
+        _layer_protocol(monkeypatch, tmp_path, partition, torch.float32, fetch, dim=12 if p2p else 9)
     assert emulator.CALLS["aggregate_peers"] - before == 3 * 4  # every PE's every layer ran emulated
 
 
-def _layer_protocol(monkeypatch, tmp_path, partition, dtype, fetch="direct"):
+def _layer_protocol(monkeypatch, tmp_path, partition, dtype, fetch="direct", dim=9):
     pes, layers = 3, 4
     g = random_graph(200, 3000, seed=12, weighted=True, skew=0.5)
     part = mgg.partition(g, pes, partition, cache=str(tmp_path))
@@ -116,7 +117,7 @@ def _layer_protocol(monkeypatch, tmp_path, partition, dtype, fetch="direct"):
     perm = torch.from_numpy(part.perm)
     b = plan.bounds
     range_rows = [int(n) for n in np.diff(b)]
-    xs = [torch.randn(200, 9, dtype=torch.float64).to(dtype) for _ in range(layers)]
+    xs = [torch.randn(200, dim, dtype=torch.float64).to(dtype) for _ in range(layers)]
     world, local, results = _FakeWorld(pes), threading.local(), {}
     monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
 
@@ -150,14 +151,15 @@ def test_attention_protocol_with_threads_as_pes(monkeypatch):
 
 
 @pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
-@pytest.mark.parametrize("fetch", FETCHES)
-def test_attention_protocol_with_threads_as_pes_emulated(monkeypatch, fetch):
+@pytest.mark.parametrize("fetch,p2p", [(f, False) for f in FETCHES] + [("get-warp", True)])
+def test_attention_protocol_with_threads_as_pes_emulated(monkeypatch, fetch, p2p):
     """The same protocol with each PE's attend_peers, attend_peers_dst and attend_peers_src run by
     the CUDA host code and kernels under the SIMT emulator (tests/emulator.py), fp32, against the
-    float64 reference of the CPU kernels, reading peers' rows directly or by NVSHMEM gets."""
+    float64 reference of the CPU kernels, reading peers' rows directly or by NVSHMEM gets (over
+    the proxy, or over loads: p2p)."""
     names = ("attend_peers", "attend_peers_dst", "attend_peers_src")
     before = [emulator.CALLS[n] for n in names]
-    with emulator.emulated_ops(seed=3):
+    with emulator.emulated_ops(seed=3, p2p=p2p):
         _attention_protocol(monkeypatch, torch.float32, fetch)
     assert [emulator.CALLS[n] - b for n, b in zip(names, before, strict=True)] == [3 * 2] * 3  # every PE, both calls
 

@@ -1,12 +1,16 @@
 // The emulated device of the test extension's ops (torch_ops.cpp, torch_attention.cpp): what the
 // shared op bodies (ops/device_step.h, ops/device_attention.h) ask of a device, answered on CPU
 // tensors with the SIMT emulator running every launch. NVSHMEM gets read the PEs' tables as
-// their symmetric heaps (simt/nvshmem.cpp, proxy completion: a get lands at nvshmem_quiet).
+// their symmetric heaps (simt/nvshmem.cpp, proxy completion: a get lands at nvshmem_quiet), or,
+// with `loads` set (mgg_emu::set_p2p), every PE is reachable by loads, as on one node: the ops
+// get Sources::p2p with each table as its peer pointer, as ops/cuda/sources.cu gives them from
+// nvshmem_ptr, so the aggregation kernels copy rows (kernels/fetch.cuh's PeerCopyFetch).
 #pragma once
 #include <include/nvshmem.h>
 #include <simt.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <mutex>
 
@@ -48,9 +52,14 @@ struct Emulated {
     }
     kernels::Sources s{};
     s.local_table = s.symmetric = tables[my_pe].data_ptr();
-    s.p2p = false;
+    s.p2p = world.p2p = loads.load();
+    if (s.p2p) {
+      for (int i = 0; i < world.pes; ++i) s.peers[i] = tables[i].data_ptr();
+    }
     return s;
   }
+  // Every PE reachable by loads (mgg_emu::set_p2p), for the gets of every thread's next calls.
+  static inline std::atomic<bool> loads{false};
   // One launch at a time in the process: the emulator's scheduler is not reentrant, and tests run
   // PEs as threads (tests/distributed/test_nvshmem_runtime.py). A launch never waits on another thread.
   static inline std::mutex launches;  // one for every instantiation of launch()
@@ -58,7 +67,8 @@ struct Emulated {
   static void launch(const char* op, Run&& run) {
     const std::lock_guard<std::mutex> one_launch(launches);
     if (world.gets) {
-      simt::shmem::set_world(world.heaps, world.pes, world.bytes, world.me, simt::shmem::Completion::kProxy);
+      simt::shmem::set_world(world.heaps, world.pes, world.bytes, world.me,
+                             world.p2p ? simt::shmem::Completion::kLoadStore : simt::shmem::Completion::kProxy);
     }
     const cudaError_t e = run(nullptr);
     world.gets = false;
@@ -67,7 +77,7 @@ struct Emulated {
 
  private:
   struct World {  // trivial: thread_local without an initialiser or destructor
-    bool gets;
+    bool gets, p2p;
     int pes, me;
     size_t bytes;
     const void* heaps[kMaxPes];

@@ -24,6 +24,7 @@ namespace mgg {
 namespace {
 
 void set_seed(int64_t seed) { simt::set_seed(static_cast<uint64_t>(seed)); }
+void set_p2p(bool p2p) { Emulated::loads = p2p; }
 
 }  // namespace
 
@@ -32,6 +33,7 @@ TORCH_LIBRARY(mgg_emu, m) {
   m.def("aggregate_peers", &aggregate_peers_device<Emulated>);
   m.def("aggregate_extreme", &aggregate_extreme_device<Emulated>);
   m.def("set_seed(int seed) -> ()", &set_seed);
+  m.def("set_p2p(bool p2p) -> ()", &set_p2p);
 }
 
 }  // namespace mgg
