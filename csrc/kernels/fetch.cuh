@@ -62,12 +62,12 @@ template <GetScope kScope>
 struct PeerCopyFetch {
   static constexpr bool kUsesLanding = true;
   static constexpr bool kCallsNvshmem = false;
-  const void* base[kMaxPes];  // base of each PE's table, as this device addresses it
-  bool aligned;               // every base and the row stride on a kVecBytes boundary
+  PeerPointerFetch peers;  // where each PE's rows are read from
+  bool aligned;            // every base and the row stride on a kVecBytes boundary
 
   template <typename scalar_t>
   __device__ __forceinline__ const scalar_t* row(int32_t col, int32_t pe, int64_t dim) const {
-    return static_cast<const scalar_t*>(base[pe]) + static_cast<int64_t>(col) * dim;
+    return peers.row<scalar_t>(col, pe, dim);
   }
   // Elements of a copy: kVecBytes of them when aligned, else one.
   template <typename scalar_t>

@@ -48,21 +48,29 @@ KernelArgs<scalar_t> kernel_args(const Step& s, const Launch& l, bool vec, void*
           scratch};
 }
 
+inline bool on_vec_grid(const void* p) { return reinterpret_cast<uintptr_t>(p) % kVecBytes == 0; }
+
+// Every row of every PE's table (src.peers) starts on a kVecBytes boundary: the row stride (dim
+// elements) is a multiple of kVecBytes and so is every table's start. Peer pointers read in
+// place, and the copies of fetch.cuh's PeerCopyFetch, take kVecBytes at a time where it holds.
+inline bool peer_rows_on_vec_grid(const Step& s, const Sources& src) {
+  if (s.dim * static_cast<int64_t>(storage_bytes(s.storage)) % kVecBytes != 0) return false;
+  for (const void* p : src.peers) {
+    if (!on_vec_grid(p)) return false;
+  }
+  return true;
+}
+
 // Whether the aggregation kernels read source rows with kVecBytes loads (LaneCols): every row
 // the launch reads in place starts on a kVecBytes boundary, i.e. the row stride (dim elements)
 // is a multiple of kVecBytes and every table read from `source` starts on one. Rows landed in
-// shared memory by NVSHMEM gets always do (buffers of whole tiles), and a column tile is a
+// shared memory by gets or copies always do (buffers of whole tiles), and a column tile is a
 // multiple of 32 columns, so each tile's first column is aligned wherever its row is.
 inline bool vector_rows(const Step& s, Source source, const Sources& src) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % kVecBytes == 0; };
   if (s.dim * static_cast<int64_t>(storage_bytes(s.storage)) % kVecBytes != 0) return false;
-  if (!aligned(src.local_table)) return false;
-  if (source == Source::kTable) return aligned(src.remote_table);
-  if (source == Source::kPeerPointers) {
-    for (const void* p : src.peers) {
-      if (!aligned(p)) return false;
-    }
-  }
+  if (!on_vec_grid(src.local_table)) return false;
+  if (source == Source::kTable) return on_vec_grid(src.remote_table);
+  if (source == Source::kPeerPointers) return peer_rows_on_vec_grid(s, src);
   return true;
 }
 

@@ -73,21 +73,19 @@ auto peers_kernel(bool deterministic) {
                        : aggregate_blocks_kernel<scalar_t, TableFetch, RemoteSrc>;
 }
 
+// Each PE's table through src.peers.
+PeerPointerFetch peer_pointers(const Sources& src) {
+  PeerPointerFetch peer{};
+  for (int i = 0; i < kMaxPes; ++i) peer.base[i] = src.peers[i];
+  return peer;
+}
+
 // The fetch at scope kScope: mgg's asynchronous copies where every PE is reachable by loads
 // (src.p2p: src.peers holds nvshmem_ptr of the symmetric table for every PE), NVSHMEM's get
 // otherwise.
 template <GetScope kScope, typename F>
 auto with_fetch(const Step& s, const Sources& src, F&& f) {
-  if (src.p2p) {
-    const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % kVecBytes == 0; };
-    PeerCopyFetch<kScope> copy{};
-    copy.aligned = s.dim * static_cast<int64_t>(storage_bytes(s.storage)) % kVecBytes == 0;
-    for (int i = 0; i < kMaxPes; ++i) {
-      copy.base[i] = src.peers[i];
-      copy.aligned = copy.aligned && aligned(src.peers[i]);
-    }
-    return f(copy);
-  }
+  if (src.p2p) return f(PeerCopyFetch<kScope>{peer_pointers(src), peer_rows_on_vec_grid(s, src)});
   return f(NvshmemGetFetch<kScope>{src.symmetric, src.p2p});
 }
 
@@ -111,11 +109,8 @@ auto with_peers_kernel(const Step& s, Source source, const Sources& src, F&& f) 
         using Fetch = std::decay_t<decltype(fetch)>;
         return f(aggregate_blocks_blockget_kernel<scalar_t, Fetch>, fetch);
       });
-    default: {
-      PeerPointerFetch peer{};
-      for (int i = 0; i < kMaxPes; ++i) peer.base[i] = src.peers[i];
-      return f(peers_kernel<scalar_t, PeerPointerFetch>(det), peer);
-    }
+    default:
+      return f(peers_kernel<scalar_t, PeerPointerFetch>(det), peer_pointers(src));
   }
 }
 
