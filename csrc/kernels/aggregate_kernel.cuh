@@ -39,6 +39,7 @@
 #include "../core/schedule.h"
 #include "api.h"
 #include "memory.cuh"
+#include "registers.cuh"
 
 namespace mgg::kernels {
 
@@ -121,16 +122,6 @@ struct KernelArgs {
   scalar_t* __restrict__ out;
   float* __restrict__ scratch;  // [num_slots, dim]
 };
-
-// x, as a value the compiler knows nothing of: an empty asm statement it may neither move nor
-// merge, so what is computed from the result is computed at this point (no instruction under
-// nvcc; the identity in the emulator).
-__device__ __forceinline__ int opaque(int x) {
-#ifndef MGG_SIMT
-  asm volatile("" : "+r"(x));
-#endif
-  return x;
-}
 
 template <int N>
 __device__ __forceinline__ void zero(float (&acc)[N]) {

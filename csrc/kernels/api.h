@@ -101,7 +101,9 @@ enum class AttentionPass : int {
   kSrc,      // sources: the output rows' terms (fp32); reads the step's own rows, writes their gradient
 };
 
-std::string plan_attention_launch(const Attention& a, AttentionPass pass, Source source, Launch* launch);
+// The planned kernel is the one the sources run (their p2p), as for plan_peers_launch.
+std::string plan_attention_launch(const Attention& a, AttentionPass pass, Source source, const Sources& sources,
+                                  Launch* launch);
 cudaError_t launch_attend(const Attention& a, Source source, const Sources& src, const Launch& l, const void* a_dst,
                           void* out, float* stats, cudaStream_t stream);
 cudaError_t launch_attend_dst(const Attention& a, Source source, const Sources& src, const Launch& l,

@@ -1,8 +1,9 @@
 // Host side of GAT's attention kernels (attention_kernel.cuh): one warp per row, wpb warps per
 // block, a grid.y slice per group of whole heads; the kernel and remote-row policy for each
-// pass and Source (block-scope gets are served at warp scope: a warp owns its row, so the
-// block's warps do not walk their rows together); launch shapes checked against the compiled
-// kernel and the device, in one line.
+// pass and Source (gets are mgg's asynchronous copies within a node, as the aggregation's are,
+// and NVSHMEM's gets on the proxy path; block-scope gets are served at warp scope: a warp owns
+// its row, so the block's warps do not walk their rows together); launch shapes checked
+// against the compiled kernel and the device, in one line.
 #include "attention_kernel.cuh"
 #include "launch.cuh"
 #include "nvshmem_fetch.cuh"
@@ -10,27 +11,47 @@
 namespace mgg::kernels {
 namespace {
 
-using GetThread = NvshmemGetFetch<GetScope::kThread>;
-using GetWarp = NvshmemGetFetch<GetScope::kWarp>;
-
 bool lands(Source s) { return s == Source::kGetThread || s == Source::kGetWarp || s == Source::kGetBlock; }
 
-// Calls f(remote policy) for a source.
+int heads_per_tile(const Attention& a) {
+  const int64_t n = kMaxTile / a.channels;
+  return static_cast<int>(n < a.heads ? n : a.heads);
+}
+
+// A pass's source rows: elements per head (C + 1: x' then a_src; terms: C + kTermFields) and
+// bytes per element (terms are fp32).
+int64_t per_head(const Attention& a, AttentionPass pass) {
+  return a.channels + (pass == AttentionPass::kSrc ? kTermFields : 1);
+}
+int64_t source_elem(const Attention& a, AttentionPass pass) {
+  return pass == AttentionPass::kSrc ? 4 : static_cast<int64_t>(storage_bytes(a.storage));
+}
+
+// Whether every slice a warp copies starts on a kVecBytes boundary, in the peer's table and in
+// the landing rows: the tables' starts, the row stride (heads per-head runs) and a tile's
+// stride (heads_per_tile of them; every slice starts at a multiple of it and ends at one or at
+// the row's end).
+bool copies_on_vec_grid(const Attention& a, AttentionPass pass, const Sources& src) {
+  const int64_t run = per_head(a, pass) * source_elem(a, pass);
+  return peers_on_vec_grid(src) && a.heads * run % kVecBytes == 0 && heads_per_tile(a) * run % kVecBytes == 0;
+}
+
+// Calls f(remote policy) for a source: gets are mgg's asynchronous copies where every PE is
+// reachable by loads (src.p2p), NVSHMEM's gets otherwise, at warp scope for kGetBlock.
 template <typename F>
-auto with_remote(Source source, const Sources& src, F&& f) {
+auto with_remote(const Attention& a, AttentionPass pass, Source source, const Sources& src, F&& f) {
   switch (source) {
     case Source::kTable:
       return f(TableFetch{src.remote_table});
     case Source::kGetThread:
-      return f(GetThread{src.symmetric, src.p2p});
+      if (src.p2p) return f(PeerCopyFetch<GetScope::kThread>{peer_pointers(src), copies_on_vec_grid(a, pass, src)});
+      return f(NvshmemGetFetch<GetScope::kThread>{src.symmetric});
     case Source::kGetWarp:
     case Source::kGetBlock:
-      return f(GetWarp{src.symmetric, src.p2p});
-    default: {
-      PeerPointerFetch peer{};
-      for (int i = 0; i < kMaxPes; ++i) peer.base[i] = src.peers[i];
-      return f(peer);
-    }
+      if (src.p2p) return f(PeerCopyFetch<GetScope::kWarp>{peer_pointers(src), copies_on_vec_grid(a, pass, src)});
+      return f(NvshmemGetFetch<GetScope::kWarp>{src.symmetric});
+    default:
+      return f(peer_pointers(src));
   }
 }
 
@@ -46,11 +67,6 @@ const void* kernel_of(AttentionPass pass) {
   }
 }
 
-int heads_per_tile(const Attention& a) {
-  const int64_t n = kMaxTile / a.channels;
-  return static_cast<int>(n < a.heads ? n : a.heads);
-}
-
 // The launch's arguments and its shape (l: blocks, threads, smem).
 AttentionArgs args_of(const Attention& a, AttentionPass pass, Source source) {
   AttentionArgs r{};
@@ -61,10 +77,8 @@ AttentionArgs args_of(const Attention& a, AttentionPass pass, Source source) {
   r.channels = static_cast<int>(a.channels);
   r.heads_per_tile = heads_per_tile(a);
   r.landing = lands(source) ? kAttentionLanding : 0;
-  const bool terms = pass == AttentionPass::kSrc;
-  r.ld = r.heads_per_tile * static_cast<int>(a.channels + (terms ? kTermFields : 1));
-  const int64_t elem = terms ? 4 : static_cast<int64_t>(storage_bytes(a.storage));
-  const int64_t bytes = (kMaxTile + kMaxHeads) * 4 + static_cast<int64_t>(r.landing) * r.ld * elem;
+  r.ld = r.heads_per_tile * static_cast<int>(per_head(a, pass));
+  const int64_t bytes = (kMaxTile + kMaxHeads) * 4 + static_cast<int64_t>(r.landing) * r.ld * source_elem(a, pass);
   r.warp_bytes = (bytes + 15) / 16 * 16;
   r.slope = a.slope;
   r.dropout = a.dropout;
@@ -75,14 +89,15 @@ AttentionArgs args_of(const Attention& a, AttentionPass pass, Source source) {
 
 }  // namespace
 
-std::string plan_attention_launch(const Attention& a, AttentionPass pass, Source source, Launch* l) {
+std::string plan_attention_launch(const Attention& a, AttentionPass pass, Source source, const Sources& src,
+                                  Launch* l) {
   if (a.channels > kMaxTile) {
     return "attention heads of " + std::to_string(a.channels) + " channels exceed the kernels' " +
            std::to_string(kMaxTile) + " columns per slice";
   }
   return with_storage(a.storage, [&](auto zero) -> std::string {
     using scalar_t = decltype(zero);
-    return with_remote(source, Sources{}, [&](auto remote) -> std::string {
+    return with_remote(a, pass, source, src, [&](auto remote) -> std::string {
       using Remote = decltype(remote);
       cudaFuncAttributes attr{};
       int optin = 0;
@@ -119,7 +134,7 @@ cudaError_t run_attention(const Attention& a, AttentionPass pass, Source source,
   if (l.blocks_x == 0) return cudaSuccess;
   return with_storage(a.storage, [&](auto zero) {
     using scalar_t = decltype(zero);
-    return with_remote(source, src, [&](auto remote) {
+    return with_remote(a, pass, source, src, [&](auto remote) {
       using Remote = decltype(remote);
       if (l.smem > 48 * 1024) {
         const cudaError_t e = cudaFuncSetAttribute(

@@ -49,6 +49,13 @@ struct PeerPointerFetch {
   }
 };
 
+// Each PE's table through src.peers (host side).
+inline PeerPointerFetch peer_pointers(const Sources& src) {
+  PeerPointerFetch peer{};
+  for (int i = 0; i < kMaxPes; ++i) peer.base[i] = src.peers[i];
+  return peer;
+}
+
 // The NVSHMEM-get sources when every PE is reachable by loads (Sources::p2p: NVLink or PCIe
 // peer access within a node; peers.cu picks it then). A get there is a copy by the calling
 // threads from the peer's memory anyway (nvshmem_fetch.cuh); this one is mgg's own: each lane

@@ -50,15 +50,18 @@ KernelArgs<scalar_t> kernel_args(const Step& s, const Launch& l, bool vec, void*
 
 inline bool on_vec_grid(const void* p) { return reinterpret_cast<uintptr_t>(p) % kVecBytes == 0; }
 
-// Every row of every PE's table (src.peers) starts on a kVecBytes boundary: the row stride (dim
-// elements) is a multiple of kVecBytes and so is every table's start. Peer pointers read in
-// place, and the copies of fetch.cuh's PeerCopyFetch, take kVecBytes at a time where it holds.
-inline bool peer_rows_on_vec_grid(const Step& s, const Sources& src) {
-  if (s.dim * static_cast<int64_t>(storage_bytes(s.storage)) % kVecBytes != 0) return false;
+// Every PE's table (src.peers) starts on a kVecBytes boundary.
+inline bool peers_on_vec_grid(const Sources& src) {
   for (const void* p : src.peers) {
     if (!on_vec_grid(p)) return false;
   }
   return true;
+}
+// Every row of every PE's table starts on a kVecBytes boundary: the row stride (dim elements) is
+// a multiple of kVecBytes and so is every table's start. Peer pointers read in place, and the
+// copies of fetch.cuh's PeerCopyFetch, take kVecBytes at a time where it holds.
+inline bool peer_rows_on_vec_grid(const Step& s, const Sources& src) {
+  return s.dim * static_cast<int64_t>(storage_bytes(s.storage)) % kVecBytes == 0 && peers_on_vec_grid(src);
 }
 
 // Whether the aggregation kernels read source rows with kVecBytes loads (LaneCols): every row

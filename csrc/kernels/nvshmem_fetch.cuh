@@ -5,18 +5,11 @@
 // node it runs fetch.cuh's PeerCopyFetch, which copies the same rows without NVSHMEM's device
 // code and its registers.
 //
-// Completing a get. NVSHMEM requires nvshmem_quiet before the destination of a non-blocking get
-// is read. Its device implementation (nvshmemi_quiet in non_abi/device/common/
-// nvshmemi_common_device.cuh, NVSHMEM 3.4) does two different things: when the job has a
-// network transport it waits for the proxy's outstanding operations; when every PE is reachable
-// by loads and stores (job connectivity GPU_LDST) it issues only __threadfence_system. In that
-// second case nvshmemi_get_nbi itself is a plain memcpy by the calling threads from the peer's
-// heap (nvshmemi_memcpy_threadgroup), finished when the call returns, so the landed rows are in
-// this warp's shared memory already and a system-scope fence per remote partition would only
-// cost time: __syncwarp (which orders shared-memory accesses among the warp's lanes) is what
-// makes every lane's copy visible to the others. `p2p` is true when the host found every PE
-// reachable by loads (nvshmem_ptr non-null for all); otherwise complete() calls nvshmem_quiet.
-// (The attention kernels still read through these gets over loads too: attention.cu.)
+// Completing a get: NVSHMEM requires nvshmem_quiet before the destination of a non-blocking
+// get is read; complete() quiets, then __syncwarp lets each lane read what any lane fetched.
+// (Where every PE is reachable by loads, NVSHMEM's get would itself be a copy by the calling
+// threads from the peer's heap, nvshmemi_memcpy_threadgroup in NVSHMEM 3.4, and its quiet a
+// __threadfence_system; the kernels copy themselves there, with cp.async, and no NVSHMEM code.)
 #pragma once
 #include <nvshmem.h>
 #include <nvshmemx.h>
@@ -32,7 +25,6 @@ struct NvshmemGetFetch {
   static constexpr bool kUsesLanding = true;
   static constexpr bool kCallsNvshmem = true;
   const void* symmetric;  // the symmetric table: the same address names it on every PE
-  bool p2p;               // every PE reachable by loads: a get has completed when it returns
   // Starts fetching columns [d0, d0 + width) of n rows into landing[i * ld], row i of the chunk
   // being (col, pe) of lane i. Every lane of the warp calls this with the same n.
   template <typename scalar_t>
@@ -49,10 +41,9 @@ struct NvshmemGetFetch {
       }
     }
   }
-  // Completes every get this warp issued (see the comment at the top), then lets each lane read
-  // what any lane fetched.
+  // Completes every get this warp issued, then lets each lane read what any lane fetched.
   __device__ __forceinline__ void complete() const {
-    if (!p2p) nvshmem_quiet();
+    nvshmem_quiet();
     __syncwarp();
   }
 
@@ -70,11 +61,9 @@ struct NvshmemGetFetch {
   }
   // Completes this thread's part of the block's gets; the block barrier that follows lets every
   // thread read them.
-  __device__ __forceinline__ void complete_block() const {
-    if (!p2p) nvshmem_quiet();
-  }
+  __device__ __forceinline__ void complete_block() const { nvshmem_quiet(); }
   // Rows past a warp's landing buffer (ps = 0): fetched by the warp alone.
-  __device__ __forceinline__ NvshmemGetFetch<GetScope::kWarp> tail() const { return {symmetric, p2p}; }
+  __device__ __forceinline__ NvshmemGetFetch<GetScope::kWarp> tail() const { return {symmetric}; }
 };
 
 }  // namespace mgg::kernels

@@ -73,20 +73,13 @@ auto peers_kernel(bool deterministic) {
                        : aggregate_blocks_kernel<scalar_t, TableFetch, RemoteSrc>;
 }
 
-// Each PE's table through src.peers.
-PeerPointerFetch peer_pointers(const Sources& src) {
-  PeerPointerFetch peer{};
-  for (int i = 0; i < kMaxPes; ++i) peer.base[i] = src.peers[i];
-  return peer;
-}
-
 // The fetch at scope kScope: mgg's asynchronous copies where every PE is reachable by loads
 // (src.p2p: src.peers holds nvshmem_ptr of the symmetric table for every PE), NVSHMEM's get
 // otherwise.
 template <GetScope kScope, typename F>
 auto with_fetch(const Step& s, const Sources& src, F&& f) {
   if (src.p2p) return f(PeerCopyFetch<kScope>{peer_pointers(src), peer_rows_on_vec_grid(s, src)});
-  return f(NvshmemGetFetch<kScope>{src.symmetric, src.p2p});
+  return f(NvshmemGetFetch<kScope>{src.symmetric});
 }
 
 // Calls f(kernel, remote source) with the kernel and source the step runs with. Deterministic

@@ -42,10 +42,10 @@ inline kernels::Attention attention_of(const AttentionCall& c, const Step& step,
 // Plans one pass and launches it: `run(launch, stream)` returns the launcher's error.
 template <typename Dev, typename Run>
 void run_attention_pass(const char* op, const kernels::Attention& a, kernels::AttentionPass pass,
-                        kernels::Source source, Run&& run) {
+                        kernels::Source source, const kernels::Sources& src, Run&& run) {
   if (a.rows == 0) return;
   kernels::Launch l{};
-  const std::string why = kernels::plan_attention_launch(a, pass, source, &l);
+  const std::string why = kernels::plan_attention_launch(a, pass, source, src, &l);
   TORCH_CHECK(why.empty(), op, ": ", why);
   Dev::launch(op, [&](cudaStream_t stream) { return run(l, stream); });
 }
@@ -69,7 +69,7 @@ std::tuple<at::Tensor, at::Tensor> attend_device(const at::Tensor& x, const at::
   at::Tensor out = Dev::empty({a.rows, heads * c.channels}, x.options());
   at::Tensor stats = Dev::empty({a.rows, 2 * heads}, x.options().dtype(at::kFloat));
   const kernels::Sources src = attention_table_sources(x, x_remote);
-  run_attention_pass<Dev>(op, a, kernels::AttentionPass::kForward, kernels::Source::kTable,
+  run_attention_pass<Dev>(op, a, kernels::AttentionPass::kForward, kernels::Source::kTable, src,
                           [&](const kernels::Launch& l, cudaStream_t stream) {
                             return kernels::launch_attend(a, kernels::Source::kTable, src, l, a_dst.data_ptr(),
                                                           out.data_ptr(), stats.data_ptr<float>(), stream);
@@ -92,12 +92,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attend_backward_device(
   at::Tensor d_dst = Dev::empty({fwd.rows, heads}, a_dst.options());
   at::Tensor d_all = Dev::empty({own.size(0), x.size(1)}, x.options());
   const kernels::Sources src = attention_table_sources(x, x_remote), tsrc = attention_table_sources(terms, terms);
-  run_attention_pass<Dev>(op, fwd, kernels::AttentionPass::kDst, kernels::Source::kTable,
+  run_attention_pass<Dev>(op, fwd, kernels::AttentionPass::kDst, kernels::Source::kTable, src,
                           [&](const kernels::Launch& l, cudaStream_t stream) {
                             return kernels::launch_attend_dst(fwd, kernels::Source::kTable, src, l,
                                                               terms.data_ptr<float>(), d_dst.data_ptr(), stream);
                           });
-  run_attention_pass<Dev>(op, bwd, kernels::AttentionPass::kSrc, kernels::Source::kTable,
+  run_attention_pass<Dev>(op, bwd, kernels::AttentionPass::kSrc, kernels::Source::kTable, tsrc,
                           [&](const kernels::Launch& l, cudaStream_t stream) {
                             return kernels::launch_attend_src(bwd, kernels::Source::kTable, tsrc, l, own.data_ptr(),
                                                               d_all.data_ptr(), stream);
@@ -121,7 +121,7 @@ std::tuple<at::Tensor, at::Tensor> attend_peers_device(at::TensorList peers, int
   at::Tensor stats = Dev::empty({a.rows, 2 * heads}, x.options().dtype(at::kFloat));
   kernels::Source source{};
   const kernels::Sources src = Dev::peers(op, peers, my_pe, static_cast<Fetch>(fetch), &source);
-  run_attention_pass<Dev>(op, a, kernels::AttentionPass::kForward, source,
+  run_attention_pass<Dev>(op, a, kernels::AttentionPass::kForward, source, src,
                           [&](const kernels::Launch& l, cudaStream_t stream) {
                             return kernels::launch_attend(a, source, src, l, a_dst.data_ptr(), out.data_ptr(),
                                                           stats.data_ptr<float>(), stream);
@@ -144,7 +144,7 @@ at::Tensor attend_peers_dst_device(at::TensorList peers, int64_t my_pe, const at
   kernels::Source source{};
   const kernels::Sources src = Dev::peers(op, peers, my_pe, static_cast<Fetch>(fetch), &source);
   run_attention_pass<Dev>(
-      op, a, kernels::AttentionPass::kDst, source, [&](const kernels::Launch& l, cudaStream_t stream) {
+      op, a, kernels::AttentionPass::kDst, source, src, [&](const kernels::Launch& l, cudaStream_t stream) {
         return kernels::launch_attend_dst(a, source, src, l, terms.data_ptr<float>(), d_dst.data_ptr(), stream);
       });
   return d_dst;
@@ -164,7 +164,7 @@ at::Tensor attend_peers_src_device(const at::Tensor& x, at::TensorList terms, in
   at::Tensor grad = Dev::empty({x.size(0), x.size(1)}, x.options());
   kernels::Source source{};
   const kernels::Sources src = Dev::peers(op, terms, my_pe, static_cast<Fetch>(fetch), &source);
-  run_attention_pass<Dev>(op, a, kernels::AttentionPass::kSrc, source,
+  run_attention_pass<Dev>(op, a, kernels::AttentionPass::kSrc, source, src,
                           [&](const kernels::Launch& l, cudaStream_t stream) {
                             return kernels::launch_attend_src(a, source, src, l, x.data_ptr(), grad.data_ptr(), stream);
                           });

@@ -84,7 +84,14 @@ SHAPES = {  # name -> (nodes, edges, heads, channels, wpb, self-loops)
 
 @pytest.mark.parametrize(
     "source,completion",
-    [("table", "loadstore"), ("direct", "loadstore"), ("get-thread", "proxy"), ("get-block", "proxy")],
+    [
+        ("table", "loadstore"),
+        ("direct", "loadstore"),
+        ("get-thread", "proxy"),
+        ("get-block", "proxy"),
+        ("get-thread", "loadstore"),  # the copies: whole 16-byte runs where a shape's rows allow
+        ("get-warp", "loadstore"),
+    ],
 )
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_attention_shapes(tmp_path, shape, source, completion):

@@ -56,7 +56,7 @@ std::string run_attention(Case& c) {
                                       : pass == "dst" ? kernels::AttentionPass::kDst
                                                       : kernels::AttentionPass::kSrc;
   kernels::Launch l{};
-  const std::string why = kernels::plan_attention_launch(a, kind, s.source, &l);
+  const std::string why = kernels::plan_attention_launch(a, kind, s.source, s.src, &l);
   if (!why.empty()) return "plan: " + why;
   c.write("launch", &l, sizeof l);
   const size_t elem = kernels::storage_bytes(a.storage), H = a.heads, C = a.channels, R = a.rows;
