@@ -17,14 +17,15 @@
 // to another row, each lane visiting its run of columns in a rotated order so that the warp's
 // adds hit distinct banks (commit: 1 wavefront per add, 2 at D = 16). The walk over the
 // schedule uses 32-bit indices (KernelWalk; the op checks a step fits, core/limits.h's
-// kMaxKernelIndex). Registers: at most 64 per thread on sm_90 with a source that does not call NVSHMEM (kBlocksPerSm),
-// which CI's resource check holds without spills (bench/resources.py).
+// kMaxKernelIndex). Registers: at most 64 per thread on sm_90 (kBlockRegisters), which CI's
+// resource check holds without spills (bench/resources.py).
 // After a block barrier each row of the block is written once, to the output or, for a row cut
 // across blocks, to its scratch slot; aggregate_fixup_kernel then sums a row's slots in order.
 // No output element is read before it is written and no global atomics are used.
 //
-// aggregate_blocks_blockget_kernel (peers.cu): the same with block-scope fetches (NVSHMEM gets,
-// or asynchronous copies within a node).
+// aggregate_blocks_blockget_kernel (peers.cu): the same with block-scope asynchronous copies
+// within a node. aggregate_blocks_fetchwarp_kernel (peers.cu): the proxy path's, where one more
+// warp posts the NVSHMEM gets of every warp's remote rows while they aggregate local ones.
 // aggregate_rows_kernel (deterministic mode): one warp per output row sums its edges in plan
 // order (lane groups: each group its share, in a fixed order) and writes the row; results are
 // bit-identical from run to run.
@@ -49,20 +50,19 @@ constexpr unsigned kFull = 0xffffffffu;
 using KernelPartition = BasicPartition<int32_t>;
 using KernelWalk = BasicPartWalk<int32_t>;
 constexpr int kMaxThreads = static_cast<int>(kWpbMax) * kWarp;  // the widest block a config asks for
-// The blocks kernels' launch bounds with direct sources: kMaxThreads and this many blocks of
-// them per SM, so ptxas keeps each thread within 65536 / (kBlocksPerSm * kMaxThreads) registers:
-// 64 on sm_90 (H100/H200), which these kernels fit without spilling. sm_80's code for the same
-// source needs up to 128, so there 1 (128 registers, no spill). The same bound holds the
-// landing source of one node (fetch.cuh's PeerCopyFetch: asynchronous copies). The NVSHMEM-get
-// variants (kCallsNvshmem: the proxy path) inline NVSHMEM's get (its peer copy and its proxy
-// path: 110-128 registers), so they keep 1 block (bench/resources.py lists every kernel's
-// registers and spills; CI fails on a new spill, or on a blocks kernel over 64 registers on
-// sm_90 that does not call NVSHMEM).
+// The blocks kernels' launch bounds: kMaxThreads and this many blocks of them per SM, so ptxas
+// keeps each thread within kBlockRegisters = 65536 / (kBlocksPerSm * kMaxThreads) registers: 64
+// on sm_90 (H100/H200), which every blocks kernel fits without spilling, whatever its source
+// (the proxy path's kernel, whose block has a fetch warp beside the schedule's, states the same
+// bound with __maxnreg__). sm_80's code for the same sources needs up to 128, so there 1 block
+// (128 registers, no spill). bench/resources.py lists every kernel's registers and spills; CI
+// fails on any spill, and on a blocks kernel over 64 registers on sm_90.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 constexpr int kBlocksPerSm = 1;
 #else
 constexpr int kBlocksPerSm = 2;
 #endif
+constexpr int kBlockRegisters = 65536 / (kBlocksPerSm * kMaxThreads);
 
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
@@ -404,10 +404,11 @@ struct BlockCtx {
   float* partial;
   scalar_t* landing_all;  // [wpb][landing_rows][tile]
   scalar_t* landing;      // this warp's
-  __device__ __forceinline__ BlockCtx(const KernelArgs<scalar_t>& a, unsigned char* smem)
+  // warps: the schedule's warps per block (the block's, unless it has a fetch warp beside them).
+  __device__ __forceinline__ BlockCtx(const KernelArgs<scalar_t>& a, unsigned char* smem, int warps)
       : lane(threadIdx.x % kWarp),
         warp(threadIdx.x / kWarp),
-        wpb(blockDim.x / kWarp),
+        wpb(warps),
         blk(a.blocks + static_cast<int64_t>(blockIdx.x) * kBlockFields),
         row0(blk[kRowBegin]),
         d0(static_cast<int64_t>(blockIdx.y) * a.tile),
@@ -415,6 +416,8 @@ struct BlockCtx {
         partial(block_partials(smem, blk[kRowEnd] - row0, a.tile)),
         landing_all(reinterpret_cast<scalar_t*>(reinterpret_cast<float*>(smem) + 2 * wpb * a.tile)),
         landing(landing_all + static_cast<int64_t>(warp) * a.landing_rows * a.tile) {}
+  __device__ __forceinline__ BlockCtx(const KernelArgs<scalar_t>& a, unsigned char* smem)
+      : BlockCtx(a, smem, static_cast<int>(blockDim.x / kWarp)) {}
   // This warp's partitions of the local or remote part.
   __device__ __forceinline__ KernelWalk walk(const KernelArgs<scalar_t>& a, bool remote) const {
     return warp_walk<int32_t>(blk, remote, remote ? a.remote.rowptr : a.local.rowptr, a.ps, a.dist, warp);
@@ -440,7 +443,7 @@ struct BlockCtx {
 };
 
 template <typename scalar_t, typename LocalSrc, typename RemoteSrc>
-__global__ void __launch_bounds__(kMaxThreads, RemoteSrc::kCallsNvshmem ? 1 : kBlocksPerSm)
+__global__ void __launch_bounds__(kMaxThreads, kBlocksPerSm)
     aggregate_blocks_kernel(const KernelArgs<scalar_t> a, const LocalSrc lsrc, const RemoteSrc rsrc) {
   extern __shared__ __align__(16) unsigned char smem[];
   const BlockCtx<scalar_t> b(a, smem);

@@ -6,14 +6,13 @@
 //                     intra-node fast path.
 //   PeerCopyFetch     the same pointers, rows copied into a landing buffer in shared memory with
 //                     asynchronous copies: the NVSHMEM-get sources within one node (below).
-//   NvshmemGetFetch   NVSHMEM gets into shared memory (nvshmem_fetch.cuh; only peers.cu
-//                     includes NVSHMEM's device headers): the proxy path, across nodes.
+//   NvshmemGetFetch   NVSHMEM gets into shared memory (nvshmem_fetch.cuh; only the kernels'
+//                     .cu files include NVSHMEM's device headers): the proxy path, where some
+//                     PE is not reachable by loads (across nodes).
 //
 // Direct policies give `row(col, pe, dim)` (kReadsPe: whether it reads pe); landing policies give
 // `start(...)` and `complete()`, and at block scope `start_block(...)`, `complete_block()` and
-// `tail()`. kCallsNvshmem: the policy inlines NVSHMEM's device get, whose two paths need
-// 110-128 registers per thread, so its kernels are not held to the others' register bound
-// (aggregate_kernel.cuh's kBlocksPerSm).
+// `tail()`.
 #pragma once
 #include <cstdint>
 
@@ -29,7 +28,6 @@ enum class GetScope { kThread, kWarp, kBlock };
 
 struct TableFetch {
   static constexpr bool kUsesLanding = false;
-  static constexpr bool kCallsNvshmem = false;
   static constexpr bool kReadsPe = false;  // row() ignores the PE (the kernels need not pass it)
   const void* table;                       // [rows, dim]
   template <typename scalar_t>
@@ -40,7 +38,6 @@ struct TableFetch {
 
 struct PeerPointerFetch {
   static constexpr bool kUsesLanding = false;
-  static constexpr bool kCallsNvshmem = false;
   static constexpr bool kReadsPe = true;
   const void* base[kMaxPes];  // base of each PE's table, as this device addresses it
   template <typename scalar_t>
@@ -68,7 +65,6 @@ inline PeerPointerFetch peer_pointers(const Sources& src) {
 template <GetScope kScope>
 struct PeerCopyFetch {
   static constexpr bool kUsesLanding = true;
-  static constexpr bool kCallsNvshmem = false;
   PeerPointerFetch peers;  // where each PE's rows are read from
   bool aligned;            // every base and the row stride on a kVecBytes boundary
 

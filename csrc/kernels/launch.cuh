@@ -100,15 +100,16 @@ std::string kernel_limits(Kernel kernel, cudaFuncAttributes* attr, int* optin) {
   return {};
 }
 
-// The launch of `kernel` for step s: threads (one warp per wpb), a column tile whose shared
-// memory fits beside the kernel's static shared memory, and the grid. Empty message: it fits.
+// The launch of `kernel` for step s: threads (one warp per wpb, and extra_warps more: the
+// fetch warp of peers.cu's proxy-path kernel), a column tile whose shared memory fits beside the
+// kernel's static shared memory, and the grid. Empty message: it fits.
 template <typename scalar_t, typename Kernel>
-std::string plan_kernel_launch(const Step& s, Kernel kernel, bool landing, Launch* l) {
+std::string plan_kernel_launch(const Step& s, Kernel kernel, bool landing, Launch* l, int extra_warps = 0) {
   cudaFuncAttributes attr{};
   int optin = 0;
   const std::string limits = kernel_limits(kernel, &attr, &optin);
   if (!limits.empty()) return limits;
-  const int threads = static_cast<int>(s.wpb) * kWarp;
+  const int threads = (static_cast<int>(s.wpb) + extra_warps) * kWarp;
   if (threads > attr.maxThreadsPerBlock) {
     return "warps_per_block " + std::to_string(s.wpb) + " needs " + std::to_string(threads) +
            " threads per block, but this kernel (" + std::to_string(attr.numRegs) +

@@ -1,9 +1,13 @@
 // NVSHMEM gets of source rows into a warp's shared-memory landing buffer (the MGG path; valid
-// across nodes too), at thread scope (one lane per row), warp scope (the warp per row) or block
-// scope (start_block: every thread of the block per row; the kernel of its own in peers.cu).
-// peers.cu runs these only when some PE is not reachable by loads (the proxy path); within one
-// node it runs fetch.cuh's PeerCopyFetch, which copies the same rows without NVSHMEM's device
-// code and its registers.
+// across nodes too), at thread scope (one lane per row) or warp scope (the warp per row). The
+// kernels run these only when some PE is not reachable by loads (the proxy path), in the blocks
+// mode from a warp of their own (peers.cu's aggregate_blocks_fetchwarp_kernel); within one node
+// they run fetch.cuh's PeerCopyFetch, which copies the same rows without NVSHMEM's device code.
+// Not run on any machine yet, and expected to need a change first: over a network transport
+// (NVSHMEM's proxy or IBGDA) a get's local side is written by RDMA, which reaches global memory
+// in NVSHMEM's heap or registered with it (nvshmemx_buffer_register), not a block's shared
+// memory, so the landing buffer there has to be in global memory. The emulator's proxy mode
+// models only when the data lands (at nvshmem_quiet), not where it may land.
 //
 // Completing a get: NVSHMEM requires nvshmem_quiet before the destination of a non-blocking
 // get is read; complete() quiets, then __syncwarp lets each lane read what any lane fetched.
@@ -23,7 +27,6 @@ namespace mgg::kernels {
 template <GetScope kScope>
 struct NvshmemGetFetch {
   static constexpr bool kUsesLanding = true;
-  static constexpr bool kCallsNvshmem = true;
   const void* symmetric;  // the symmetric table: the same address names it on every PE
   // Starts fetching columns [d0, d0 + width) of n rows into landing[i * ld], row i of the chunk
   // being (col, pe) of lane i. Every lane of the warp calls this with the same n.
@@ -46,24 +49,6 @@ struct NvshmemGetFetch {
     nvshmem_quiet();
     __syncwarp();
   }
-
-  // Block scope: every thread of the block gets rows [e0, e0 + n) of part p (their columns
-  // [d0, d0 + width)) into dst[i * ld], each row by the whole block.
-  template <typename scalar_t>
-  __device__ __forceinline__ void start_block(scalar_t* dst, int ld, const DevicePart& p, int32_t e0, int n,
-                                              int64_t dim, int64_t d0, int width) const {
-    const scalar_t* base = static_cast<const scalar_t*>(symmetric) + d0;
-    const size_t bytes = static_cast<size_t>(width) * sizeof(scalar_t);
-    for (int i = 0; i < n; ++i) {
-      nvshmemx_getmem_nbi_block(dst + static_cast<int64_t>(i) * ld, base + static_cast<int64_t>(p.col[e0 + i]) * dim,
-                                bytes, p.pe[e0 + i]);
-    }
-  }
-  // Completes this thread's part of the block's gets; the block barrier that follows lets every
-  // thread read them.
-  __device__ __forceinline__ void complete_block() const { nvshmem_quiet(); }
-  // Rows past a warp's landing buffer (ps = 0): fetched by the warp alone.
-  __device__ __forceinline__ NvshmemGetFetch<GetScope::kWarp> tail() const { return {symmetric}; }
 };
 
 }  // namespace mgg::kernels

@@ -619,23 +619,25 @@ def test_resources_reads_ptxas_and_refuses_any_spill():
     assert "bench.resources" in ci and "--check" in ci
 
 
-def test_resources_bounds_the_registers_of_blocks_kernels_that_do_not_call_nvshmem():
-    """--check's register rule: an aggregation blocks kernel over 64 registers on sm_90 fails
-    unless its source calls NVSHMEM (the proxy-path gets); other kernels and archs are free."""
+def test_resources_bounds_the_registers_of_every_blocks_kernel():
+    """--check's register rule: an aggregation blocks kernel over 64 registers on sm_90 fails,
+    whatever its source (the proxy path's fetch-warp kernel too); other kernels and archs are
+    free."""
     from bench.resources import register_violations
 
     def row(kernel, regs, arch="90"):
         return {"kernel": kernel, "arch": arch, "launch__registers_per_thread": regs, "source": "peers.cu"}
 
     copy = "aggregate_blocks_kernel<__half, TableFetch, PeerCopyFetch<1>>"
-    block = "aggregate_blocks_blockget_kernel<float, PeerCopyFetch<2>>"
-    assert register_violations([row(copy, 64), row(block, 64)]) == []
+    block = "aggregate_blocks_blockget_kernel<float>"
+    proxy = "aggregate_blocks_fetchwarp_kernel<__nv_bfloat16>"
+    assert register_violations([row(copy, 64), row(block, 64), row(proxy, 64)]) == []
     (v,) = register_violations([row(copy, 65)])
     assert copy in v and "65 registers, 64 allowed" in v
     assert len(register_violations([row(block, 72)])) == 1
-    assert register_violations([row("aggregate_blocks_kernel<float, TableFetch, NvshmemGetFetch<1>>", 128)]) == []
+    assert len(register_violations([row(proxy, 96)])) == 1
     assert register_violations([row(copy, 128, arch="80")]) == []
-    assert register_violations([row("aggregate_rows_kernel<float, TableFetch, PeerCopyFetch<1>>", 88)]) == []
+    assert register_violations([row("aggregate_rows_kernel<float, TableFetch, NvshmemGetFetch<1>>", 88)]) == []
 
 
 @pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))

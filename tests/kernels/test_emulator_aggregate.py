@@ -1,8 +1,9 @@
 """The aggregation kernels' own CUDA source (csrc/kernels/) run by the SIMT emulator on the CPU
-(tests/emulator.py): every kernel (blocks, rows/deterministic, fixup, block-scope get) and every
-source (halo table, peer pointers, NVSHMEM get at thread, warp and block scope, completed over
-loads/stores or by a proxy), fp32/fp16/bf16, P = 1, 2, 4 from real mgg.Plan objects, against the
-float64 reference (mgg.testing.assert_matches_reference). MGG_EMU_FULL=1 widens the matrices."""
+(tests/emulator.py): every kernel (blocks, rows/deterministic, fixup, block-scope copy, the
+proxy path's fetch warp) and every source (halo table, peer pointers, NVSHMEM get at thread, warp
+and block scope, completed over loads/stores or by a proxy), fp32/fp16/bf16, P = 1, 2, 4 from
+real mgg.Plan objects, against the float64 reference (mgg.testing.assert_matches_reference).
+MGG_EMU_FULL=1 widens the matrices."""
 
 import itertools
 
@@ -169,12 +170,13 @@ def test_deterministic_mode_is_bit_identical_across_schedules(tmp_path, source, 
     assert_matches_reference(runs[0], g, x)
 
 
-def _warp_calls(trace_file) -> dict:
-    """(block, warp) -> the sites of its completed warp and block calls, in order."""
+def _block_calls(trace_file) -> dict:
+    """block -> the sites of its warps' completed warp and block calls, in the order the
+    emulator ran them."""
     calls: dict = {}
     for line in trace_file.read_text().splitlines():
-        block, warp, site = line.split(" ", 2)
-        calls.setdefault((block, warp), []).append(site)
+        block, _warp, site = line.split(" ", 2)
+        calls.setdefault(block, []).append(site)
     return calls
 
 
@@ -188,9 +190,11 @@ def _local_edge_shuffle() -> str:
 
 @pytest.mark.parametrize("source", ["get-warp", "get-block"])
 def test_contiguous_mapping_fetches_only_after_all_local_work(tmp_path, source):
-    """interleave=False (MGG's ablation): each warp aggregates all of its local partitions before
-    it starts any remote fetch. The trace of each warp's calls shows it: no local edge is shuffled
-    after the warp's first get."""
+    """interleave=False (MGG's ablation): a block's warps aggregate all of their local partitions
+    before any of its remote rows is fetched (on the proxy path one warp of the block, the fetch
+    warp, posts every get). The trace of the block's calls shows it: no local edge is shuffled
+    after the block's first get, where the interleaved mapping shuffles some (local work while
+    the gets are in flight)."""
     g = random_graph(200, 3000, seed=11)
     x = features(200, 32, torch.float32)
     plan = Plan(g, 2)
@@ -200,13 +204,13 @@ def test_contiguous_mapping_fetches_only_after_all_local_work(tmp_path, source):
         assert_matches_reference(out, g, x)
         local = _local_edge_shuffle()
         late = 0
-        for sites in _warp_calls(folder / "rank0" / "trace.txt").values():
+        for sites in _block_calls(folder / "rank0" / "trace.txt").values():
             first_get = next((i for i, s in enumerate(sites) if s.startswith("nvshmemx_getmem")), len(sites))
             late += sum(local in s for s in sites[first_get:])
         if interleave:
             assert late > 0, "the interleaved mapping should overlap local work with fetches"
         else:
-            assert late == 0, f"{late} local-edge shuffles after a warp's first get with interleave off"
+            assert late == 0, f"{late} local-edge shuffles after a block's first get with interleave off"
 
 
 @pytest.mark.skipif(not emulator.FULL, reason="MGG_EMU_FULL=1")

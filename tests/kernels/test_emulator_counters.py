@@ -250,22 +250,33 @@ def test_the_once_mode_reads_each_remote_row_once(tmp_path, source):
         assert shard.num_remote_edges > 1.5 * shard.num_halo  # the graph makes the difference visible
 
 
-@pytest.mark.parametrize("source,scope", [("get-thread", "thread"), ("get-warp", "warp"), ("get-block", "block")])
+@pytest.mark.parametrize(
+    "source,deterministic,scope",
+    [
+        ("get-thread", False, "warp"),  # the blocks mode's fetch warp posts every get source's rows
+        ("get-warp", False, "warp"),
+        ("get-block", False, "warp"),
+        ("get-thread", True, "thread"),  # the row-owned warps post their own
+        ("get-warp", True, "warp"),
+    ],
+)
 @pytest.mark.parametrize("dtype,dim", [(torch.float32, 21), (torch.bfloat16, 42)], ids=["fp32-21", "bf16-42"])
-def test_gets_are_counted_per_call(tmp_path, source, scope, dtype, dim):
-    """The NVSHMEM gets' own traffic (csrc/tests/simt/nvshmem.cpp): at every scope a rank's
-    per-edge step issues one get per remote edge, of the row's 84 bytes, counted under the
-    kernel's scope only; the sectors of their sources are the rows' in the owner's table (row o
-    spans bytes [84 o, 84 o + 84): 3 or 4 sectors). The landed rows are then read from shared
-    memory once each, as the launch reads rows: rows of 84 bytes are off the 16-byte grid, so a
-    column per lane, the row's 84 bytes."""
+def test_gets_are_counted_per_call(tmp_path, source, deterministic, scope, dtype, dim):
+    """The NVSHMEM gets' own traffic (csrc/tests/simt/nvshmem.cpp) on the proxy path: a rank's
+    per-edge step issues one get per remote edge, of the row's 84 bytes, counted under the scope
+    that posts it only (the fetch warp's in the blocks mode, peers.cu's
+    aggregate_blocks_fetchwarp_kernel; the source's own in the deterministic kernel); the sectors
+    of their sources are the rows' in the owner's table (row o spans bytes [84 o, 84 o + 84): 3
+    or 4 sectors). The landed rows are then read from shared memory once each, as the launch
+    reads rows: rows of 84 bytes are off the 16-byte grid, so a column per lane, the row's 84
+    bytes."""
     rng = np.random.default_rng(3)
     n, k = 90, 8
     g = Graph.from_edges(rng.integers(0, n, n * k), np.repeat(np.arange(n), k), n)
     plan = Plan(g, 3)
     x = torch.randn(n, dim).to(dtype)
     row = dim * ELEM[dtype]
-    out = aggregate(tmp_path, plan, x, Config(4, 2, 2), source, "proxy", counters=True)
+    out = aggregate(tmp_path, plan, x, Config(4, 2, 2), source, "proxy", deterministic, counters=True)
     assert_matches_reference(out, g, x)
     for r in range(3):
         shard = plan.shard(r)

@@ -17,9 +17,11 @@ constexpr int kSharedPerSm = 228 * 1024;
 constexpr int kRegistersPerBlock = 64 * 1024;
 constexpr int kMaxThreads = 1024;
 // What every emulated kernel states about itself (nvcc's numbers are not known here): the
-// 512-thread launch bound of mgg's kernels, a register count that allows it, and the largest
-// static shared memory an mgg kernel declares (aggregate_blocks_blockget: 16 x 3 int64).
-constexpr int kKernelMaxThreads = 512;
+// widest block an mgg kernel launches (its 512-thread launch bound, and one warp more for the
+// proxy path's fetch warp, peers.cu's aggregate_blocks_fetchwarp_kernel), a register count that
+// allows it, and the largest static shared memory an mgg kernel declares
+// (aggregate_blocks_blockget: 16 x 3 int64).
+constexpr int kKernelMaxThreads = 512 + 32;
 constexpr int kKernelRegisters = 64;
 constexpr size_t kKernelStaticShared = 16 * 3 * 8;
 

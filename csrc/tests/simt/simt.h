@@ -35,6 +35,8 @@
 #define __shared__ thread_local  // static storage, one copy for the block that runs (blocks run one at a time)
 #undef __launch_bounds__
 #define __launch_bounds__(...)
+#undef __maxnreg__
+#define __maxnreg__(...)
 #undef __forceinline__
 #define __forceinline__ inline
 
