@@ -3,11 +3,11 @@
 // kernels run these only when some PE is not reachable by loads (the proxy path), in the blocks
 // mode from a warp of their own (peers.cu's aggregate_blocks_fetchwarp_kernel); within one node
 // they run fetch.cuh's PeerCopyFetch, which copies the same rows without NVSHMEM's device code.
-// Not run on any machine yet, and expected to need a change first: over a network transport
+// The CUDA ops refuse this path for now (ops/cuda/sources.cu): over a network transport
 // (NVSHMEM's proxy or IBGDA) a get's local side is written by RDMA, which reaches global memory
 // in NVSHMEM's heap or registered with it (nvshmemx_buffer_register), not a block's shared
-// memory, so the landing buffer there has to be in global memory. The emulator's proxy mode
-// models only when the data lands (at nvshmem_quiet), not where it may land.
+// memory, so the landing buffers have to move to global memory first. The emulator runs it
+// (its proxy mode models when a get lands, at nvshmem_quiet, not where it may land).
 //
 // Completing a get: NVSHMEM requires nvshmem_quiet before the destination of a non-blocking
 // get is read; complete() quiets, then __syncwarp lets each lane read what any lane fetched.

@@ -62,11 +62,11 @@ bool is_symmetric(const void* ptr) { return g_attached && nvshmem_ptr(ptr, nvshm
 
 const void* peer_address(const void* ptr, int pe) { return nvshmem_ptr(ptr, pe); }
 
-bool reachable_by_loads(const void* ptr) {
+int first_unreachable_pe(const void* ptr) {
   for (int pe = 0; pe < n_pes(); ++pe) {
-    if (peer_address(ptr, pe) == nullptr) return false;
+    if (peer_address(ptr, pe) == nullptr) return pe;
   }
-  return true;
+  return -1;
 }
 
 std::string compiled_version() {

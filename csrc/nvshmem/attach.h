@@ -15,8 +15,9 @@ int my_pe();
 int n_pes();
 // The object at ptr lies in NVSHMEM's symmetric heap.
 bool is_symmetric(const void* ptr);
-// Every PE's copy of the symmetric object at ptr is reachable by loads from this device.
-bool reachable_by_loads(const void* ptr);
+// The first PE whose copy of the symmetric object at ptr this device cannot reach by loads
+// (nvshmem_ptr null: another node, or no peer access), or -1 where every PE's is reachable.
+int first_unreachable_pe(const void* ptr);
 // PE pe's copy of the symmetric object at ptr as this device addresses it (nvshmem_ptr), or
 // nullptr where it is not reachable by loads.
 const void* peer_address(const void* ptr, int pe);

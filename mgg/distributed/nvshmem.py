@@ -431,9 +431,11 @@ def _publish(rt: "Runtime", rows: torch.Tensor, range_rows: list[int], fetch: st
     """Writes this rank's rows into the next symmetric table of their shape (and meets the
     other PEs at the barrier, unless the caller publishes more first)."""
     t = rt.next_table(rows.size(1), rows.dtype, range_rows)
-    if fetch == "direct" and not t.reachable:
+    if not t.reachable:  # checked again by the op (ops/cuda/sources.cu), naming the PE
         raise MggError(
-            "fetch 'direct' needs every PE reachable by loads (one node with peer access); use fetch 'get-warp'"
+            f"fetch '{fetch}' needs every PE reachable by loads (one node with NVLink or PCIe peer access): "
+            "mgg's NVSHMEM gets land rows in shared memory, which a network transport cannot write; "
+            "across nodes use the halo or allgather backend"
         )
     t.own.copy_(rows)
     if barrier:

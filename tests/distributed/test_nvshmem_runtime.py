@@ -443,3 +443,41 @@ def test_remote_reads_mode_is_checked_in_one_line():
     with pytest.raises(MggError, match="remote_reads must be one of") as e:
         nvshmem.aggregate(torch.zeros(2, 2), None, None, [2], "direct", False, "twice")
     assert "\n" not in str(e.value)
+
+
+class _OtherNodeHeap:
+    """One PE of two whose peer is on another node: nvshmem_ptr gives None for it."""
+
+    def __init__(self):
+        self.tables = []
+
+    def my_pe(self):
+        return 0
+
+    def tensor(self, shape, dtype):
+        self.tables.append(torch.zeros(shape, dtype=dtype))
+        return self.tables[-1]
+
+    def peer(self, t, pe):
+        return t if pe == 0 else None
+
+    def barrier(self):
+        raise AssertionError("the refusal comes before the barrier")
+
+
+@pytest.mark.parametrize("fetch", ["direct", "get-thread", "get-warp", "get-block"])
+def test_fetches_across_nodes_are_refused_in_one_line(fetch):
+    """A peer not reachable by loads (another node): every fetch is refused before anything is
+    written or any PE waits, in one line naming the way across nodes (the gets land rows in
+    shared memory, which a network transport cannot write)."""
+    heap = _OtherNodeHeap()
+
+    class Runtime:
+        def next_table(self, dim, dtype, range_rows):
+            return nvshmem._Table(heap, max(range_rows), dim, dtype, range_rows)
+
+    rows = torch.ones(3, 4)
+    with pytest.raises(MggError, match=f"fetch '{fetch}' needs every PE reachable by loads") as e:
+        nvshmem._publish(Runtime(), rows, [3, 2], fetch)
+    assert "\n" not in str(e.value) and "halo or allgather backend" in str(e.value)
+    assert not bool(heap.tables[0].any())  # nothing written into the symmetric table

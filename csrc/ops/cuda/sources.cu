@@ -31,11 +31,16 @@ kernels::Sources peer_sources(const char* op, at::TensorList tables, int64_t my_
                 " PEs and my_pe ", my_pe);
     TORCH_CHECK(shmem::is_symmetric(symmetric), op,
                 ": the table of my_pe is not in NVSHMEM's symmetric heap, so peers cannot get from it");
+    // Across nodes (or without peer access) NVSHMEM's transports write a get's local side by
+    // RDMA, into global memory in or registered with NVSHMEM's heap: the kernels' landing
+    // buffers are shared memory, so that path is refused until they move (kernels/nvshmem_fetch.cuh).
+    const int unreachable = shmem::first_unreachable_pe(symmetric);
+    TORCH_CHECK(unreachable < 0, op, ": fetch '", kFetchNames[static_cast<int>(how)],
+                "' needs every PE reachable by loads (one node with NVLink or PCIe peer access), but PE ", unreachable,
+                " is not; NVSHMEM gets across nodes are not supported yet (use the halo or allgather backend)");
     s.symmetric = symmetric;
-    s.p2p = shmem::reachable_by_loads(symmetric);
-    if (s.p2p) {
-      for (size_t i = 0; i < tables.size(); ++i) s.peers[i] = shmem::peer_address(symmetric, static_cast<int>(i));
-    }
+    s.p2p = true;
+    for (size_t i = 0; i < tables.size(); ++i) s.peers[i] = shmem::peer_address(symmetric, static_cast<int>(i));
   }
   return s;
 }

@@ -4,7 +4,9 @@
 // their symmetric heaps (simt/nvshmem.cpp, proxy completion: a get lands at nvshmem_quiet), or,
 // with `loads` set (mgg_emu::set_p2p), every PE is reachable by loads, as on one node: the ops
 // get Sources::p2p with each table as its peer pointer, as ops/cuda/sources.cu gives them from
-// nvshmem_ptr, so the aggregation kernels copy rows (kernels/fetch.cuh's PeerCopyFetch).
+// nvshmem_ptr, so the aggregation kernels copy rows (kernels/fetch.cuh's PeerCopyFetch). The
+// proxy completion runs the NVSHMEM-get kernels, which the CUDA ops refuse for now (some PE not
+// reachable by loads: ops/cuda/sources.cu), so that they stay tested for when they can run.
 #pragma once
 #include <include/nvshmem.h>
 #include <simt.h>
