@@ -40,16 +40,19 @@ bool copies_on_vec_grid(const Attention& a, AttentionPass pass, const Sources& s
 // reachable by loads (src.p2p), NVSHMEM's gets otherwise, at warp scope for kGetBlock.
 template <typename F>
 auto with_remote(const Attention& a, AttentionPass pass, Source source, const Sources& src, F&& f) {
+  const auto copy_or_get = [&](auto scope) {
+    constexpr GetScope kScope = decltype(scope)::value;
+    if (src.p2p) return f(PeerCopyFetch<kScope>{peer_pointers(src), copies_on_vec_grid(a, pass, src)});
+    return f(NvshmemGetFetch<kScope>{src.symmetric});
+  };
   switch (source) {
     case Source::kTable:
       return f(TableFetch{src.remote_table});
     case Source::kGetThread:
-      if (src.p2p) return f(PeerCopyFetch<GetScope::kThread>{peer_pointers(src), copies_on_vec_grid(a, pass, src)});
-      return f(NvshmemGetFetch<GetScope::kThread>{src.symmetric});
+      return copy_or_get(std::integral_constant<GetScope, GetScope::kThread>{});
     case Source::kGetWarp:
     case Source::kGetBlock:
-      if (src.p2p) return f(PeerCopyFetch<GetScope::kWarp>{peer_pointers(src), copies_on_vec_grid(a, pass, src)});
-      return f(NvshmemGetFetch<GetScope::kWarp>{src.symmetric});
+      return copy_or_get(std::integral_constant<GetScope, GetScope::kWarp>{});
     default:
       return f(peer_pointers(src));
   }

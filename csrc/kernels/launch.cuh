@@ -73,7 +73,7 @@ inline bool vector_rows(const Step& s, Source source, const Sources& src) {
   if (s.dim * static_cast<int64_t>(storage_bytes(s.storage)) % kVecBytes != 0) return false;
   if (!on_vec_grid(src.local_table)) return false;
   if (source == Source::kTable) return on_vec_grid(src.remote_table);
-  if (source == Source::kPeerPointers) return peer_rows_on_vec_grid(s, src);
+  if (source == Source::kPeerPointers) return peers_on_vec_grid(src);  // the row stride: above
   return true;
 }
 

@@ -194,14 +194,11 @@ auto with_peers_kernel(const Step& s, Source source, const Sources& src, F&& f) 
   }
   const auto copy_or_get = [&](auto scope) {
     constexpr GetScope kScope = decltype(scope)::value;
+    const PeerCopyFetch<kScope> copy{peer_pointers(src), peer_rows_on_vec_grid(s, src)};
     if constexpr (kScope == GetScope::kBlock) {  // within a node (the proxy path took the fetch warp)
-      return f(aggregate_blocks_blockget_kernel<scalar_t>,
-               PeerCopyFetch<kScope>{peer_pointers(src), peer_rows_on_vec_grid(s, src)});
+      return f(aggregate_blocks_blockget_kernel<scalar_t>, copy);
     } else {
-      if (src.p2p) {
-        return f(peers_kernel<scalar_t, PeerCopyFetch<kScope>>(det),
-                 PeerCopyFetch<kScope>{peer_pointers(src), peer_rows_on_vec_grid(s, src)});
-      }
+      if (src.p2p) return f(peers_kernel<scalar_t, PeerCopyFetch<kScope>>(det), copy);
       return f(aggregate_rows_kernel<scalar_t, TableFetch, NvshmemGetFetch<kScope>>,  // deterministic, proxy path
                NvshmemGetFetch<kScope>{src.symmetric});
     }

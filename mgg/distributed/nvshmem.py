@@ -256,8 +256,8 @@ class _Table:
         me = heap.my_pe()
         views = [heap.peer(self.table, pe) for pe in range(len(range_rows))]
         self.reachable = all(v is not None for v in views)
-        # unreachable peers (another node) keep a placeholder of the right shape for the bounds
-        # checks: gets address them through this PE's symmetric address
+        # unreachable peers (another node) keep a placeholder of the right shape; _publish refuses
+        # such a table (mgg's gets cannot reach them yet)
         self.peers = [(v if v is not None else self.table)[:n] for v, n in zip(views, range_rows, strict=True)]
         self.own = self.table[: range_rows[me]]
 
