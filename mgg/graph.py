@@ -47,6 +47,14 @@ def _ids(a, name: str, what: str) -> np.ndarray:
     raise GraphError(f"{what}: node ids ({name}) must be integers, got dtype {a.dtype}")
 
 
+def _real_weights(weight, what: str) -> None:
+    """Complex weights are refused: converting them would drop the imaginary part in silence."""
+    if weight is not None and (
+        weight.is_complex() if isinstance(weight, torch.Tensor) else np.iscomplexobj(np.asarray(weight))
+    ):
+        raise GraphError(f"{what}: complex edge weights are not supported (a weight is one real number)")
+
+
 def _edge_with(src, dst, node) -> str:
     i = int(np.flatnonzero((src == node) | (dst == node))[0])
     return f"edge {i} ({src[i]} -> {dst[i]})"
@@ -135,8 +143,13 @@ class Graph:
     # ---- construction -------------------------------------------------------------------
     @staticmethod
     def from_csr(rowptr, col, weight=None, what: str = "graph") -> "Graph":
-        rowptr = torch.as_tensor(np.asarray(rowptr), dtype=torch.int64)
-        col = torch.as_tensor(np.asarray(col), dtype=torch.int64)
+        rowptr, col = np.asarray(rowptr), np.asarray(col)
+        for name, a in (("rowptr", rowptr), ("col", col)):
+            if a.size and a.dtype.kind not in "iu":
+                raise GraphError(f"{what}: {name} must be integers, got dtype {a.dtype}")
+        rowptr = torch.as_tensor(rowptr, dtype=torch.int64)
+        col = torch.as_tensor(col, dtype=torch.int64)
+        _real_weights(weight, what)
         if weight is not None:
             weight = torch.as_tensor(np.asarray(weight), dtype=weight_dtype(weight))
         try:
@@ -172,6 +185,7 @@ class Graph:
         if top >= n:
             i = int(np.flatnonzero((src >= n) | (dst >= n))[0])
             raise GraphError(f"{what}: edge {i} ({src[i]} -> {dst[i]}) has a node id >= num_nodes {n}")
+        _real_weights(weight, what)
         wdt = weight_dtype(weight)
         w = None if weight is None else np.asarray(weight, dtype=_NUMPY[wdt]).ravel()
         if w is not None and w.size != src.size:
@@ -202,6 +216,7 @@ class Graph:
         m = sp.csr_matrix(mat)
         if m.shape[0] != m.shape[1]:
             raise GraphError(f"{what}: adjacency must be square, got shape {m.shape}")
+        _real_weights(m.data, what)
         w = m.data.astype(np.float32)  # rows as stored: a row's neighbours keep their order
         weight = None if np.all(w == 1.0) else w
         return Graph.from_csr(m.indptr.astype(np.int64), m.indices.astype(np.int64), weight, what)
@@ -301,8 +316,8 @@ class Graph:
         """A self-loop of weight fill_value per node. What becomes of the loops the graph has:
         'keep' (PyG's add_remaining_self_loops, what GCNConv does to an edge_index): a node that
         has some keeps one, with the weight of its last, and gets no new one; 'add' (PyG's
-        add_self_loops, as GCNConv does to a torch sparse adjacency): they stay beside the new
-        one; 'replace' (torch_sparse's fill_diag, for a SparseTensor): they are dropped."""
+        add_self_loops on a torch sparse adjacency, which GCNConv coalesces): their weights are
+        added to the new one's, so a mean counts one loop per node as PyG's does; 'replace' (torch_sparse's fill_diag, for a SparseTensor): they are dropped."""
         if existing not in SELF_LOOPS:
             raise GraphError(f"existing must be one of {SELF_LOOPS}, got {existing!r}")
         rows, col = self.rows().numpy(), self.col.numpy()
@@ -312,9 +327,11 @@ class Graph:
         loop_w = np.full(self.num_nodes, fill_value, _NUMPY[wdt])
         if existing == "keep":
             loop_w[rows[loop]] = w[loop]  # numpy assigns in order: the last loop of a node wins
+        elif existing == "add":  # summed into the new loop, as the coalesced adjacency has them
+            np.add.at(loop_w, rows[loop], w[loop])
         nodes = np.arange(self.num_nodes)
-        keep = np.ones_like(loop) if existing == "add" else ~loop
-        keep_w = self.weight is not None or fill_value != 1.0
+        keep = ~loop
+        keep_w = self.weight is not None or fill_value != 1.0 or (existing == "add" and bool(loop.any()))
         w = torch.from_numpy(np.concatenate([w[keep], loop_w])) if keep_w else None
         return Graph.from_edges(
             np.concatenate([col[keep], nodes]),

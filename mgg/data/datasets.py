@@ -18,37 +18,36 @@ import torch
 from ..errors import GraphError
 from ..graph import Graph
 from .arrays import sorted_unique
-from .formats import NodeDataset, labels, load_npz, mask_of, text_lines
+from .formats import UNREADABLE, NodeDataset, labels, load_npz, mask_of, open_npz, split_mask, text_lines
 
 # ---- .npz datasets ---------------------------------------------------------------------------------
 _NPZ_FEATURES = ("x", "y", "train_mask", "val_mask", "test_mask")
 
 
 def _npz_has_features(path: Path) -> bool:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {"x", "y"} <= set(z.files)
-    except (OSError, ValueError, EOFError):
-        return False
+    """Whether the .npz holds a dataset (x and y beside the graph); a damaged file is named here."""
+    with open_npz(path) as z:
+        return {"x", "y"} <= set(z.files)
 
 
 def load_npz_dataset(path) -> NodeDataset:
     """An .npz holding a graph (any layout load_npz reads) plus x, y, train_mask, val_mask and
-    test_mask (boolean masks or index lists)."""
+    test_mask (boolean or 0/1 masks, or index lists: split_mask)."""
     path = Path(path)
     g = load_npz(path)
-    with np.load(path, allow_pickle=False) as z:
+    with open_npz(path) as z:
         missing = [k for k in _NPZ_FEATURES if k not in z.files]
         if missing:
             raise GraphError(f"{path}: a dataset .npz needs fields {', '.join(_NPZ_FEATURES)}; missing {missing}")
         n = g.num_nodes
-        masks = [
-            torch.from_numpy(z[k]) if z[k].dtype == bool else mask_of(z[k], n, f"{path}: field {k}")
-            for k in _NPZ_FEATURES[2:]
-        ]
-        return NodeDataset(
-            path.stem, g, torch.from_numpy(np.asarray(z["x"], np.float32)), labels(z["y"], f"{path}: field y"), *masks
-        )
+        fields = {k: z[k] for k in _NPZ_FEATURES}  # each read once: a field is decompressed per access
+    for k in ("x", "y"):  # masks may be index lists (split_mask)
+        a = fields[k]
+        if a.ndim == 0 or a.shape[0] != n:
+            raise GraphError(f"{path}: field {k} has shape {list(a.shape)}, expected {n} rows (the graph's nodes)")
+    masks = [split_mask(fields[k], n, f"{path}: field {k}") for k in _NPZ_FEATURES[2:]]
+    x = torch.from_numpy(np.asarray(fields["x"], np.float32))
+    return NodeDataset(path.stem, g, x, labels(fields["y"], f"{path}: field y"), *masks)
 
 
 # ---- PyG Reddit ------------------------------------------------------------------------------------
@@ -75,30 +74,31 @@ def load_reddit(path, features: bool = True):
     if d is None:
         raise GraphError(f"{path}: no reddit_data.npz and reddit_graph.npz (PyG's Reddit raw layout)")
     gpath = d / "reddit_graph.npz"
-    try:
-        with np.load(gpath, allow_pickle=False) as z:
-            fmt = z["format"].item() if "format" in z.files else b""
-            fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
-            if fmt != "coo" or not {"row", "col", "shape"} <= set(z.files):
-                raise GraphError(
-                    f"{gpath}: expected a scipy COO matrix (save_npz) with row, col, shape; "
-                    f"got format {fmt!r}, fields {sorted(z.files)}"
-                )
-            row, col, shape = z["row"], z["col"], tuple(int(s) for s in z["shape"])
-    except (OSError, ValueError, EOFError, KeyError) as e:
-        raise GraphError(f"{gpath}: not a readable .npz file ({e})") from None
+    with open_npz(gpath) as z:
+        fmt = z["format"].item() if "format" in z.files else b""
+        fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+        if fmt != "coo" or not {"row", "col", "shape"} <= set(z.files):
+            raise GraphError(
+                f"{gpath}: expected a scipy COO matrix (save_npz) with row, col, shape; "
+                f"got format {fmt!r}, fields {sorted(z.files)}"
+            )
+        row, col, shape = z["row"], z["col"], tuple(int(s) for s in z["shape"])
     dpath = d / "reddit_data.npz"
-    try:
-        z = np.load(dpath, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise GraphError(f"{dpath}: not a readable .npz file ({e})") from None
-    with z:
+    with open_npz(dpath) as z:
         missing = [k for k in ("feature", "label", "node_types") if k not in z.files]
         if missing:
             raise GraphError(f"{dpath}: missing fields {missing} (PyG's Reddit layout: feature, label, node_types)")
         n = int(z["label"].shape[0])
         if shape != (n, n):
             raise GraphError(f"{gpath}: matrix shape {shape} but {dpath.name} has {n} nodes")
+        if row.shape != col.shape:
+            raise GraphError(f"{gpath}: {row.size} rows but {col.size} columns")
+        for what, a in (("row", row), ("col", col)):
+            if a.dtype.kind not in "iu":
+                raise GraphError(f"{gpath}: field {what} must be integers, got dtype {a.dtype}")
+            bad = np.flatnonzero((a < 0) | (a >= n))
+            if bad.size:
+                raise GraphError(f"{gpath}: entry {bad[0]} has {what} {a[bad[0]]}, outside [0, {n})")
         src, dst = _coalesce(row, col, n)
         g = Graph.from_edges(src, dst, n, what=str(gpath))
         if not features:
@@ -239,7 +239,7 @@ def _loadtxt_csv(path: Path, dtype):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return np.loadtxt(str(path), dtype=dtype, delimiter=",", ndmin=2), None
-    except (ValueError, OSError, EOFError) as e:
+    except (ValueError, *UNREADABLE) as e:
         return None, str(e)
 
 
@@ -251,14 +251,14 @@ def _read_index(path: Path) -> np.ndarray:
 def _ogb_raw(root: Path, meta: dict, features: bool) -> _OgbRaw:
     raw = root / "raw"
     if meta["binary"]:
-        with _npz(raw / "data.npz") as z:
+        with open_npz(raw / "data.npz") as z:
             ei = z["edge_index"].astype(np.int64, copy=False)
             n = int(z["num_nodes_list"].sum())
             nf = np.asarray(z["node_feat"]) if features and "node_feat" in z.files else None
             ef = np.asarray(z["edge_feat"]) if features and "edge_feat" in z.files else None
         lab = None
         if features and (raw / "node-label.npz").is_file():
-            with _npz(raw / "node-label.npz") as z:
+            with open_npz(raw / "node-label.npz") as z:
                 lab = z["node_label"]
     else:
         e = _read_csv(raw / "edge.csv.gz", np.int64, "edges 'src,dst'")
@@ -285,13 +285,6 @@ def _ogb_raw(root: Path, meta: dict, features: bool) -> _OgbRaw:
         ei = np.stack([ei, ei[::-1]], 2).reshape(2, -1)  # (u, v), (v, u) interleaved, as OGB
         ef = None if ef is None else np.repeat(ef, 2, axis=0)
     return _OgbRaw(ei, n, nf, ef, lab)
-
-
-def _npz(path: Path):
-    try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise GraphError(f"{path}: not a readable .npz file ({e})") from None
 
 
 # OGB caches its reading as processed/data_processed: torch.save({'graph': dict of numpy arrays,

@@ -13,7 +13,10 @@ import gzip
 import pickle
 import re
 import warnings
+import zipfile
+import zlib
 from array import array
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -27,16 +30,20 @@ from ..graph import Graph, node_count_problem
 from .arrays import sorted_unique
 
 _COMMENT = ("#", "%", "//")
+# What reading a damaged file raises: truncated or corrupt gzip streams and zip archives
+# (zlib.error and BadZipFile are not OSErrors), and text that is not UTF-8.
+UNREADABLE = (OSError, EOFError, UnicodeDecodeError, zlib.error, zipfile.BadZipFile)
 
 
 # ---- text files --------------------------------------------------------------------------------
 def _open_text(path: Path):
-    """A text stream over a plain or gzip-compressed file (told apart by the gzip magic bytes)."""
+    """A text stream over a plain or gzip-compressed file (told apart by the gzip magic bytes); a
+    UTF-8 byte-order mark (files saved on Windows) is skipped."""
     with open(path, "rb") as f:
         magic = f.read(2)
     if magic == b"\x1f\x8b":
-        return gzip.open(path, "rt", encoding="utf-8", newline=None)
-    return open(path, "rt", encoding="utf-8", newline=None)
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline=None)
+    return open(path, "rt", encoding="utf-8-sig", newline=None)
 
 
 def text_lines(path: Path):
@@ -45,7 +52,7 @@ def text_lines(path: Path):
         with _open_text(path) as f:
             for ln, line in enumerate(f, 1):
                 yield ln, line.strip()
-    except (OSError, UnicodeDecodeError, EOFError) as e:
+    except UNREADABLE as e:
         raise GraphError(f"{path}: cannot read ({e.__class__.__name__}: {e})") from None
 
 
@@ -64,7 +71,7 @@ def _line_of_row(path: Path, row: int, start: int = 0) -> tuple[int, str]:
     return 0, ""
 
 
-def _loadtxt(path: Path, dtype, skip: int, comment: str):
+def _loadtxt(path: Path, dtype, skip: int, comment: str, usecols=None):
     """numpy's C text reader (a path and a one-character comment keep it off the Python line
     iterator): (array, None), or (None, the reader's message) when it cannot parse the file and
     the caller takes the line-by-line path."""
@@ -72,10 +79,16 @@ def _loadtxt(path: Path, dtype, skip: int, comment: str):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             a = np.loadtxt(
-                str(path), dtype=dtype, comments=comment, skiprows=skip, ndmin=1 if isinstance(dtype, list) else 2
+                str(path),
+                dtype=dtype,
+                comments=comment,
+                skiprows=skip,
+                ndmin=1 if isinstance(dtype, list) else 2,
+                encoding="utf-8-sig",
+                usecols=usecols,
             )
         return a, None
-    except (ValueError, OSError, EOFError, UnicodeDecodeError, IndexError) as e:
+    except (ValueError, IndexError, *UNREADABLE) as e:
         return None, str(e)
 
 
@@ -94,15 +107,20 @@ def _first_data_line(path: Path, start: int = 0):
     return None
 
 
-def _read_table(path: Path, start: int = 0, comment: Optional[str] = None):
+def _read_table(path: Path, start: int = 0, comment: Optional[str] = None, extra_columns: bool = False):
     """Columns of a whitespace-separated table of 2 or 3 columns (`a b [value]`) after line
-    `start`: (a, b, value or None, start). Integer columns a, b; float32 value."""
+    `start`: (a, b, value or None, start). Integer columns a, b; float32 value. extra_columns:
+    columns past the third are read past (KONECT's timestamps)."""
     first = _first_data_line(path, start)
     if first is None:
         raise GraphError(f"{path}: empty graph (no edges)")
     skip, _, fields, seen = first
     width = len(fields)
-    if width in (2, 3):
+    if extra_columns and width > 3:
+        a, _ = _loadtxt(path, [("a", np.int64), ("b", np.int64), ("w", np.float32)], skip, comment or "%", (0, 1, 2))
+        if a is not None:
+            return a["a"], a["b"], a["w"], start
+    elif width in (2, 3):
         comment = comment or ("%" if ("%" in seen and "#" not in seen) else "#")
         if width == 2:
             a, err = _loadtxt(path, np.int32, skip, comment)
@@ -115,15 +133,17 @@ def _read_table(path: Path, start: int = 0, comment: Optional[str] = None):
             a, _ = _loadtxt(path, [("a", np.int64), ("b", np.int64), ("w", np.float32)], skip, comment)
             if a is not None:
                 return a["a"], a["b"], a["w"], start
-    return _read_table_slow(path, start)
+    return _read_table_slow(path, start, extra_columns)
 
 
-def _read_table_slow(path: Path, start: int = 0):
+def _read_table_slow(path: Path, start: int = 0, extra_columns: bool = False):
     """The line-by-line reader: names the first malformed line; reads any comment style."""
     a, b, w = array("q"), array("q"), array("f")
     width = first = None
     for ln, s in _data_lines(path, start):
         t = s.split()
+        if extra_columns and len(t) > 3:
+            t = t[:3]
         if width is None:
             width, first = len(t), ln
             if width not in (2, 3):
@@ -155,7 +175,10 @@ def _read_table_slow(path: Path, start: int = 0):
 
 def _int_field(tok: str) -> Optional[int]:
     """An integer field ('12', or a float spelling of a whole number such as '12.0'); None for a
-    number that is not whole; ValueError for text."""
+    number that is not whole; ValueError for text (and for Python's '1_000', which no other
+    reader of these formats accepts)."""
+    if "_" in tok:
+        raise ValueError(tok)
     try:
         return int(tok)
     except ValueError:
@@ -177,7 +200,7 @@ def _check_ids(path: Path, a, b, start: int, num_nodes: Optional[int], relabel: 
         k = int(np.flatnonzero((a >= num_nodes + lo) | (b >= num_nodes + lo))[0])
         ln, s = _line_of_row(path, k, start)
         raise GraphError(
-            f"{path}:{ln}: index > rows {num_nodes} in {s!r}"
+            f"{path}:{ln}: node id past {num_nodes} (ids count from 1) in {s!r}"
             if one_based
             else f"{path}:{ln}: node id >= num_nodes {num_nodes} in {s!r}"
         )
@@ -190,6 +213,14 @@ def _check_ids(path: Path, a, b, start: int, num_nodes: Optional[int], relabel: 
         raise GraphError(f"{path}:{_line_of_row(path, k, start)[0]}: {why}")
 
 
+def _check_weights(path: Path, w: Optional[np.ndarray], start: int) -> None:
+    """Weights that are not finite float32 numbers (nan, inf, or past float32's range), named by
+    the line of the first."""
+    if w is not None and not np.isfinite(w).all():
+        ln, s = _line_of_row(path, int(np.flatnonzero(~np.isfinite(w))[0]), start)
+        raise GraphError(f"{path}:{ln}: the edge weight is not a finite float32 number in {s!r}")
+
+
 def _relabel(a, b):
     """Distinct ids numbered 0..N-1 in sorted order: (new a, new b, the original id of each node)."""
 
@@ -197,44 +228,113 @@ def _relabel(a, b):
     return np.searchsorted(ids, a), np.searchsorted(ids, b), ids
 
 
+@dataclass(frozen=True)
+class EdgeListHeader:
+    """What an edge list's own comment lines say of it. SNAP: a line '# Undirected graph ...' or
+    '# Directed graph ...'. KONECT (konect.cc's out.* files): the first line '% FORMAT WEIGHTS'
+    with FORMAT sym (undirected), asym (directed) or bip (bipartite: left ids and right ids each
+    count from 1), an optional size line '% EDGES LEFT RIGHT', 1-based ids, and columns past the
+    weight (timestamps)."""
+
+    undirected: Optional[bool] = None  # None: the header does not say
+    konect: Optional[str] = None  # 'sym' | 'asym' | 'bip'
+    sides: Optional[tuple[int, int]] = None  # KONECT's (left, right) node counts
+
+    @staticmethod
+    def read(path: Path) -> "EdgeListHeader":
+        undirected = konect = sides = None
+        lines = text_lines(path)
+        for ln, s in lines:
+            if not s:
+                continue
+            if not s.startswith(_COMMENT):
+                break
+            words = s.lstrip("#%/").split()
+            if ln == 1 and s.startswith("%") and words and words[0] in ("sym", "asym", "bip"):
+                konect, undirected = words[0], words[0] != "asym"
+            elif konect and sides is None and len(words) == 3 and all(w.isdigit() for w in words):
+                sides = (int(words[1]), int(words[2]))
+            elif konect is None and " ".join(words[:2]).lower().rstrip(":") in ("undirected graph", "directed graph"):
+                undirected = words[0].lower() == "undirected"
+        lines.close()
+        return EdgeListHeader(undirected, konect, sides)
+
+
 @dataclass
 class EdgeTable:
-    """Parsed edges before they become a Graph: src[i] -> dst[i], optional weights, and with
-    relabelling the original id of each node (`ids[k]` is node k's id in the file)."""
+    """Parsed edges before they become a Graph: src[i] -> dst[i], optional weights, with
+    relabelling the original id of each node (`ids[k]` is node k's id in the file), and whether
+    the file's header declares the graph undirected (None: it does not say)."""
 
     src: np.ndarray
     dst: np.ndarray
     weight: Optional[np.ndarray]
     num_nodes: Optional[int]
     ids: Optional[np.ndarray] = None
+    undirected: Optional[bool] = None
 
-    def graph(self, what: str, undirected: bool = False) -> Graph:
+    def graph(self, what: str, undirected: Optional[bool] = None) -> Graph:
+        """The graph; undirected (default: as the header declares) adds the reverse of every
+        edge that is not a self-loop, as a symmetric Matrix Market file's other triangle."""
         src, dst, w = self.src, self.dst, self.weight
-        if undirected:
-            src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
-            w = None if w is None else np.concatenate([w, w])
+        if self.undirected if undirected is None else undirected:
+            off = src != dst
+            src, dst = np.concatenate([src, dst[off]]), np.concatenate([dst, src[off]])
+            w = None if w is None else np.concatenate([w, w[off]])
         return Graph.from_edges(src, dst, self.num_nodes, w, what=what)
 
 
 def read_edge_list(path, num_nodes: Optional[int] = None, relabel: bool = False) -> EdgeTable:
     """Lines `src dst [weight]`, any whitespace; blank lines and lines starting with #, % or //
     are skipped. Node ids are non-negative integers. relabel=True numbers the distinct ids
-    0..N-1 in sorted order (for files of sparse ids) and keeps the map in `ids`."""
+    0..N-1 in sorted order (for files of sparse ids) and keeps the map in `ids`. A KONECT file
+    (EdgeListHeader) is read as that format means: ids from 1 (node k is line id k + 1), the
+    node count from its size line, a bipartite file's right ids after its left ones (right id
+    r is node LEFT + r - 1), columns past the weight ignored."""
     path = Path(path)
     if not path.is_file():
         raise GraphError(f"{path}: no such file")
-    a, b, w, start = _read_table(path)
-    _check_ids(path, a, b, start, num_nodes, relabel)
+    head = EdgeListHeader.read(path)
+    a, b, w, start = _read_table(path, extra_columns=head.konect is not None)
+    if head.konect is None:
+        _check_ids(path, a, b, start, num_nodes, relabel)
+    else:
+        a, b, num_nodes = _konect_ids(path, head, a, b, start, num_nodes, relabel)
+    _check_weights(path, w, start)
     ids = None
     if relabel:
         a, b, ids = _relabel(a, b)
         num_nodes = ids.size
-    return EdgeTable(a, b, w, num_nodes, ids)
+    return EdgeTable(a, b, w, num_nodes, ids, head.undirected)
 
 
-def load_edge_list(path, num_nodes: Optional[int] = None, undirected: bool = False, relabel: bool = False) -> Graph:
+def _konect_ids(path: Path, head: EdgeListHeader, a, b, start: int, num_nodes: Optional[int], relabel: bool):
+    """A KONECT file's 1-based ids as 0-based nodes (and the node count its size line gives)."""
+    left, right = head.sides or (None, None)
+    if head.konect == "bip":
+        left = int(a.max()) if left is None else left
+        right = int(b.max()) if right is None else right
+        _check_ids(path, a, a, start, left, relabel=False, one_based=True)
+        _check_ids(path, b, b, start, right, relabel=False, one_based=True)
+        a, b, n = a - 1, b - 1 + left, left + right
+    else:
+        n = left if left is not None and left == right else None
+        _check_ids(path, a, b, start, n, relabel, one_based=True)
+        a, b = a - 1, b - 1
+    if num_nodes is not None:
+        if (n is not None and num_nodes != n) or (a.size and max(a.max(), b.max()) >= num_nodes):
+            raise GraphError(f"{path}: num_nodes {num_nodes} does not fit the file's {n or 'ids'} nodes")
+        n = num_nodes
+    return a, b, n
+
+
+def load_edge_list(
+    path, num_nodes: Optional[int] = None, undirected: Optional[bool] = None, relabel: bool = False
+) -> Graph:
     """An edge list (see read_edge_list) as a Graph: the line `u v` is the edge u -> v, so row v
-    gathers u. undirected=True adds every edge's reverse."""
+    gathers u. undirected=True adds the reverse of every edge that is not a self-loop; the
+    default follows the file's header (SNAP's '# Undirected graph', KONECT's 'sym' and 'bip':
+    EdgeListHeader), directed where it says nothing."""
     return read_edge_list(path, num_nodes, relabel).graph(str(path), undirected)
 
 
@@ -296,6 +396,7 @@ def load_mtx(path) -> Graph:
     if i.size != nnz:
         raise GraphError(f"{path}:{size_ln}: the size line declares {nnz} entries, the file has {i.size}")
     _check_ids(path, i, j, size_ln, rows, relabel=False, one_based=True)
+    _check_weights(path, w, size_ln)
     i, j = i - 1, j - 1
     if symmetry != "general":
         off = i != j
@@ -311,16 +412,41 @@ def load_mtx(path) -> Graph:
 
 
 # ---- .npz ----------------------------------------------------------------------------------------
+@contextmanager
+def open_npz(path: Path):
+    """The fields of an .npz archive (numpy's NpzFile, never unpickling), open for the `with`
+    body. A file that is not an .npz archive or is damaged (a truncated download, a bad CRC, an
+    object array) is a one-line GraphError naming the file, whether numpy finds out on opening
+    the archive or on reading a field in the body."""
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (ValueError, *UNREADABLE) as e:
+        raise GraphError(f"{path}: not a readable .npz file ({e.__class__.__name__}: {e})") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise GraphError(f"{path}: a single numpy array (.npy), not an .npz archive of named fields")
+    with z:
+        try:
+            yield z
+        except GraphError:
+            raise
+        except (ValueError, KeyError, *UNREADABLE) as e:
+            raise GraphError(f"{path}: a field cannot be read ({e.__class__.__name__}: {e})") from None
+
+
+def count_field(z, key: str, path: Path) -> int:
+    """A count stored as an .npz field (num_nodes): one whole non-negative number."""
+    a = np.asarray(z[key])
+    if a.size != 1 or a.dtype.kind not in "iuf" or not (a.reshape(-1)[0] >= 0 and a.reshape(-1)[0] % 1 == 0):
+        raise GraphError(f"{path}: field {key} must be one non-negative whole number, got {a.reshape(-1)[:4]!r}")
+    return int(a.reshape(-1)[0])
+
+
 def load_npz(path) -> Graph:
     """A scipy.sparse .npz (save_npz, any format: csr, csc, coo, bsr, dia), or an .npz with arrays
     rowptr+col[+weight] or edge_index[+edge_weight, num_nodes]. A sparse matrix is the
     aggregation matrix: entry (i, j) means row i gathers node j (the edge j -> i)."""
     path = Path(path)
-    try:
-        z = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise GraphError(f"{path}: not a readable .npz file ({e})") from None
-    with z:
+    with open_npz(path) as z:
         keys = set(z.files)
         if "format" in keys and "shape" in keys:
             return _scipy_npz(path, z)
@@ -330,7 +456,7 @@ def load_npz(path) -> Graph:
             ei = z["edge_index"]
             if ei.ndim != 2 or ei.shape[0] != 2:
                 raise GraphError(f"{path}: field edge_index must have shape [2, E], got {list(ei.shape)}")
-            n = int(z["num_nodes"]) if "num_nodes" in keys else None
+            n = count_field(z, "num_nodes", path) if "num_nodes" in keys else None
             if ei.dtype == np.int64 and ei.size and 0 <= ei.min() and ei.max() < 2**31:
                 ei = ei.astype(np.int32)  # half the memory while the CSR is built
             return Graph.from_edges(
@@ -359,7 +485,7 @@ def _scipy_npz(path: Path, z) -> Graph:
         return Graph.from_edges(z["col"], z["row"], shape[0], w, what=str(path))
     try:
         m = sp.load_npz(path)
-    except (ValueError, KeyError, OSError) as e:
+    except (ValueError, KeyError, NotImplementedError, *UNREADABLE) as e:
         raise GraphError(f"{path}: not a readable scipy.sparse '{fmt}' matrix ({e})") from None
     return Graph.from_scipy(m, what=str(path))
 
@@ -408,10 +534,7 @@ class NodeDataset:
             m = getattr(data, k, None)
             if m is None:
                 raise GraphError(f"{name}: the PyG Data has no {k} (set train_mask, val_mask and test_mask)")
-            m = torch.as_tensor(m)
-            if m.dtype != torch.bool:  # an index list, as OGB's split
-                m = torch.zeros(n, dtype=torch.bool).index_fill_(0, m.long().view(-1), True)
-            masks.append(m.cpu())
+            masks.append(split_mask(m, n, f"{name}: {k}"))
         return NodeDataset(
             name,
             from_pyg(data),
@@ -424,7 +547,11 @@ class NodeDataset:
 def labels(y, what: str) -> torch.Tensor:
     """Class labels as int64 [N]: [N, 1] is flattened, NaN (unlabelled, as in ogbn-papers100M)
     becomes -1; [N, T] with T > 1 stays (multi-label)."""
-    y = torch.as_tensor(np.asarray(y)) if not isinstance(y, torch.Tensor) else y
+    if not isinstance(y, torch.Tensor):
+        y = np.asarray(y)
+        if y.dtype.kind not in "biuf":
+            raise GraphError(f"{what}: labels must be numbers (class ids), got dtype {y.dtype}")
+        y = torch.as_tensor(y)
     if y.dim() == 2 and y.size(1) == 1:
         y = y.view(-1)
     if y.is_floating_point():
@@ -435,6 +562,23 @@ def labels(y, what: str) -> torch.Tensor:
     if y.dim() not in (1, 2):
         raise GraphError(f"{what}: labels must have shape [N] or [N, tasks], got {list(y.shape)}")
     return y.long()
+
+
+def split_mask(split, n: int, what: str) -> torch.Tensor:
+    """A split (train, val or test) as a boolean mask over n nodes, from a boolean mask, a 0/1
+    mask of n integers (uint8, as older PyG and many .npz files store masks), or node indices
+    (OGB's split files). n integers all 0 or 1 are a mask: as indices they would name nodes 0
+    and 1 only, over and over (for n <= 2, where both readings are plausible, only uint8 is a
+    mask)."""
+    a = split.detach().cpu().numpy() if isinstance(split, torch.Tensor) else np.asarray(split)
+    if a.dtype == bool:
+        return torch.from_numpy(a.copy())
+    if a.dtype.kind not in "iu":
+        raise GraphError(f"{what}: a split must be a boolean mask or integer node indices, got dtype {a.dtype}")
+    flat = a.reshape(-1)
+    if flat.size == n and (n > 2 or a.dtype == np.uint8) and bool(((flat == 0) | (flat == 1)).all()):
+        return torch.from_numpy(flat == 1)
+    return mask_of(flat, n, what)
 
 
 def mask_of(index, n: int, what: str) -> torch.Tensor:
