@@ -30,9 +30,27 @@ def glorot(w: torch.Tensor) -> None:
 FLOWS = ("source_to_target", "target_to_source")
 
 
-class _GlorotLazyLinear(nn.LazyLinear):
-    """torch's LazyLinear (PyG's Linear(-1, ...) state_dict: weight, bias) initialised by glorot
-    once its width is known, as PyG's Linear(weight_initializer='glorot')."""
+class _LazyLinear(nn.LazyLinear):
+    """torch's LazyLinear with PyG's Linear(-1, out) parameters before the first call: the weight
+    waits for its width, the bias ([out]) exists from the start. A state_dict saved before the
+    first call then loads into either library's layer (torch's lazy bias could not take PyG's)."""
+
+    def __init__(self, out_features: int, bias: bool = True):
+        super().__init__(out_features, bias=False)
+        if bias:
+            self.bias = nn.Parameter(torch.empty(out_features))
+
+    def initialize_parameters(self, input) -> None:
+        if self.has_uninitialized_params():
+            with torch.no_grad():
+                self.in_features = input.shape[-1]
+                self.weight.materialize((self.out_features, self.in_features))
+                self.reset_parameters()
+
+
+class _GlorotLazyLinear(_LazyLinear):
+    """_LazyLinear initialised by glorot once its width is known, as PyG's
+    Linear(weight_initializer='glorot')."""
 
     def reset_parameters(self):
         if not self.has_uninitialized_params() and self.weight.numel():
@@ -44,7 +62,7 @@ class _GlorotLazyLinear(nn.LazyLinear):
 def linear(in_features: int, out_features: int, bias: bool = True, glorot: bool = False) -> nn.Module:
     """nn.Linear, or for in_features=-1 (PyG's lazy width) a lazy one, sized on the first call."""
     if in_features == -1:
-        return _GlorotLazyLinear(out_features, bias=bias) if glorot else nn.LazyLinear(out_features, bias=bias)
+        return (_GlorotLazyLinear if glorot else _LazyLinear)(out_features, bias=bias)
     if not isinstance(in_features, int) or in_features <= 0:
         raise MggError(f"in_channels must be a positive int or -1 (lazy), got {in_features!r}")
     return nn.Linear(in_features, out_features, bias=bias)
@@ -164,6 +182,7 @@ class _Aggregating(LayerBase):
             raise MggError(f"{name}: node_dim must be -2 or 0 (features are [nodes, channels]), got {self.node_dim!r}")
         if not isinstance(decomposed, int) or decomposed < 1:
             raise MggError(f"{name}: decomposed_layers must be a positive integer, got {decomposed!r}")
+        self.decomposed_layers = decomposed  # PyG's propagate (the path with hooks) chunks by it
         self.config = config or Config()
         self.deterministic = deterministic
         self.tuner = None
@@ -190,7 +209,10 @@ class _Aggregating(LayerBase):
     def _graph_of(self, g: Graph, dtype: torch.dtype, drop_values: bool) -> Graph:
         """The graph the layer aggregates over: without edge values where PyG drops them (a
         torch_sparse SparseTensor's), normalised by in-degree for 'mean'; 'max' and 'min' take no
-        weights, so they refuse a weighted graph (a torch sparse adjacency's values)."""
+        weights, so they refuse a weighted graph (a torch sparse adjacency's values other than all
+        ones: PyG's to_torch_csc_tensor gives every adjacency values, and the max of 1 * x_j is x_j's)."""
+        if self.aggr in EXTREMES and g.weight is not None and not drop_values:
+            drop_values = bool((g.weight == 1).all())
         if self.aggr in EXTREMES and g.weight is not None and not drop_values:
             raise MggError(
                 f"{type(self).__name__}: aggr={self.aggr!r} over a weighted graph (a sparse adjacency's values) "

@@ -89,6 +89,7 @@ class GATConv(LayerBase):
             raise MggError(f"GATConv: flow must be 'source_to_target' or 'target_to_source', got {self.flow!r}")
         if not isinstance(decomposed, int) or decomposed < 1:
             raise MggError(f"GATConv: decomposed_layers must be a positive integer, got {decomposed!r}")
+        self.decomposed_layers = decomposed
         widths = (in_channels,) if isinstance(in_channels, int) else tuple(in_channels)
         if len(widths) not in (1, 2) or not all(isinstance(c, int) and (c > 0 or c == -1) for c in widths):
             raise MggError(
@@ -134,6 +135,7 @@ class GATConv(LayerBase):
             self.register_parameter("att_edge", None)
         width = heads * out_channels if concat else out_channels
         self.register_parameter("bias", nn.Parameter(torch.empty(width)) if bias else None)
+        self.residual = residual
         self.res = linear(widths[-1], width, bias=False, glorot=True) if residual else None
         self.reset_parameters()
         self._seed_base = int(torch.randint(0, 2**62, (1,)).item())  # after the weights: PyG's init draws stay

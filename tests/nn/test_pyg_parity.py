@@ -1,0 +1,93 @@
+"""Where mgg's layers once differed from PyG's own in what PyG's conv tests and a side-by-side
+run of them showed: constructor arguments kept as attributes, lazy layers' state_dicts before the
+first call, GCN's mean over a sparse adjacency with self-loops, max/min over a sparse adjacency
+of ones. Each against PyG's layer, float64."""
+
+import pytest
+import torch
+
+pytest.importorskip("torch_geometric")
+import torch_geometric.nn as pnn  # noqa: E402
+from torch_geometric.utils import to_torch_coo_tensor, to_torch_csc_tensor  # noqa: E402
+
+import mgg.nn as mnn  # noqa: E402
+from mgg.testing import assert_same_formula  # noqa: E402
+
+EI = torch.tensor([[0, 1, 1, 2, 3, 3, 0], [1, 1, 0, 1, 2, 3, 3]])  # loops at nodes 1 and 3
+
+
+def _pair(name, *args, **kwargs):
+    torch.manual_seed(0)
+    ref = getattr(pnn, name)(*args, **kwargs).double()
+    ours = getattr(mnn, name)(*args, **kwargs).double()
+    ours.load_state_dict(ref.state_dict())
+    return ref, ours
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda lib: lib.GCNConv(4, 3, decomposed_layers=2),
+        lambda lib: lib.GINConv(torch.nn.Linear(4, 3), decomposed_layers=3),
+        lambda lib: lib.SAGEConv(4, 3, decomposed_layers=2),
+        lambda lib: lib.GATConv(4, 3, decomposed_layers=2),
+    ],
+)
+def test_decomposed_layers_is_kept_as_pyg(make):
+    assert make(mnn).decomposed_layers == make(pnn).decomposed_layers > 1
+
+
+def test_decomposed_layers_chunks_a_hooked_propagate_as_pyg():
+    seen = {}
+    for lib in (pnn, mnn):
+        conv, shapes = lib.GCNConv(16, 32, decomposed_layers=2), []
+        conv.register_message_forward_pre_hook(lambda mod, inp, s=shapes: s.append(tuple(inp[0]["x_j"].shape)))
+        conv(torch.randn(4, 16), EI)
+        seen[lib.__name__] = shapes
+    assert seen["mgg.nn"] == seen["torch_geometric.nn"] and len(seen["mgg.nn"]) == 2
+
+
+def test_gat_keeps_residual_as_pyg():
+    for residual in (False, True):
+        assert mnn.GATConv(4, 3, residual=residual).residual is pnn.GATConv(4, 3, residual=residual).residual
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda lib: lib.SAGEConv(-1, 4),
+        lambda lib: lib.SAGEConv((-1, -1), 4),
+        lambda lib: lib.GCNConv(-1, 4),
+        lambda lib: lib.GATConv(-1, 4, heads=2),
+    ],
+)
+def test_lazy_state_dict_before_the_first_call_loads_both_ways(make):
+    x = torch.randn(4, 8)
+    ref, ours = make(pnn), make(mnn)
+    assert list(ref.state_dict()) == list(ours.state_dict())
+    ours.load_state_dict(make(pnn).state_dict())  # PyG's, saved before its first call
+    ref.load_state_dict(make(mnn).state_dict())
+    ref(x, EI)
+    ours(x, EI)
+    ours.load_state_dict(ref.state_dict())  # both sized now: the same numbers
+    torch.testing.assert_close(ours(x, EI), ref(x, EI))
+
+
+@pytest.mark.parametrize("aggr", ["add", "mean"])
+def test_gcn_over_a_sparse_adjacency_with_self_loops(aggr):
+    ref, ours = _pair("GCNConv", 3, 2, aggr=aggr)
+    adj = to_torch_csc_tensor(EI, size=(4, 4)).t().double()
+    x = torch.randn(4, 3, dtype=torch.float64)
+    assert_same_formula(ours(x, EI), ref(x, EI))
+    assert_same_formula(ours(x, adj), ref(x, adj))
+
+
+@pytest.mark.parametrize("name", ["GINConv", "SAGEConv"])
+@pytest.mark.parametrize("aggr", ["max", "min"])
+@pytest.mark.parametrize("layout", ["csc", "coo"])
+def test_max_min_over_a_sparse_adjacency_of_ones(name, aggr, layout):
+    args = (torch.nn.Linear(3, 2),) if name == "GINConv" else (3, 2)
+    ref, ours = _pair(name, *args, aggr=aggr)
+    adj = (to_torch_csc_tensor if layout == "csc" else to_torch_coo_tensor)(EI, size=(4, 4)).t().double()
+    x = torch.randn(4, 3, dtype=torch.float64)
+    assert_same_formula(ours(x, adj), ref(x, adj))
