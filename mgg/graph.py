@@ -19,6 +19,7 @@ from .errors import GraphError
 
 MAX_NODES = 2**31 - 1  # the plan's per-rank node ids and offsets are int32
 SPARSE_IDS_PER_EDGE, SPARSE_IDS_SLACK = 16, 1_000_000  # inferred nodes <= 16 * edges + 1,000,000
+BYTES_PER_NODE = 24  # building a CSR: the row pointers (int64) and the counting sort's per-row arrays
 
 
 def node_count_problem(n: int, num_edges: Optional[int] = None) -> Optional[str]:
@@ -34,6 +35,24 @@ def node_count_problem(n: int, num_edges: Optional[int] = None) -> Optional[str]
             f"node id {n - 1:,} would make {n:,} nodes for {num_edges:,} edges (more than "
             f"{SPARSE_IDS_PER_EDGE} per edge + {SPARSE_IDS_SLACK:,}: sparse ids); {fix}"
         )
+    free = available_memory()
+    if free is not None and n * BYTES_PER_NODE > free:
+        return (
+            f"{n:,} nodes need {n * BYTES_PER_NODE / 2**30:.1f} GiB for the graph's per-node arrays, more "
+            f"than the {free / 2**30:.1f} GiB of memory available (is the declared size right?)"
+        )
+    return None
+
+
+def available_memory() -> Optional[int]:
+    """Bytes of memory the kernel says are available (MemAvailable), or None where it does not say."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     return None
 
 
@@ -317,7 +336,8 @@ class Graph:
         'keep' (PyG's add_remaining_self_loops, what GCNConv does to an edge_index): a node that
         has some keeps one, with the weight of its last, and gets no new one; 'add' (PyG's
         add_self_loops on a torch sparse adjacency, which GCNConv coalesces): their weights are
-        added to the new one's, so a mean counts one loop per node as PyG's does; 'replace' (torch_sparse's fill_diag, for a SparseTensor): they are dropped."""
+        added to the new one's, so a mean counts one loop per node as PyG's does; 'replace'
+        (torch_sparse's fill_diag, for a SparseTensor): they are dropped."""
         if existing not in SELF_LOOPS:
             raise GraphError(f"existing must be one of {SELF_LOOPS}, got {existing!r}")
         rows, col = self.rows().numpy(), self.col.numpy()

@@ -157,14 +157,15 @@ def _npz_dataset(path, **masks):
 
 
 SPLIT = ([1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 0, 0], [0, 0, 0, 0, 1, 1])
+MASKS = ("train_mask", "val_mask", "test_mask")
 
 
 @pytest.mark.parametrize("dtype", [bool, np.uint8, np.int32, np.int64])
 def test_npz_masks_of_zeros_and_ones_are_masks(tmp_path, dtype):
     f = tmp_path / "d.npz"
-    _npz_dataset(f, **{k: np.array(m, dtype) for k, m in zip(("train_mask", "val_mask", "test_mask"), SPLIT)})
+    _npz_dataset(f, **{k: np.array(m, dtype) for k, m in zip(MASKS, SPLIT, strict=True)})
     ds = load_dataset(str(f))
-    for got, want in zip((ds.train_mask, ds.val_mask, ds.test_mask), SPLIT):
+    for got, want in zip((ds.train_mask, ds.val_mask, ds.test_mask), SPLIT, strict=True):
         assert got.dtype == torch.bool and got.tolist() == [bool(v) for v in want]
 
 
@@ -197,7 +198,7 @@ def test_npz_dataset_fields_of_the_wrong_kind(tmp_path, field, value, fragment):
 
 def test_pyg_byte_masks_are_masks():
     tg = pytest.importorskip("torch_geometric.data")
-    masks = {k: torch.tensor(m, dtype=torch.uint8) for k, m in zip(("train_mask", "val_mask", "test_mask"), SPLIT)}
+    masks = {k: torch.tensor(m, dtype=torch.uint8) for k, m in zip(MASKS, SPLIT, strict=True)}
     data = tg.Data(x=torch.ones(6, 2), y=torch.zeros(6, dtype=torch.long), edge_index=torch.tensor([[0], [1]]), **masks)
     ds = NodeDataset.from_pyg(data)
     assert [m.tolist() for m in (ds.train_mask, ds.val_mask, ds.test_mask)] == [[bool(v) for v in m] for m in SPLIT]
@@ -212,3 +213,19 @@ def test_reddit_entries_outside_the_matrix_are_refused(tmp_path, axis, bad):
     (row if axis == "row" else col)[2] = bad
     np.savez(raw / "reddit_graph.npz", row=row, col=col, data=np.ones(3, np.float32), format=b"coo", shape=[30, 30])
     one_line_error(lambda: load_reddit(tmp_path), "reddit_graph.npz", f"entry 2 has {axis} {bad}, outside [0, 30)")
+
+
+@pytest.mark.parametrize("declared", ["mtx", "npz"])
+def test_a_declared_size_past_memory_is_refused_before_allocating(tmp_path, monkeypatch, declared):
+    monkeypatch.setattr("mgg.graph.available_memory", lambda: 2**30)  # 1 GiB: 44.7M nodes at 24 bytes
+    if declared == "mtx":
+        f = tmp_path / "big.mtx"
+        f.write_text("%%MatrixMarket matrix coordinate pattern general\n100000000 100000000 1\n1 2\n")
+        one_line_error(lambda: load_graph(str(f)), "big.mtx:2:", "100,000,000 nodes need 2.2 GiB", "1.0 GiB")
+    else:
+        f = tmp_path / "big.npz"
+        np.savez(f, edge_index=np.array([[0], [1]]), num_nodes=np.array(100_000_000))
+        one_line_error(lambda: load_graph(str(f)), "big.npz", "100,000,000 nodes need")
+    small = tmp_path / "small.npz"  # a size that fits the same memory loads
+    np.savez(small, edge_index=np.array([[0], [1]]), num_nodes=np.array(1_000_000))
+    assert load_graph(str(small)).num_nodes == 1_000_000
