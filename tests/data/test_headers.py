@@ -34,9 +34,7 @@ def test_snap_directed_file_stays_directed(tmp_path):
     f = tmp_path / "d.txt"
     f.write_text("# Directed graph (each unordered pair of nodes is saved once): d.txt\n0\t1\n1\t2\n")
     assert np.array_equal(edges_of(load_graph(str(f))), edges_of_index([[0, 1], [1, 2]]))
-    assert np.array_equal(
-        edges_of(load_edge_list(f, undirected=True)), edges_of_index([[0, 1, 1, 2], [1, 2, 0, 1]])
-    )
+    assert np.array_equal(edges_of(load_edge_list(f, undirected=True)), edges_of_index([[0, 1, 1, 2], [1, 2, 0, 1]]))
 
 
 def test_konect_sym_is_undirected_and_one_based(tmp_path):
@@ -66,7 +64,10 @@ def test_konect_bip_puts_right_ids_after_left(tmp_path, size_line):
 
 @pytest.mark.parametrize(
     "body, fragment",
-    [("% sym unweighted\n1 2\n0 3\n", "out.bad:3: node ids must be positive (1-based)"), ("% sym unweighted\n% 2 3 3\n1 2\n2 4\n", "out.bad:4: node id past 3 (ids count from 1) in '2 4'")],
+    [
+        ("% sym unweighted\n1 2\n0 3\n", "out.bad:3: node ids must be positive (1-based)"),
+        ("% sym unweighted\n% 2 3 3\n1 2\n2 4\n", "out.bad:4: node id past 3 (ids count from 1) in '2 4'"),
+    ],
 )
 def test_konect_ids_outside_the_declared_range(tmp_path, body, fragment):
     f = tmp_path / "out.bad"
