@@ -39,21 +39,34 @@ def node_count_problem(n: int, num_edges: Optional[int] = None) -> Optional[str]
     if free is not None and n * BYTES_PER_NODE > free:
         return (
             f"{n:,} nodes need {n * BYTES_PER_NODE / 2**30:.1f} GiB for the graph's per-node arrays, more "
-            f"than the {free / 2**30:.1f} GiB of memory available (is the declared size right?)"
+            f"than the {free / 2**30:.1f} GiB of memory available"
+            + (" (is the declared size right?)" if num_edges is None else f"; {fix}")
         )
     return None
 
 
+_CGROUP_MEMORY = (  # (limit, use): cgroup v2, then v1 (a container's memory)
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+)
+
+
 def available_memory() -> Optional[int]:
-    """Bytes of memory the kernel says are available (MemAvailable), or None where it does not say."""
+    """Bytes of memory this process may still take: the kernel's MemAvailable, or less where a
+    cgroup (a container) limits it; None where neither says (not Linux)."""
+    free = []
     try:
         with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+            free += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
     except (OSError, ValueError, IndexError):
         pass
-    return None
+    for limit, use in _CGROUP_MEMORY:
+        try:
+            with open(limit) as f, open(use) as g:
+                free.append(int(f.read()) - int(g.read()))  # v2's unlimited "max" is a ValueError
+        except (OSError, ValueError):
+            pass
+    return min(free) if free else None
 
 
 def _ids(a, name: str, what: str) -> np.ndarray:

@@ -1,7 +1,8 @@
-"""Graph files: SNAP-style edge lists (plain or .gz), Matrix Market (.mtx, .mtx.gz), .npz (any
-scipy.sparse format, rowptr/col, or edge_index); the Planetoid raw format; PyG Data. Every error
-names the file and, where there is one, the line. Directories and dataset names (PyG Reddit, OGB)
-are resolved in mgg.data.resolve; `mgg.data.load_graph` and `mgg.data.load_dataset` are the entry points.
+"""Graph files: edge lists (plain or .gz; SNAP's and KONECT's headers honoured: EdgeListHeader),
+Matrix Market (.mtx, .mtx.gz), .npz (any scipy.sparse format, rowptr/col, or edge_index); the
+Planetoid raw format; PyG Data. Every error, a damaged file's too, names the file and, where
+there is one, the line. Directories and dataset names (PyG Reddit, OGB) are resolved in
+mgg.data.resolve; `mgg.data.load_graph` and `mgg.data.load_dataset` are the entry points.
 
 Text is parsed by numpy's C reader (`np.loadtxt` on a path, numpy >= 1.23); only when it fails
 does a line-by-line pass run, to name the offending line (or to read files that mix comment
@@ -25,8 +26,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..errors import GraphError
-from ..graph import Graph, node_count_problem
+from ..errors import GraphError, MggError
+from ..graph import MAX_NODES, Graph, node_count_problem
 from .arrays import sorted_unique
 
 _COMMENT = ("#", "%", "//")
@@ -274,13 +275,16 @@ class EdgeTable:
     undirected: Optional[bool] = None
 
     def graph(self, what: str, undirected: Optional[bool] = None) -> Graph:
-        """The graph; undirected (default: as the header declares) adds the reverse of every
-        edge that is not a self-loop, as a symmetric Matrix Market file's other triangle."""
+        """The graph; undirected (default: as the header declares) adds the reverse v -> u of
+        every edge u -> v that is not a self-loop and whose reverse the file does not list (a
+        file that lists both directions, whatever its header says, is taken as it is)."""
         src, dst, w = self.src, self.dst, self.weight
-        if self.undirected if undirected is None else undirected:
-            off = src != dst
-            src, dst = np.concatenate([src, dst[off]]), np.concatenate([dst, src[off]])
-            w = None if w is None else np.concatenate([w, w[off]])
+        if (self.undirected if undirected is None else undirected) and src.size:
+            m = int(max(src.max(), dst.max())) + 1
+            key = src.astype(np.int64) * m + dst
+            add = (src != dst) & ~np.isin(dst.astype(np.int64) * m + src, key)
+            src, dst = np.concatenate([src, dst[add]]), np.concatenate([dst, src[add]])
+            w = None if w is None else np.concatenate([w, w[add]])
         return Graph.from_edges(src, dst, self.num_nodes, w, what=what)
 
 
@@ -288,9 +292,8 @@ def read_edge_list(path, num_nodes: Optional[int] = None, relabel: bool = False)
     """Lines `src dst [weight]`, any whitespace; blank lines and lines starting with #, % or //
     are skipped. Node ids are non-negative integers. relabel=True numbers the distinct ids
     0..N-1 in sorted order (for files of sparse ids) and keeps the map in `ids`. A KONECT file
-    (EdgeListHeader) is read as that format means: ids from 1 (node k is line id k + 1), the
-    node count from its size line, a bipartite file's right ids after its left ones (right id
-    r is node LEFT + r - 1), columns past the weight ignored."""
+    is read as EdgeListHeader describes: node k is id k + 1, a bipartite file's right id r is
+    node LEFT + r - 1."""
     path = Path(path)
     if not path.is_file():
         raise GraphError(f"{path}: no such file")
@@ -305,6 +308,8 @@ def read_edge_list(path, num_nodes: Optional[int] = None, relabel: bool = False)
     if relabel:
         a, b, ids = _relabel(a, b)
         num_nodes = ids.size
+        if head.konect is not None:
+            ids = ids + 1  # the file's own (1-based) ids
     return EdgeTable(a, b, w, num_nodes, ids, head.undirected)
 
 
@@ -312,8 +317,13 @@ def _konect_ids(path: Path, head: EdgeListHeader, a, b, start: int, num_nodes: O
     """A KONECT file's 1-based ids as 0-based nodes (and the node count its size line gives)."""
     left, right = head.sides or (None, None)
     if head.konect == "bip":
-        left = int(a.max()) if left is None else left
-        right = int(b.max()) if right is None else right
+        if relabel:
+            raise GraphError(f"{path}: relabel of a bipartite KONECT file (its left and right ids overlap)")
+        if head.sides is None:  # the sides from the ids: as sparse as any file's ids may be
+            left, right = int(a.max()), int(b.max())
+            why = node_count_problem(left + right, a.size)
+            if why:
+                raise GraphError(f"{path}: the largest left and right ids {left:,} and {right:,}: {why}")
         _check_ids(path, a, a, start, left, relabel=False, one_based=True)
         _check_ids(path, b, b, start, right, relabel=False, one_based=True)
         a, b, n = a - 1, b - 1 + left, left + right
@@ -323,7 +333,7 @@ def _konect_ids(path: Path, head: EdgeListHeader, a, b, start: int, num_nodes: O
         a, b = a - 1, b - 1
     if num_nodes is not None:
         if (n is not None and num_nodes != n) or (a.size and max(a.max(), b.max()) >= num_nodes):
-            raise GraphError(f"{path}: num_nodes {num_nodes} does not fit the file's {n or 'ids'} nodes")
+            raise GraphError(f"{path}: num_nodes {num_nodes} does not fit the file ({n or 'its ids need more'} nodes)")
         n = num_nodes
     return a, b, n
 
@@ -332,9 +342,8 @@ def load_edge_list(
     path, num_nodes: Optional[int] = None, undirected: Optional[bool] = None, relabel: bool = False
 ) -> Graph:
     """An edge list (see read_edge_list) as a Graph: the line `u v` is the edge u -> v, so row v
-    gathers u. undirected=True adds the reverse of every edge that is not a self-loop; the
-    default follows the file's header (SNAP's '# Undirected graph', KONECT's 'sym' and 'bip':
-    EdgeListHeader), directed where it says nothing."""
+    gathers u. undirected=True adds the reverses the file does not list (EdgeTable.graph); the
+    default follows the file's header (EdgeListHeader), directed where it says nothing."""
     return read_edge_list(path, num_nodes, relabel).graph(str(path), undirected)
 
 
@@ -427,18 +436,20 @@ def open_npz(path: Path):
     with z:
         try:
             yield z
-        except GraphError:
+        except MggError:
             raise
-        except (ValueError, KeyError, *UNREADABLE) as e:
+        except KeyError as e:
+            raise GraphError(f"{path}: no field {e} (fields: {', '.join(sorted(z.files))})") from None
+        except (ValueError, *UNREADABLE) as e:
             raise GraphError(f"{path}: a field cannot be read ({e.__class__.__name__}: {e})") from None
 
 
 def count_field(z, key: str, path: Path) -> int:
     """A count stored as an .npz field (num_nodes): one whole non-negative number."""
-    a = np.asarray(z[key])
-    if a.size != 1 or a.dtype.kind not in "iuf" or not (a.reshape(-1)[0] >= 0 and a.reshape(-1)[0] % 1 == 0):
-        raise GraphError(f"{path}: field {key} must be one non-negative whole number, got {a.reshape(-1)[:4]!r}")
-    return int(a.reshape(-1)[0])
+    a = np.asarray(z[key]).reshape(-1)
+    if a.size != 1 or a.dtype.kind not in "iuf" or not (0 <= a[0] <= MAX_NODES and a[0] % 1 == 0):
+        raise GraphError(f"{path}: field {key} must be one whole number of nodes in [0, {MAX_NODES:,}], got {a[:4]!r}")
+    return int(a[0])
 
 
 def load_npz(path) -> Graph:
@@ -565,18 +576,21 @@ def labels(y, what: str) -> torch.Tensor:
 
 
 def split_mask(split, n: int, what: str) -> torch.Tensor:
-    """A split (train, val or test) as a boolean mask over n nodes, from a boolean mask, a 0/1
-    mask of n integers (uint8, as older PyG and many .npz files store masks), or node indices
-    (OGB's split files). n integers all 0 or 1 are a mask: as indices they would name nodes 0
-    and 1 only, over and over (for n <= 2, where both readings are plausible, only uint8 is a
-    mask)."""
+    """A split (train, val or test) as a boolean mask over n nodes, from a boolean or uint8 mask
+    (older PyG and many .npz files store masks as bytes), a 0/1 mask of n other integers, or node
+    indices (OGB's split files). Integers that are all 0 or 1 and repeat one are a mask (as
+    indices they would name nodes 0 and 1 over and over): of n entries, or refused. For n <= 2,
+    where both readings are plausible, only bool and uint8 are masks."""
     a = split.detach().cpu().numpy() if isinstance(split, torch.Tensor) else np.asarray(split)
-    if a.dtype == bool:
-        return torch.from_numpy(a.copy())
-    if a.dtype.kind not in "iu":
+    if a.dtype.kind not in "biu":
         raise GraphError(f"{what}: a split must be a boolean mask or integer node indices, got dtype {a.dtype}")
     flat = a.reshape(-1)
-    if flat.size == n and (n > 2 or a.dtype == np.uint8) and bool(((flat == 0) | (flat == 1)).all()):
+    binary = bool(((flat == 0) | (flat == 1)).all())
+    if a.dtype in (bool, np.uint8) or (binary and flat.size > 2 and (n > 2 or flat.size != n)):
+        if not binary:
+            raise GraphError(f"{what}: a {a.dtype} mask must hold only 0 and 1")
+        if flat.size != n:
+            raise GraphError(f"{what}: a mask of {flat.size} entries for a graph of {n} nodes")
         return torch.from_numpy(flat == 1)
     return mask_of(flat, n, what)
 

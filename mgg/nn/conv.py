@@ -38,7 +38,7 @@ class _LazyLinear(nn.LazyLinear):
     def __init__(self, out_features: int, bias: bool = True):
         super().__init__(out_features, bias=False)
         if bias:
-            self.bias = nn.Parameter(torch.empty(out_features))
+            self.bias = nn.Parameter(torch.zeros(out_features))
 
     def initialize_parameters(self, input) -> None:
         if self.has_uninitialized_params():
@@ -46,6 +46,20 @@ class _LazyLinear(nn.LazyLinear):
                 self.in_features = input.shape[-1]
                 self.weight.materialize((self.out_features, self.in_features))
                 self.reset_parameters()
+        elif self.in_features == 0:  # sized by a loaded state_dict: the input must fit it
+            if input.shape[-1] != self.weight.shape[-1]:
+                raise MggError(
+                    f"a lazy linear layer loaded with in_features {self.weight.shape[-1]} got input of width "
+                    f"{input.shape[-1]}"
+                )
+            self.in_features = input.shape[-1]
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        if self.bias is not None and is_lazy(state_dict.get(prefix + "bias")):
+            # torch's LazyLinear saved before its first call (mgg's own layers did): its bias has no
+            # values to load; this one keeps its own (load_state_dict passes a copy of the dict)
+            state_dict[prefix + "bias"] = self.bias.detach()
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
 class _GlorotLazyLinear(_LazyLinear):
@@ -160,7 +174,7 @@ class _Aggregating(LayerBase):
         aggr = kwargs.pop("aggr", default_aggr)
         self.flow = kwargs.pop("flow", "source_to_target")
         self.node_dim = kwargs.pop("node_dim", -2)
-        decomposed = kwargs.pop("decomposed_layers", 1)  # PyG's feature chunking: same result
+        self.keep_decomposed_layers(kwargs.pop("decomposed_layers", 1))
         aggr_kwargs = kwargs.pop("aggr_kwargs", None)
         if kwargs:
             raise TypeError(f"{name}: unexpected keyword argument(s) {', '.join(sorted(kwargs))}")
@@ -180,9 +194,6 @@ class _Aggregating(LayerBase):
             raise MggError(f"{name}: flow must be one of {FLOWS}, got {self.flow!r}")
         if self.node_dim not in (-2, 0):
             raise MggError(f"{name}: node_dim must be -2 or 0 (features are [nodes, channels]), got {self.node_dim!r}")
-        if not isinstance(decomposed, int) or decomposed < 1:
-            raise MggError(f"{name}: decomposed_layers must be a positive integer, got {decomposed!r}")
-        self.decomposed_layers = decomposed  # PyG's propagate (the path with hooks) chunks by it
         self.config = config or Config()
         self.deterministic = deterministic
         self.tuner = None

@@ -78,7 +78,7 @@ class GATConv(LayerBase):
             raise TypeError("GATConv: got multiple values for keyword argument 'node_dim'")
         aggr = kwargs.pop("aggr", "add")
         self.flow = kwargs.pop("flow", "source_to_target")
-        decomposed = kwargs.pop("decomposed_layers", 1)
+        self.keep_decomposed_layers(kwargs.pop("decomposed_layers", 1))
         if kwargs.pop("aggr_kwargs", None):
             raise MggError("GATConv: aggr_kwargs is not supported by mgg (its aggregation takes no arguments)")
         if kwargs:
@@ -87,9 +87,6 @@ class GATConv(LayerBase):
             raise MggError(f"GATConv: aggr must be 'add' in mgg (the attention-weighted sum), got {aggr!r}")
         if self.flow not in ("source_to_target", "target_to_source"):
             raise MggError(f"GATConv: flow must be 'source_to_target' or 'target_to_source', got {self.flow!r}")
-        if not isinstance(decomposed, int) or decomposed < 1:
-            raise MggError(f"GATConv: decomposed_layers must be a positive integer, got {decomposed!r}")
-        self.decomposed_layers = decomposed
         widths = (in_channels,) if isinstance(in_channels, int) else tuple(in_channels)
         if len(widths) not in (1, 2) or not all(isinstance(c, int) and (c > 0 or c == -1) for c in widths):
             raise MggError(

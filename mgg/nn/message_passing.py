@@ -59,6 +59,13 @@ class LayerBase(_Base):
         if _Base is nn.Module:  # the attributes PyG's MessagePassing would have set
             self._explain, self._edge_mask, self._loop_mask, self._apply_sigmoid = None, None, None, True
 
+    def keep_decomposed_layers(self, value) -> None:
+        """PyG's decomposed_layers argument, kept as PyG keeps it: its propagate (the path with
+        hooks) chunks the features by it; the fused op gives the same result unchunked."""
+        if not isinstance(value, int) or value < 1:
+            raise MggError(f"{type(self).__name__}: decomposed_layers must be a positive integer, got {value!r}")
+        self.decomposed_layers = value
+
     def hooked(self) -> bool:
         """Whether a PyG propagate/message/aggregate hook is registered: then the layer's
         aggregation runs through PyG's propagate (propagated), where the hooks run."""

@@ -54,7 +54,7 @@ def test_npz_with_a_damaged_member_is_one_line(tmp_path):
     f = tmp_path / "crc.npz"
     np.savez(f, edge_index=np.arange(400).reshape(2, 200) % 50)
     _damage_member(f, "edge_index.npy")
-    one_line_error(lambda: load_graph(str(f)), "crc.npz")
+    one_line_error(lambda: load_graph(str(f)), "crc.npz", "a field cannot be read")
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def test_corrupt_gzip_edge_list_and_mtx_are_one_line(tmp_path):
     one_line_error(lambda: load_graph(str(f)), "e.txt.gz", "cannot read")
     m = tmp_path / "m.mtx.gz"
     m.write_bytes(_corrupt_gzip("%%MatrixMarket matrix coordinate pattern general\n1000 1000 20000\n" + body))
-    one_line_error(lambda: load_graph(str(m)), "m.mtx.gz")
+    one_line_error(lambda: load_graph(str(m)), "m.mtx.gz", "cannot read")
 
 
 def test_corrupt_gzip_ogb_csv_is_one_line(tmp_path):
@@ -169,6 +169,27 @@ def test_npz_masks_of_zeros_and_ones_are_masks(tmp_path, dtype):
         assert got.dtype == torch.bool and got.tolist() == [bool(v) for v in want]
 
 
+@pytest.mark.parametrize(
+    "mask, fragment",
+    [
+        (np.array([1, 1, 0, 0, 0, 0, 0], np.uint8), "a mask of 7 entries for a graph of 6 nodes"),
+        (np.array([1, 1, 0, 0, 0], np.int64), "a mask of 5 entries for a graph of 6 nodes"),
+        (np.array([1, 2, 0, 0, 0, 0], np.uint8), "a uint8 mask must hold only 0 and 1"),
+        (np.ones(5, bool), "a mask of 5 entries"),
+    ],
+)
+def test_npz_masks_of_the_wrong_length_are_refused(tmp_path, mask, fragment):
+    f = tmp_path / "d.npz"
+    _npz_dataset(f, train_mask=mask, val_mask=np.array([3]), test_mask=np.array([4]))
+    one_line_error(lambda: load_dataset(str(f)), "d.npz: field train_mask", fragment)
+
+
+def test_npz_column_masks_are_flattened(tmp_path):
+    f = tmp_path / "d.npz"
+    _npz_dataset(f, **{k: np.array(m, bool)[:, None] for k, m in zip(MASKS, SPLIT, strict=True)})
+    assert load_dataset(str(f)).train_mask.tolist() == [True, True, True, False, False, False]
+
+
 def test_npz_index_lists_stay_index_lists(tmp_path):
     f = tmp_path / "d.npz"
     _npz_dataset(f, train_mask=np.array([0, 1, 2]), val_mask=np.array([3]), test_mask=np.array([5, 4]))
@@ -216,7 +237,7 @@ def test_reddit_entries_outside_the_matrix_are_refused(tmp_path, axis, bad):
 
 
 @pytest.mark.parametrize("declared", ["mtx", "npz"])
-def test_a_declared_size_past_memory_is_refused_before_allocating(tmp_path, monkeypatch, declared):
+def test_a_declared_size_past_memory_is_refused_in_one_line(tmp_path, monkeypatch, declared):
     monkeypatch.setattr("mgg.graph.available_memory", lambda: 2**30)  # 1 GiB: 44.7M nodes at 24 bytes
     if declared == "mtx":
         f = tmp_path / "big.mtx"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mgg import GraphError
-from mgg.data import load_edge_list, load_graph
+from mgg.data import load_edge_list, load_graph, read_edge_list
 
 from .test_io import edges_of, edges_of_index
 
@@ -74,3 +74,36 @@ def test_konect_ids_outside_the_declared_range(tmp_path, body, fragment):
     f.write_text(body)
     with pytest.raises(GraphError, match=re.escape(fragment)):
         load_graph(str(f))
+
+
+def test_an_undirected_header_does_not_double_listed_reverses(tmp_path):
+    f = tmp_path / "both.txt"
+    f.write_text("# Undirected graph: both directions listed\n0 1\n1 0\n1 2\n")
+    assert np.array_equal(edges_of(load_graph(str(f))), edges_of_index([[0, 1, 1, 2], [1, 0, 2, 1]]))
+
+
+def test_a_comment_that_only_mentions_the_words_is_no_header(tmp_path):
+    f = tmp_path / "c.txt"
+    f.write_text("# This file is not an Undirected graph\n0 1\n")
+    assert np.array_equal(edges_of(load_graph(str(f))), edges_of_index([[0], [1]]))
+
+
+def test_konect_with_num_nodes_and_relabel(tmp_path):
+    f = tmp_path / "out.toy"
+    f.write_text("% sym unweighted\n% 2 4 4\n1 2\n2 3\n")
+    assert load_edge_list(f, num_nodes=4).num_nodes == 4
+    with pytest.raises(GraphError, match=r"num_nodes 3 does not fit the file \(4 nodes\)"):
+        load_edge_list(f, num_nodes=3)
+    sparse = tmp_path / "out.sparse"
+    sparse.write_text("% asym unweighted\n10 20\n20 40\n")
+    t = read_edge_list(sparse, relabel=True)
+    assert t.ids.tolist() == [10, 20, 40] and t.src.tolist() == [0, 1] and t.dst.tolist() == [1, 2]
+
+
+def test_konect_bip_ids_are_checked(tmp_path):
+    f = tmp_path / "out.bip"
+    f.write_text("% bip unweighted\n1 40000000\n")
+    with pytest.raises(GraphError, match="sparse ids"):
+        load_graph(str(f))
+    with pytest.raises(GraphError, match="relabel of a bipartite KONECT file"):
+        read_edge_list(f, relabel=True)
