@@ -349,6 +349,7 @@ class PartStep:
         self.schedule = Schedule(local, remote if remote is not None and remote.num_edges else None, config)
         self._args: dict = {}
 
+    @torch.compiler.disable  # host-side planning: under torch.compile it runs eagerly, untraced
     def op_args(self, device) -> tuple[list, list]:
         """The `plan` and `params` lists of the op on `device`."""
         device = torch.device(device)
@@ -435,6 +436,7 @@ class RankPlan:
     def fixups(self) -> torch.Tensor:
         return self.schedule.fixups
 
+    @torch.compiler.disable  # host-side planning (the transposed step built on first use): untraced
     def op_args(self, device, peers: bool = False, transposed: bool = True) -> tuple[list, list]:
         """The `plan` and `params` lists of the mgg ops on `device`.
 
@@ -527,6 +529,7 @@ class Plan:
         warnings.warn("Plan.partition(rank) is now Plan.shard(rank)", DeprecationWarning, stacklevel=2)
         return self.shard(rank)
 
+    @torch.compiler.disable  # host-side planning (shard, schedule): under torch.compile it runs eagerly
     def rank_plan(self, rank: int = 0, config: Config = Config()) -> RankPlan:
         """Rank `rank`'s plan under `config`; the least recently used plans beyond
         `max_cached_plans` are dropped (their shards stay)."""

@@ -135,7 +135,8 @@ class GATConv(LayerBase):
         self.residual = residual
         self.res = linear(widths[-1], width, bias=False, glorot=True) if residual else None
         self.reset_parameters()
-        self._seed_base = int(torch.randint(0, 2**62, (1,)).item())  # after the weights: PyG's init draws stay
+        with torch.random.fork_rng(devices=[]):  # drawn from the global seed, leaving its stream as PyG's
+            self._seed_base = int(torch.randint(0, 2**62, (1,)).item())
         self._calls = 0
 
     def reset_parameters(self):

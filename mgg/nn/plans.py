@@ -98,6 +98,7 @@ def plan_rows(plan) -> int:
     return plan.num_rows if getattr(plan, "distributed", False) else plan.graph.num_nodes
 
 
+@torch.compiler.disable  # the graph's plan is built on the host, eagerly, outside a compiled region
 def cached_plan(
     edge_index,
     num_nodes: int,
@@ -178,6 +179,7 @@ def clear() -> None:
     _CACHE.clear()
 
 
+@torch.compiler.disable
 def bipartite_plan(
     edge_index,
     n_src: int,

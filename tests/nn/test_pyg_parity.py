@@ -100,3 +100,14 @@ def test_a_lazy_state_dict_from_torchs_lazy_linear_loads():
     old = {k: torch.nn.parameter.UninitializedParameter() for k in ours.state_dict()}
     assert not ours.load_state_dict(old).missing_keys
     assert ours(torch.randn(4, 8), EI).shape == (4, 4)
+
+
+def test_gat_draws_from_torchs_generator_as_pyg():
+    """Building a GATConv leaves the global generator where PyG's leaves it: layers built after
+    it get PyG's weights under the same seed (mgg's dropout seed is drawn aside, fork_rng)."""
+    states = []
+    for lib in (pnn, mnn):
+        torch.manual_seed(3)
+        lib.GATConv(4, 3, heads=2)
+        states.append(lib.GATConv(6, 2).att_src.detach().clone())
+    torch.testing.assert_close(states[0], states[1], rtol=0, atol=0)
