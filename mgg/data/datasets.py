@@ -18,7 +18,8 @@ import torch
 from ..errors import GraphError
 from ..graph import Graph
 from .arrays import sorted_unique
-from .formats import UNREADABLE, NodeDataset, labels, load_npz, mask_of, open_npz, split_mask, text_lines
+from .formats import UNREADABLE, load_npz, open_npz, text_lines
+from .node_dataset import NodeDataset, labels, mask_of, split_mask
 
 # ---- .npz datasets ---------------------------------------------------------------------------------
 _NPZ_FEATURES = ("x", "y", "train_mask", "val_mask", "test_mask")

@@ -1,8 +1,9 @@
 """Graph files: edge lists (plain or .gz; SNAP's and KONECT's headers honoured: EdgeListHeader),
-Matrix Market (.mtx, .mtx.gz), .npz (any scipy.sparse format, rowptr/col, or edge_index); the
-Planetoid raw format; PyG Data. Every error, a damaged file's too, names the file and, where
-there is one, the line. Directories and dataset names (PyG Reddit, OGB) are resolved in
-mgg.data.resolve; `mgg.data.load_graph` and `mgg.data.load_dataset` are the entry points.
+Matrix Market (.mtx, .mtx.gz), .npz (any scipy.sparse format, rowptr/col, or edge_index); PyG
+Data. Every error, a damaged file's too, names the file and, where there is one, the line. The
+datasets around a graph: node_dataset.py, planetoid_raw.py, datasets.py (Reddit, OGB, .npz);
+directories and dataset names are resolved in mgg.data.resolve; `mgg.data.load_graph` and
+`mgg.data.load_dataset` are the entry points.
 
 Text is parsed by numpy's C reader (`np.loadtxt` on a path, numpy >= 1.23); only when it fails
 does a line-by-line pass run, to name the offending line (or to read files that mix comment
@@ -11,7 +12,6 @@ styles)."""
 from __future__ import annotations
 
 import gzip
-import pickle
 import re
 import warnings
 import zipfile
@@ -24,7 +24,6 @@ from typing import Optional
 
 import numpy as np
 import scipy.sparse as sp
-import torch
 
 from ..errors import GraphError, MggError
 from ..graph import MAX_NODES, Graph, node_count_problem
@@ -505,216 +504,3 @@ def from_pyg(data) -> Graph:
     """The graph of a torch_geometric Data object (edge_index, optional edge_weight, num_nodes)."""
     w = getattr(data, "edge_weight", None)
     return Graph.from_edge_index(data.edge_index, data.num_nodes, w)
-
-
-# ---- datasets (graph + features + labels + split) ------------------------------------------------
-@dataclass
-class NodeDataset:
-    """A graph with node features, labels and the standard split. y is [N] class ids (-1 for
-    nodes without a label), or [N, T] for multi-label tasks (ogbn-proteins)."""
-
-    name: str
-    graph: Graph
-    x: torch.Tensor
-    y: torch.Tensor
-    train_mask: torch.Tensor
-    val_mask: torch.Tensor
-    test_mask: torch.Tensor
-
-    def __post_init__(self):
-        n = self.graph.num_nodes
-        for field in ("x", "y", "train_mask", "val_mask", "test_mask"):
-            t = getattr(self, field)
-            if t.size(0) != n:
-                raise GraphError(f"{self.name}: {field} has {t.size(0)} rows but the graph has {n} nodes")
-
-    @property
-    def num_classes(self) -> int:
-        return int(self.y.max()) + 1
-
-    @staticmethod
-    def from_pyg(data, name: str = "pyg") -> "NodeDataset":
-        """Any in-memory PyG Data with x, y, the three masks and edge_index (optional
-        edge_weight). y of shape [N, 1] is flattened; float labels with NaN (unlabelled) become -1."""
-        missing = [k for k in ("x", "y", "edge_index") if getattr(data, k, None) is None]
-        if missing:
-            raise GraphError(f"{name}: the PyG Data has no {', '.join(missing)}")
-        n = int(data.num_nodes)
-        masks = []
-        for k in ("train_mask", "val_mask", "test_mask"):
-            m = getattr(data, k, None)
-            if m is None:
-                raise GraphError(f"{name}: the PyG Data has no {k} (set train_mask, val_mask and test_mask)")
-            masks.append(split_mask(m, n, f"{name}: {k}"))
-        return NodeDataset(
-            name,
-            from_pyg(data),
-            torch.as_tensor(data.x).float().cpu(),
-            labels(torch.as_tensor(data.y).cpu(), name),
-            *masks,
-        )
-
-
-def labels(y, what: str) -> torch.Tensor:
-    """Class labels as int64 [N]: [N, 1] is flattened, NaN (unlabelled, as in ogbn-papers100M)
-    becomes -1; [N, T] with T > 1 stays (multi-label)."""
-    if not isinstance(y, torch.Tensor):
-        y = np.asarray(y)
-        if y.dtype.kind not in "biuf":
-            raise GraphError(f"{what}: labels must be numbers (class ids), got dtype {y.dtype}")
-        y = torch.as_tensor(y)
-    if y.dim() == 2 and y.size(1) == 1:
-        y = y.view(-1)
-    if y.is_floating_point():
-        nan = torch.isnan(y)
-        if y.dim() == 1 and not bool((y[~nan] == y[~nan].round()).all()):
-            raise GraphError(f"{what}: labels must be class ids, got non-integer values")
-        y = torch.where(nan, torch.full_like(y, -1), y)
-    if y.dim() not in (1, 2):
-        raise GraphError(f"{what}: labels must have shape [N] or [N, tasks], got {list(y.shape)}")
-    return y.long()
-
-
-def split_mask(split, n: int, what: str) -> torch.Tensor:
-    """A split (train, val or test) as a boolean mask over n nodes, from a boolean or uint8 mask
-    (older PyG and many .npz files store masks as bytes), a 0/1 mask of n other integers, or node
-    indices (OGB's split files). Integers that are all 0 or 1 and repeat one are a mask (as
-    indices they would name nodes 0 and 1 over and over): of n entries, or refused. For n <= 2,
-    where both readings are plausible, only bool and uint8 are masks."""
-    a = split.detach().cpu().numpy() if isinstance(split, torch.Tensor) else np.asarray(split)
-    if a.dtype.kind not in "biu":
-        raise GraphError(f"{what}: a split must be a boolean mask or integer node indices, got dtype {a.dtype}")
-    flat = a.reshape(-1)
-    binary = bool(((flat == 0) | (flat == 1)).all())
-    if a.dtype in (bool, np.uint8) or (binary and flat.size > 2 and (n > 2 or flat.size != n)):
-        if not binary:
-            raise GraphError(f"{what}: a {a.dtype} mask must hold only 0 and 1")
-        if flat.size != n:
-            raise GraphError(f"{what}: a mask of {flat.size} entries for a graph of {n} nodes")
-        return torch.from_numpy(flat == 1)
-    return mask_of(flat, n, what)
-
-
-def mask_of(index, n: int, what: str) -> torch.Tensor:
-    idx = torch.as_tensor(np.asarray(index, dtype=np.int64)).view(-1)
-    if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= n):
-        raise GraphError(
-            f"{what}: node index {int(idx.max()) if int(idx.max()) >= n else int(idx.min())} outside [0, {n})"
-        )
-    return torch.zeros(n, dtype=torch.bool).index_fill_(0, idx, True)
-
-
-def _read_pickle(path: Path):
-    try:
-        with open(path, "rb") as f:
-            with warnings.catch_warnings():  # old pickles name scipy.sparse.csr
-                warnings.simplefilter("ignore", DeprecationWarning)
-                return pickle.load(f, encoding="latin1")
-    except FileNotFoundError:
-        raise GraphError(f"{path}: missing Planetoid file") from None
-    except Exception as e:  # a corrupt pickle raises many types
-        raise GraphError(f"{path}: not a Planetoid pickle ({e.__class__.__name__}: {e})") from None
-
-
-def _dense(a, path: Path) -> np.ndarray:
-    if sp.issparse(a):
-        return np.asarray(a.todense(), dtype=np.float32)
-    a = np.asarray(a)
-    if a.ndim != 2:
-        raise GraphError(f"{path}: expected a 2-D matrix, got shape {a.shape}")
-    return a.astype(np.float32)
-
-
-def planetoid_dir(root, name: str) -> Optional[Path]:
-    """The directory holding ind.NAME.* under root: root itself, or PyG's root/NAME/raw (any
-    case: PyG writes CiteSeer, PubMed)."""
-    root = Path(root)
-    subs = (
-        [d / "raw" for d in root.iterdir() if d.is_dir() and d.name.lower() == name.lower()]
-        if root.is_dir() and name
-        else []
-    )
-    for d in [root, *subs, root / "raw"]:
-        if (d / f"ind.{name.lower()}.graph").is_file():
-            return d
-    return None
-
-
-def load_planetoid(root, name: str) -> NodeDataset:
-    """The Planetoid raw format (ind.NAME.{x,tx,allx,y,ty,ally,graph,test.index}) in `root` (or
-    PyG's root/NAME/raw), read as PyG's read_planetoid_data does.
-
-    The format's quirks: Python-2 pickles; row k of tx/ty belongs to the k-th node listed in
-    test.index, which is not sorted; the nodes missing from a test range with gaps (Citeseer's
-    isolated nodes) get zero feature rows and label 0, outside every mask; duplicate edges and
-    self-loops in the adjacency dict are dropped.
-
-    (Kipf's code, and PyG's after it, puts tx at the sorted test positions and then permutes
-    rows: x[test_index] = x[sorted(test_index)]. The padding for gaps must therefore use the
-    sorted indices too; padding at the listed positions and then permuting scrambled the test
-    rows of every gapped set, the bug of issue 10.)"""
-    d = planetoid_dir(root, name)
-    if d is None:
-        root = Path(root)
-        have = sorted({f.name.split(".")[1] for f in root.glob("ind.*.graph")}) if root.is_dir() else []
-        raise GraphError(f"{root}: no Planetoid dataset {name!r} (found: {', '.join(have) or 'none'})")
-    p = {k: d / f"ind.{name.lower()}.{k}" for k in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")}
-    x, tx, allx = (_dense(_read_pickle(p[k]), p[k]) for k in ("x", "tx", "allx"))
-    y, ty, ally = (_dense(_read_pickle(p[k]), p[k]) for k in ("y", "ty", "ally"))
-    graph = _read_pickle(p["graph"])
-    if not isinstance(graph, dict):
-        raise GraphError(f"{p['graph']}: expected a dict of adjacency lists, got {type(graph).__name__}")
-    test_index = []
-    for ln, line in text_lines(p["test.index"]):
-        if line:
-            if not re.fullmatch(r"\d+", line):
-                raise GraphError(f"{p['test.index']}:{ln}: expected a node index, got {line!r}")
-            test_index.append(int(line))
-    test_index = np.asarray(test_index, dtype=np.int64)
-    if test_index.size == 0:
-        raise GraphError(f"{p['test.index']}: no test indices")
-    if tx.shape[0] != test_index.size or ty.shape[0] != test_index.size:
-        raise GraphError(
-            f"{p['tx']}: {tx.shape[0]} test feature rows and {ty.shape[0]} test labels for "
-            f"{test_index.size} test indices"
-        )
-    if x.shape[0] != y.shape[0] or allx.shape[0] != ally.shape[0]:
-        raise GraphError(
-            f"{p['x']}: feature and label row counts differ ({x.shape[0]}/{y.shape[0]}, "
-            f"{allx.shape[0]}/{ally.shape[0]})"
-        )
-    order = np.sort(test_index)
-    lo, hi = int(order[0]), int(order[-1])
-    if lo != allx.shape[0]:
-        raise GraphError(
-            f"{p['test.index']}: the smallest test index is {lo}, expected {allx.shape[0]} (the rows of allx)"
-        )
-    span = hi - lo + 1
-    if span != test_index.size:  # gaps (Citeseer): tx rows go to the sorted indices (permuted below)
-        tx_full = np.zeros((span, tx.shape[1]), np.float32)
-        ty_full = np.zeros((span, ty.shape[1]), np.float32)
-        tx_full[order - lo] = tx
-        ty_full[order - lo] = ty
-        tx, ty = tx_full, ty_full
-    feats = np.vstack([allx, tx])
-    labels_1h = np.vstack([ally, ty])
-    feats[test_index] = feats[order]  # row k of tx belongs to the k-th listed test node
-    labels_1h[test_index] = labels_1h[order]
-    n = feats.shape[0]
-    src = np.fromiter((u for u, nbrs in graph.items() for _ in nbrs), np.int64)
-    dst = np.fromiter((v for nbrs in graph.values() for v in nbrs), np.int64)
-    if src.size and max(src.max(), dst.max()) >= n:
-        raise GraphError(f"{p['graph']}: node id {max(src.max(), dst.max())} >= {n} feature rows")
-    keep = src != dst
-    pairs = np.unique(np.stack([dst[keep], src[keep]], 1), axis=0)  # coalesce: drop duplicates
-    g = Graph.from_edges(pairs[:, 1], pairs[:, 0], n, what=str(p["graph"]))
-    ntrain = y.shape[0]
-    return NodeDataset(
-        name=name,
-        graph=g,
-        x=torch.from_numpy(feats),
-        y=torch.from_numpy(labels_1h.argmax(1)).long(),
-        train_mask=mask_of(np.arange(ntrain), n, name),
-        val_mask=mask_of(np.arange(ntrain, min(ntrain + 500, n)), n, name),
-        test_mask=mask_of(test_index, n, name),
-    )

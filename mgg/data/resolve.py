@@ -30,7 +30,9 @@ from .datasets import (
     ogb_root,
     reddit_dir,
 )
-from .formats import NodeDataset, load_edge_list, load_mtx, load_npz, load_planetoid, planetoid_dir, text_lines
+from .formats import load_edge_list, load_mtx, load_npz, text_lines
+from .node_dataset import NodeDataset
+from .planetoid_raw import load_planetoid, planetoid_dir
 
 
 @dataclass
