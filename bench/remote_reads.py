@@ -196,7 +196,7 @@ def modelled(spec: str, ranks: int, dims: list) -> list[dict]:
     returns = [plan.halo_return(r, Config()) for r in range(ranks)]
     shard_mb = sum(_nbytes(s.local, s.remote, s.remote_pe, s.remote_offset, s.halo_pe, s.halo_offset) for s in shards)
     steps = gathers + returns
-    gather_mb = sum(_nbytes(h.local, h.remote, h.remote_pe, h.schedule.blocks, h.schedule.fixups) for h in steps)
+    gather_mb = sum(_nbytes(h.local, h.remote, h.remote_pe, h.schedule.ranges, h.schedule.fixups) for h in steps)
     rows = []
     for dim in dims:
         worst = dict.fromkeys(MODES, (0.0, 0, 0))  # the slowest rank's (ms, peer bytes, local bytes)

@@ -26,11 +26,9 @@ from typing import Optional
 import torch
 
 from .errors import MggError
-from .plan import STEP_FIELDS, Config
+from .plan import ABSENT_PARAMS, ABSENT_STEP, STEP_FIELDS, Config, schedule_step
 
 MODES = ("sum", "mean", "max")
-_NO_STEP = [None] * len(STEP_FIELDS)
-_NO_PARAMS = [0, 1, 1, 1, 0, 0]
 
 
 def row_bounds(num_rows: int, parts: int, what: str = "num_embeddings") -> torch.Tensor:
@@ -198,13 +196,6 @@ def bag_edges(
     return Edges(idx, bag, weight, int(num_bags), ptr, position)
 
 
-def _schedule(rowptr: torch.Tensor, remote_rowptr: Optional[torch.Tensor], config: Config, max_remote: int):
-    blocks, fixups = torch.ops.mgg.block_schedule(rowptr, remote_rowptr, config.ps, config.dist, config.wpb)
-    slots = int(fixups[-1, 2]) if fixups.size(0) else 0
-    part = max_remote if config.ps == 0 else min(config.ps, max_remote)
-    return blocks, fixups, [config.ps, config.dist, config.wpb, int(config.interleave), slots, part]
-
-
 def merge(parts: list, row_shift: list) -> Edges:
     """The edges of several batches of one bag count B as one batch: part t's bags become bags
     [t * B, (t + 1) * B), its row ids are row_shift[t](idx) (a callable) or idx + row_shift[t]."""
@@ -290,10 +281,9 @@ class BatchStep:
             halo_pe=self.halo_pe.to(i32),
             halo_offset=halo_offset,
         )
-        remote_rowptr, max_remote = None, 0
+        remote_rowptr = None
         if rem.numel():
             remote_rowptr = ptr - local_rowptr
-            max_remote = int((remote_rowptr[1:] - remote_rowptr[:-1]).max())
             r_inv = inv[rem]
             slot = torch.where(r_inv < a, r_inv, r_inv - (b - a))
             if peers:
@@ -302,10 +292,10 @@ class BatchStep:
             else:
                 step.update(remote_col=slot.to(i32))
             step.update(remote_rowptr=remote_rowptr, remote_weight=None if w is None else w[rem])
-        step["blocks"], step["fixups"], params = _schedule(local_rowptr, remote_rowptr, config, max_remote)
+        step["ranges"], step["fixups"], params = schedule_step(local_rowptr, remote_rowptr, config)
         self._device = torch.device(device)
-        self.plan = [self._on(step[f]) for f in STEP_FIELDS] + _NO_STEP
-        self.params = params + _NO_PARAMS
+        self.plan = [self._on(step[f]) for f in STEP_FIELDS] + ABSENT_STEP
+        self.params = params + ABSENT_PARAMS
         self.num_local_edges, self.num_remote_edges = loc.numel(), rem.numel()
         self._t = (order, counts, w, config)  # the backward step is built when a backward needs it
 
@@ -324,9 +314,9 @@ class BatchStep:
             local_col=self.bag[order].to(torch.int32),
             local_weight=None if w is None else w[order],
         )
-        tstep["blocks"], tstep["fixups"], params_t = _schedule(t_rowptr, None, config, 0)
-        self._plan_t = [self._on(tstep[f]) for f in STEP_FIELDS] + _NO_STEP
-        self._params_t = params_t + _NO_PARAMS
+        tstep["ranges"], tstep["fixups"], params_t = schedule_step(t_rowptr, None, config)
+        self._plan_t = [self._on(tstep[f]) for f in STEP_FIELDS] + ABSENT_STEP
+        self._params_t = params_t + ABSENT_PARAMS
 
     @property
     def plan_t(self) -> list:

@@ -10,8 +10,9 @@
   CSR of the transposed step that the backward pass runs (rows: the rank's rows, then its halo
   rows; sources: the rank's rows). Built once per rank; its device copies are made once per
   device and shared by every config.
-- `Schedule`: the block schedule of one step under one `Config` (csrc/core/schedule.h): the only
-  per-config state, O(blocks). Neighbor partitions are implied by the row pointers and ps.
+- `Schedule`: the warp-range schedule of one step under one `Config` (csrc/core/schedule.h): the
+  only per-config state, O(warps): where each warp's nnz-balanced range starts, and the fixups of
+  the rows its boundaries cut.
 - `RankPlan`: a shard under a config; `op_args` gives the `plan` and `params` lists of
   `torch.ops.mgg.aggregate` / `aggregate_peers` (fields: `mgg._C.STEP_FIELDS`, `STEP_PARAMS`).
 - `Plan`: every rank of one graph; shards built once (`shard(rank)`), rank plans on demand in
@@ -46,7 +47,7 @@ DIST_RANGE = tuple(_C.limits["dist"])
 WPB_RANGE = tuple(_C.limits["wpb"])
 STEP_FIELDS = tuple(_C.STEP_FIELDS)
 STEP_PARAMS = tuple(_C.STEP_PARAMS)
-BLOCK_FIELDS = tuple(_C.BLOCK_FIELDS)
+RANGE_FIELDS = tuple(_C.RANGE_FIELDS)
 FIXUP_FIELDS = tuple(_C.FIXUP_FIELDS)
 _F = {name: i for i, name in enumerate(STEP_FIELDS)}
 _P = {name: i for i, name in enumerate(STEP_PARAMS)}
@@ -54,15 +55,18 @@ _P = {name: i for i, name in enumerate(STEP_PARAMS)}
 
 @dataclass(frozen=True)
 class Config:
-    """Neighbor-partition size, interleave distance and warps per block (MGG §6).
+    """Neighbor-partition size, interleave distance and warps per block (MGG §6), as the range
+    kernel reads them (csrc/core/schedule.h): a warp takes a run of ps * dist items of the step
+    (dist neighbor partitions of ps edges; items are edges and row ends), so the warps' work is
+    balanced whatever the degrees; ps is also the rows of a warp's landing chunk where remote rows
+    are fetched into shared memory; a block holds wpb warps.
 
-    For MGG's ablations: ps=0 turns neighbor partitioning off (one partition per row, whatever
-    its degree), and interleave=False makes each warp aggregate all its local partitions before
-    it fetches any remote one, so no fetch overlaps local work (MGG Fig. 5's non-interleaved
-    mapping)."""
+    For MGG's ablations: ps=0 turns neighbor partitioning off (a warp takes dist whole rows, whatever
+    their degree), and interleave=False makes each warp fetch a chunk of remote rows only when it
+    reaches it, so no fetch overlaps local work (MGG Fig. 5's non-interleaved mapping)."""
 
     ps: int = 16
-    dist: int = 1
+    dist: int = 32
     wpb: int = 4
     interleave: bool = True
 
@@ -294,41 +298,55 @@ def _same_matrix(a: Csr, b: Csr) -> bool:
     return (matrix(a) != matrix(b)).nnz == 0
 
 
+def schedule_step(
+    local_rowptr: torch.Tensor, remote_rowptr: Optional[torch.Tensor], config: Config
+) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """The warp-range schedule of a step from its row pointers (CPU int64; remote None: no remote
+    part) under `config`: ranges, fixups and the step's STEP_PARAMS."""
+    ranges, fixups = torch.ops.mgg.range_schedule(local_rowptr, remote_rowptr, config.ps, config.dist)
+    slots = int(fixups[-1, 2]) if fixups.size(0) else 0
+    remote_edges = 0 if remote_rowptr is None else int(remote_rowptr[-1])
+    params = [
+        config.ps,
+        config.dist,
+        config.wpb,
+        int(config.interleave),
+        slots,
+        _C.landing_rows(config.ps, remote_edges),
+    ]
+    return ranges, fixups, params
+
+
 class Schedule:
-    """The block schedule of one step (a CSR pair) under one config: blocks [B, 9] and fixups
-    [H, 3] (fields BLOCK_FIELDS, FIXUP_FIELDS), built by the extension's mgg::block_schedule."""
+    """The warp-range schedule of one step (a CSR pair) under one config (csrc/core/schedule.h):
+    ranges [warps + 1, 5] (RANGE_FIELDS: where each warp starts, its carry slots) and fixups
+    [split rows, 3] (FIXUP_FIELDS), built by the extension's mgg::range_schedule."""
 
     def __init__(self, local: Csr, remote: Optional[Csr], config: Config):
-        self.blocks, self.fixups = torch.ops.mgg.block_schedule(
-            torch.from_numpy(local.rowptr),
-            None if remote is None else torch.from_numpy(remote.rowptr),
-            config.ps,
-            config.dist,
-            config.wpb,
+        self.ranges, self.fixups, self._params = schedule_step(
+            torch.from_numpy(local.rowptr), None if remote is None else torch.from_numpy(remote.rowptr), config
         )
-        self.num_slots = int(self.fixups[-1, 2]) if self.fixups.size(0) else 0
-        max_deg = 0 if remote is None else remote.max_degree
-        self.max_remote_part = max_deg if config.ps == 0 else min(config.ps, max_deg)
+        self.num_slots = self._params[STEP_PARAMS.index("num_slots")]
         self.config = config
         self._devices: dict = {}
 
     @property
-    def num_blocks(self) -> int:
-        return self.blocks.size(0)
+    def num_warps(self) -> int:
+        return self.ranges.size(0) - 1
 
     def params(self) -> list[int]:
-        c = self.config
-        return [c.ps, c.dist, c.wpb, int(c.interleave), self.num_slots, self.max_remote_part]
+        return list(self._params)
 
     def on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         key = str(device)
         if key not in self._devices:
-            self._devices[key] = (self.blocks.to(device), self.fixups.to(device))
+            self._devices[key] = (self.ranges.to(device), self.fixups.to(device))
         return self._devices[key]
 
 
-_NO_STEP = [None] * len(STEP_FIELDS)
-_NO_PARAMS = [0, 1, 1, 1, 0, 0]
+# The lists of a step the op does not run (the transposed step of a forward-only plan).
+ABSENT_STEP = [None] * len(STEP_FIELDS)
+ABSENT_PARAMS = [0, 1, 1, 1, 0, 1]
 
 
 class PartStep:
@@ -356,20 +374,20 @@ class PartStep:
         key = str(device)
         if key not in self._args:
             t = lambda a: None if a is None else torch.from_numpy(a).to(device)  # noqa: E731
-            blocks, fixups = self.schedule.on(device)
+            ranges, fixups = self.schedule.on(device)
             step = dict.fromkeys(STEP_FIELDS)
             step.update(
                 local_rowptr=t(self.local.rowptr),
                 local_col=t(self.local.col),
                 local_weight=t(self.local.weight),
-                blocks=blocks,
+                ranges=ranges,
                 fixups=fixups,
             )
             r = self.remote
             if r is not None and r.num_edges:
                 step.update(remote_rowptr=t(r.rowptr), remote_col=t(r.col), remote_weight=t(r.weight))
                 step.update(remote_pe=t(self.remote_pe))
-            self._args[key] = ([step[f] for f in STEP_FIELDS] + _NO_STEP, self.schedule.params() + _NO_PARAMS)
+            self._args[key] = ([step[f] for f in STEP_FIELDS] + ABSENT_STEP, self.schedule.params() + ABSENT_PARAMS)
         return self._args[key]
 
 
@@ -400,11 +418,12 @@ class RankPlan:
         """The step that reads each of the rank's halo rows once from its owner (the `once`
         remote mode, issue 34): an aggregate_peers step whose row h has one remote edge, to row
         halo_offset[h] of PE halo_pe[h]'s table, so its output is the halo table [halo, D] in
-        halo order. One edge per row makes partitions of one edge; each warp walks the most
-        partitions a config allows (DIST_RANGE's top), so the schedule costs a few bytes per row."""
+        halo order. Landing chunks of the most rows (PS_RANGE's top), and each warp takes 32 of
+        them (1,024 items: 512 rows), so the schedule costs a few bytes per row."""
         h, s = self.shard.num_halo, self.shard
         remote = Csr(np.arange(h + 1, dtype=np.int64), s.halo_offset.astype(np.int32), None)
-        return PartStep(_no_edges(h), remote, Config(1, DIST_RANGE[1], self.config.wpb), s.halo_pe.astype(np.int32))
+        config = Config(PS_RANGE[1], 32, self.config.wpb)
+        return PartStep(_no_edges(h), remote, config, s.halo_pe.astype(np.int32))
 
     @cached_property
     def local_part(self) -> PartStep:
@@ -421,16 +440,12 @@ class RankPlan:
         return self.shard.num_rows
 
     @property
-    def num_blocks(self) -> int:
-        return self.schedule.num_blocks
-
-    @property
     def num_warps(self) -> int:
-        return self.num_blocks * self.config.wpb
+        return self.schedule.num_warps
 
     @property
-    def blocks(self) -> torch.Tensor:
-        return self.schedule.blocks
+    def ranges(self) -> torch.Tensor:
+        return self.schedule.ranges
 
     @property
     def fixups(self) -> torch.Tensor:
@@ -459,7 +474,7 @@ class RankPlan:
         if transposed:
             p.transposed  # noqa: B018  (built before the device copy is taken)
         a = p.device_arrays(device)
-        blocks, fixups = self.schedule.on(device)
+        ranges, fixups = self.schedule.on(device)
         remote = p.remote.num_edges > 0
         step = {
             "local_rowptr": a["local_rowptr"],
@@ -471,22 +486,22 @@ class RankPlan:
             "remote_pe": a["remote_pe"] if remote and peers else None,
             "halo_pe": a["halo_pe"],
             "halo_offset": a["halo_offset"],
-            "blocks": blocks,
+            "ranges": ranges,
             "fixups": fixups,
         }
         plan = [step[f] for f in STEP_FIELDS]
         params = self.schedule.params()
         if transposed:
-            tb, tf = self.schedule_t.on(device)
+            tr, tf = self.schedule_t.on(device)
             tstep = dict.fromkeys(STEP_FIELDS)
             tstep.update(
-                local_rowptr=a["t_rowptr"], local_col=a["t_col"], local_weight=a["t_weight"], blocks=tb, fixups=tf
+                local_rowptr=a["t_rowptr"], local_col=a["t_col"], local_weight=a["t_weight"], ranges=tr, fixups=tf
             )
             plan += [tstep[f] for f in STEP_FIELDS]
             params += self.schedule_t.params()
         else:
-            plan += _NO_STEP
-            params += _NO_PARAMS
+            plan += ABSENT_STEP
+            params += ABSENT_PARAMS
         self._args[key] = (plan, params)
         return plan, params
 

@@ -29,20 +29,20 @@ def _step(plan_list: list) -> dict:
 
 def _step_values(rp, s: dict, params: list, x: torch.Tensor, seed: int) -> dict:
     """The scalar values of a forward step's case: storage, sizes and the launch parameters."""
-    ps, dist, wpb, interleave, num_slots, max_remote_part = params[:6]
+    ps, dist, wpb, interleave, num_slots, landing_rows = params[:6]
     return dict(
         storage=emulator.STORAGE[x.dtype],
         seed=seed,
         dim=x.size(1),
         rows=rp.num_rows,
-        num_blocks=s["blocks"].size(0),
+        num_ranges=s["ranges"].size(0),
         num_fixups=s["fixups"].size(0),
         ps=ps,
         dist=dist,
         wpb=wpb,
         interleave=interleave,
         num_slots=num_slots,
-        max_remote_part=max_remote_part,
+        landing_rows=landing_rows,
     )
 
 
@@ -115,7 +115,7 @@ def aggregate(
                 "remote_rowptr",
                 "remote_col",
                 "remote_weight",
-                "blocks",
+                "ranges",
                 "fixups",
             )
         }
@@ -161,7 +161,7 @@ def aggregate_extreme(
         )
         if counters:
             values["counters"] = 1
-        arrays = {k: s[k] for k in ("local_rowptr", "local_col", "remote_rowptr", "remote_col", "blocks", "fixups")}
+        arrays = {k: s[k] for k in ("local_rowptr", "local_col", "remote_rowptr", "remote_col", "ranges", "fixups")}
         arrays.update(table=own, remote_table=x[torch.from_numpy(rp.shard.halo_nodes)].contiguous())
         folders.append(emulator.write_case(folder / f"rank{r}", values, arrays))
         shapes.append((rp.num_rows, x.size(1)))

@@ -1,8 +1,8 @@
 // The CPU executor of an aggregation step (layout in core/schedule.h), on raw pointers: the CPU
 // path of the mgg ops and the reference the CUDA kernels are tested against. It walks the
-// schedule as the CUDA kernel does, block by block and warp by warp, with the same PartWalk, so
-// every CPU run exercises the schedule the kernel trusts. Torch-free and header-only, so the
-// native tests (CMakeLists.txt) build it without libtorch.
+// schedule as the CUDA kernel does, warp range by warp range, so every CPU run exercises the
+// schedule the kernel trusts. Torch-free and header-only, so the native tests (CMakeLists.txt)
+// build it without libtorch.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -54,51 +54,41 @@ inline void accumulate_edges(const PlanPart<acc_t>& p, int64_t begin, int64_t en
 }
 
 struct Schedule {
-  const int64_t* blocks;  // [num_blocks, kBlockFields]
-  int64_t num_blocks;
+  const int64_t* ranges;  // [num_warps + 1, kRangeFields]
+  int64_t num_warps;
   const int64_t* fixups;  // [num_fixups, kFixupFields]
   int64_t num_fixups;
-  int64_t ps;
-  int64_t dist;
-  int64_t wpb;
-  bool interleave;  // false: each warp takes all its local partitions, then its remote ones
 };
 
-// Computes columns [d_begin, d_end) of out (row stride ld), writing each row once.
-// `slots` holds 2*wpb*(d_end - d_begin) accumulators; `scratch` one row (stride ld) per slot.
+// Computes columns [d_begin, d_end) of out (row stride ld) warp by warp as the CUDA kernel walks
+// the schedule (core/schedule.h): each row's local edges, then its remote ones, into one sum,
+// written once to the output or, for a piece of a split row, to its carry row (stride ld); then
+// the fixups sum each split row's carry rows in order. `sum` holds d_end - d_begin accumulators.
 template <typename scalar_t, typename acc_t, typename LocalSource, typename RemoteSource, typename out_t>
-void execute_blocks(const PlanPart<acc_t>& local, const LocalSource& lsrc, const PlanPart<acc_t>& remote,
-                    const RemoteSource& rsrc, const Schedule& s, int64_t ld, out_t* out, acc_t* scratch, acc_t* slots,
+void execute_ranges(const PlanPart<acc_t>& local, const LocalSource& lsrc, const PlanPart<acc_t>& remote,
+                    const RemoteSource& rsrc, const Schedule& s, int64_t ld, out_t* out, acc_t* carry, acc_t* sum,
                     int64_t d_begin, int64_t d_end) {
   const int64_t width = d_end - d_begin;
-  for (int64_t b = 0; b < s.num_blocks; ++b) {
-    const int64_t* blk = s.blocks + b * kBlockFields;
-    const int64_t rows = blk[kRowEnd] - blk[kRowBegin];
-    std::fill(slots, slots + rows * width, acc_t(0));
-    auto add = [&](const PlanPart<acc_t>& p, PartWalk& walk, const auto& src) {
-      const Partition q = walk.next(p.rowptr, s.ps);
-      accumulate_edges<scalar_t>(p, q.begin, q.end, src, slots + (q.row - blk[kRowBegin]) * width, d_begin, width);
-    };
-    for (int64_t w = 0; w < s.wpb; ++w) {
-      PartWalk l = warp_walk(blk, false, local.rowptr, s.ps, s.dist, w);
-      PartWalk r = warp_walk(blk, true, remote.rowptr, s.ps, s.dist, w);
-      if (s.interleave) {
-        while (!l.done() || !r.done()) {
-          if (!l.done()) add(local, l, lsrc);
-          if (!r.done()) add(remote, r, rsrc);
-        }
+  for (int64_t w = 0; w < s.num_warps; ++w) {
+    const int64_t* a = s.ranges + w * kRangeFields;
+    const int64_t* b = a + kRangeFields;
+    const int64_t last = a[kRangeTail] >= 0 ? b[kRangeRow] : b[kRangeRow] - 1;
+    int64_t l = a[kRangeLocal], q = a[kRangeRemote];
+    for (int64_t r = a[kRangeRow]; r <= last; ++r) {
+      const bool ends = r < b[kRangeRow];  // the warp ends row r (else: its piece of the next warp's first row)
+      const int64_t l_end = ends ? local.rowptr[r + 1] : b[kRangeLocal];
+      const int64_t q_end = !remote.rowptr ? 0 : ends ? remote.rowptr[r + 1] : b[kRangeRemote];
+      std::fill(sum, sum + width, acc_t(0));
+      accumulate_edges<scalar_t>(local, l, l_end, lsrc, sum, d_begin, width);
+      if (remote.rowptr) accumulate_edges<scalar_t>(remote, q, q_end, rsrc, sum, d_begin, width);
+      l = l_end;
+      q = q_end;
+      const int64_t slot = !ends ? a[kRangeTail] : r == a[kRangeRow] ? a[kRangeHead] : -1;
+      if (slot >= 0) {
+        std::copy(sum, sum + width, carry + slot * ld + d_begin);
       } else {
-        while (!l.done()) add(local, l, lsrc);
-        while (!r.done()) add(remote, r, rsrc);
-      }
-    }
-    for (int64_t i = 0; i < rows; ++i) {
-      if (blk[kScratch] < 0) {
-        out_t* o = out + (blk[kRowBegin] + i) * ld + d_begin;
-        for (int64_t d = 0; d < width; ++d) o[d] = static_cast<out_t>(slots[i * width + d]);
-      } else {
-        acc_t* o = scratch + blk[kScratch] * ld + d_begin;
-        for (int64_t d = 0; d < width; ++d) o[d] = slots[i * width + d];
+        out_t* o = out + r * ld + d_begin;
+        for (int64_t d = 0; d < width; ++d) o[d] = static_cast<out_t>(sum[d]);
       }
     }
   }
@@ -106,28 +96,10 @@ void execute_blocks(const PlanPart<acc_t>& local, const LocalSource& lsrc, const
     const int64_t* f = s.fixups + h * kFixupFields;
     out_t* o = out + f[kFixRow] * ld + d_begin;
     for (int64_t d = 0; d < width; ++d) {
-      acc_t sum = 0;
-      for (int64_t j = f[kFixBegin]; j < f[kFixEnd]; ++j) sum += scratch[j * ld + d_begin + d];
-      o[d] = static_cast<out_t>(sum);
+      acc_t total = 0;
+      for (int64_t j = f[kFixBegin]; j < f[kFixEnd]; ++j) total += carry[j * ld + d_begin + d];
+      o[d] = static_cast<out_t>(total);
     }
-  }
-}
-
-// Deterministic mode's order: each output row sums its local edges, then its remote ones, in
-// plan order (what the CUDA row-owned kernel does).
-template <typename scalar_t, typename acc_t, typename LocalSource, typename RemoteSource, typename out_t>
-void execute_rows(const PlanPart<acc_t>& local, const LocalSource& lsrc, const PlanPart<acc_t>& remote,
-                  const RemoteSource& rsrc, int64_t num_rows, int64_t ld, out_t* out, acc_t* partial, int64_t d_begin,
-                  int64_t d_end) {
-  const int64_t width = d_end - d_begin;
-  for (int64_t row = 0; row < num_rows; ++row) {
-    std::fill(partial, partial + width, acc_t(0));
-    accumulate_edges<scalar_t>(local, local.rowptr[row], local.rowptr[row + 1], lsrc, partial, d_begin, width);
-    if (remote.rowptr) {
-      accumulate_edges<scalar_t>(remote, remote.rowptr[row], remote.rowptr[row + 1], rsrc, partial, d_begin, width);
-    }
-    out_t* o = out + row * ld + d_begin;
-    for (int64_t d = 0; d < width; ++d) o[d] = static_cast<out_t>(partial[d]);
   }
 }
 

@@ -7,25 +7,32 @@
 namespace mgg {
 
 // The configuration space of MGG §6: neighbor-partition size, interleave distance, warps per
-// block. ps = 0 turns neighbor partitioning off (one partition per row, for the ablation).
+// block. A warp's range is ps * dist items of the step (core/schedule.h: MGG's dist neighbor
+// partitions of ps edges), ps is also the rows of a warp's landing chunk for remote rows fetched
+// into shared memory, and a block holds wpb warps. ps = 0 turns neighbor partitioning off (a warp
+// takes dist whole rows, for the ablation).
 constexpr int64_t kPsMin = 1, kPsMax = 32;
-constexpr int64_t kDistMin = 1, kDistMax = 16;
+constexpr int64_t kDistMin = 1, kDistMax = 1024;
 constexpr int64_t kWpbMin = 1, kWpbMax = 16;
 
 // The kernels' shape: lanes own feature columns, at most kMaxPerLane of them each, so one grid.y
-// slice covers at most kMaxTile columns; the summing kernels hold kVecBytes of a row per lane (4
-// fp32 or 8 fp16/bf16 columns: launch_shape.h's max_tile_columns). A warp stages kChunk edges
-// (one per lane) at a time, which is also the most rows of a warp's landing buffer for NVSHMEM
-// gets. Where every row a launch reads starts on a kVecBytes boundary, a lane reads its columns
-// of a row in one 16-byte vector load, otherwise one column per load.
+// pass covers at most kMaxTile columns. Where every row a launch reads starts on a kVecBytes
+// boundary a lane reads its columns of a row with kVecBytes loads (fp32: two for 8 columns;
+// fp16/bf16: one), otherwise one column per load. Each lane keeps kRowsInFlight independent
+// kVecBytes row loads in flight. A warp's window on a part's column ids, weights and PEs holds
+// kChunk edges (one per lane) and loads the next kChunk ahead; kChunk is also the most rows of a
+// landing chunk.
 constexpr int kWarp = 32;
 constexpr int kMaxPerLane = 8;
 constexpr int kVecBytes = 16;
 constexpr int kMaxTile = kWarp * kMaxPerLane;
+constexpr int kRowsInFlight = 4;
 constexpr int kChunk = 32;
+// Landing chunks a warp holds in shared memory: the one being read and the next one, in flight.
+constexpr int kLandingBuffers = 2;
 constexpr int64_t kMaxGridY = 65535;
-// The kernels walk a step with 32-bit indices (its rows, each part's edges and partitions: the
-// walk's registers), so a CUDA step must have fewer rows and fewer edges in each part than this.
+// Rows and carry slots are 32-bit in the kernels (edge positions are 64-bit), so a CUDA step has
+// fewer rows than this.
 constexpr int64_t kMaxKernelIndex = 0x7fffffff;
 constexpr int kMaxPes = 64;
 

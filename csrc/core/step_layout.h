@@ -15,16 +15,18 @@ enum StepField : int {
   kRemotePe,      // int32 [remote edges]: owner PE (aggregate_peers), else absent
   kHaloPe,        // int32 [halo rows]: owner PE of each distinct remote source, in halo order (sorted)
   kHaloOffset,    // int32 [halo rows]: its row in the owner's table
-  kBlocks,        // int64 [blocks, kBlockFields]
-  kFixups,        // int64 [fixups, kFixupFields]
+  kRanges,        // int64 [warps + 1, kRangeFields]: the warp ranges (core/schedule.h)
+  kFixups,        // int64 [split rows, kFixupFields]
   kStepFields
 };
 inline constexpr const char* kStepFieldNames[kStepFields] = {
     "local_rowptr", "local_col", "local_weight", "remote_rowptr", "remote_col", "remote_weight",
-    "remote_pe",    "halo_pe",   "halo_offset",  "blocks",        "fixups"};
+    "remote_pe",    "halo_pe",   "halo_offset",  "ranges",        "fixups"};
 
-enum StepParam : int { kPs, kDist, kWpb, kInterleave, kNumSlots, kMaxRemotePart, kStepParams };
+// num_slots: the carry rows the fixups read; landing_rows: the rows of a warp's landing chunk for
+// remote rows fetched into shared memory (min(ps, remote edges), at least 1; 32 with ps = 0).
+enum StepParam : int { kPs, kDist, kWpb, kInterleave, kNumSlots, kLandingRows, kStepParams };
 inline constexpr const char* kStepParamNames[kStepParams] = {"ps",         "dist",      "wpb",
-                                                             "interleave", "num_slots", "max_remote_part"};
+                                                             "interleave", "num_slots", "landing_rows"};
 
 }  // namespace mgg

@@ -24,17 +24,18 @@ struct DevicePart {
   const int32_t* pe;      // [edges] owner PE (peer sources) or nullptr
 };
 
-// One aggregation step: its parts, its block schedule and its launch parameters.
+// One aggregation step: its parts, its warp-range schedule (core/schedule.h) and its launch
+// parameters.
 struct Step {
   Storage storage;
   DevicePart local, remote;
-  const int64_t* blocks;
-  int64_t num_blocks;
-  const int64_t* fixups;
+  const int64_t* ranges;  // [num_warps + 1, kRangeFields]
+  int64_t num_warps;
+  const int64_t* fixups;  // [num_fixups, kFixupFields]
   int64_t num_fixups;
   int64_t num_rows, dim, ps, dist, wpb;
-  int64_t max_remote_part;  // edges of the largest remote partition
-  bool interleave, deterministic;
+  int64_t landing_rows;  // rows of a landing chunk (core/launch_shape.h's landing_rows_for)
+  bool interleave;
 };
 
 // Where source rows are read.
@@ -43,7 +44,7 @@ enum class Source : int {
   kPeerPointers,  // remote rows from each PE's table through pointers this device loads from
   kGetThread,     // remote rows by NVSHMEM get into shared memory: one lane per row
   kGetWarp,       //   the warp per row (MGG's path)
-  kGetBlock,      //   the block per row
+  kGetBlock,      //   the get-block policy: fetched at warp scope (the range kernel's warps share no barrier)
 };
 
 struct Sources {
@@ -65,18 +66,18 @@ struct Launch {
 // it can launch and otherwise says in one line why not (threads or shared memory over what the
 // compiled kernel and the device allow). table.cu serves Source::kTable, peers.cu the others
 // (whose kernel depends on the sources: their p2p).
-std::string plan_table_launch(const Step& step, Launch* launch);
+std::string plan_table_launch(const Step& step, const Sources& sources, Launch* launch);
 std::string plan_peers_launch(const Step& step, Source source, const Sources& sources, Launch* launch);
 
-// Runs the step (and the fixups of rows cut across blocks) on `stream`, writing every output
-// row once: out [num_rows, dim] in the storage type, scratch [slots, dim] in fp32.
-cudaError_t launch_table(const Step& step, const Sources& sources, const Launch& launch, void* out, float* scratch,
+// Runs the step (and the fixups of rows cut by warp boundaries) on `stream`, writing every output
+// row once: out [num_rows, dim] in the storage type, carry [num_slots, dim] in fp32.
+cudaError_t launch_table(const Step& step, const Sources& sources, const Launch& launch, void* out, float* carry,
                          cudaStream_t stream);
 cudaError_t launch_peers(const Step& step, Source source, const Sources& sources, const Launch& launch, void* out,
-                         float* scratch, cudaStream_t stream);
+                         float* carry, cudaStream_t stream);
 
 // Max/min aggregation (core/extreme.h, kernels/extreme_kernel.cuh) from tables (Source::kTable):
-// one warp per row, so `step` is planned as a deterministic step; is_max picks max, else min.
+// one warp per row, wpb rows to a block; is_max picks max, else min.
 // Writes out [num_rows, dim] in the storage type and arg [num_rows, dim] (rows of
 // [local | remote table], remote rows from remote_base on; kNoArg for a row without edges).
 std::string plan_extreme_launch(const Step& step, Launch* launch);

@@ -1,6 +1,6 @@
 // The CUDA kernel of mgg::aggregate_extreme (max/min, core/extreme.h), templated on where source
-// rows come from (fetch.cuh; direct policies only). One warp per output row, as
-// aggregate_rows_kernel: lanes own feature columns (a grid.y slice of `tile` columns; column
+// rows come from (fetch.cuh; direct policies only). One warp per output row: lanes own feature
+// columns (a grid.y slice of `tile` columns; column
 // lane + 32 j, one per load, so a warp's loads of a row are consecutive) and keep the best
 // value and its source row per column in registers while the warp walks the row's local edges,
 // then its remote ones, a chunk of edges at a time (one per lane, shuffled to the warp). The
@@ -13,6 +13,22 @@
 #include "aggregate_kernel.cuh"
 
 namespace mgg::kernels {
+
+// Lane i holds edge c + i of a chunk of n edges.
+struct LaneEdge {
+  int32_t col = 0, pe = 0;
+};
+
+__device__ __forceinline__ LaneEdge load_edge(const DevicePart& p, int64_t c, int n, int lane) {
+  LaneEdge e;
+  MGG_GLOBAL_LOAD(p.col + c + lane, lane < n);
+  if (p.pe) MGG_GLOBAL_LOAD(p.pe + c + lane, lane < n);
+  if (lane < n) {
+    e.col = p.col[c + lane];
+    if (p.pe) e.pe = p.pe[c + lane];
+  }
+  return e;
+}
 
 // The best value and its source row per column of a lane, over edges [e0, e1) of a part whose
 // sources are rows base + col of [x | x_remote].

@@ -11,8 +11,7 @@
 //                     PE is not reachable by loads (across nodes).
 //
 // Direct policies give `row(col, pe, dim)` (kReadsPe: whether it reads pe); landing policies give
-// `start(...)` and `complete()`, and at block scope `start_block(...)`, `complete_block()` and
-// `tail()`.
+// `start(...)` and `complete()`.
 #pragma once
 #include <cstdint>
 
@@ -22,9 +21,16 @@
 
 namespace mgg::kernels {
 
-// Which threads fetch a row into a landing buffer: one lane per row, the warp per row, or the
-// block (every thread of it) per row.
-enum class GetScope { kThread, kWarp, kBlock };
+// Which threads fetch a row into a landing buffer: one lane per row, or the warp per row. (The
+// get-block policy fetches at warp scope: the range kernel's warps are independent, with no block
+// barrier to share a fetch at.)
+enum class GetScope { kThread, kWarp };
+
+// The offset of row col of a table of `dim` columns: both below 2^31 (the op checks the columns'
+// range and x's shape), so one 32 x 32 -> 64-bit multiply.
+__device__ __forceinline__ uint64_t row_offset(int32_t col, int64_t dim) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(col)) * static_cast<uint32_t>(dim);
+}
 
 struct TableFetch {
   static constexpr bool kUsesLanding = false;
@@ -32,7 +38,7 @@ struct TableFetch {
   const void* table;                       // [rows, dim]
   template <typename scalar_t>
   __device__ __forceinline__ const scalar_t* row(int32_t col, int32_t /*pe*/, int64_t dim) const {
-    return static_cast<const scalar_t*>(table) + static_cast<int64_t>(col) * dim;
+    return static_cast<const scalar_t*>(table) + row_offset(col, dim);
   }
 };
 
@@ -42,7 +48,7 @@ struct PeerPointerFetch {
   const void* base[kMaxPes];  // base of each PE's table, as this device addresses it
   template <typename scalar_t>
   __device__ __forceinline__ const scalar_t* row(int32_t col, int32_t pe, int64_t dim) const {
-    return static_cast<const scalar_t*>(base[pe]) + static_cast<int64_t>(col) * dim;
+    return static_cast<const scalar_t*>(base[pe]) + row_offset(col, dim);
   }
 };
 
@@ -65,6 +71,7 @@ inline PeerPointerFetch peer_pointers(const Sources& src) {
 template <GetScope kScope>
 struct PeerCopyFetch {
   static constexpr bool kUsesLanding = true;
+  static constexpr bool kReadsPe = true;
   PeerPointerFetch peers;  // where each PE's rows are read from
   bool aligned;            // every base and the row stride on a kVecBytes boundary
 
@@ -91,26 +98,26 @@ struct PeerCopyFetch {
   }
 
   // Starts copying columns [d0, d0 + width) of n rows into landing[i * ld], row i of the chunk
-  // being (col, pe) of lane i. Every lane of the warp calls this with the same n (thread and
-  // warp scope; the block scope is start_block).
+  // being (col, pe) of lane i. Every lane of the warp calls this with the same n.
   template <typename scalar_t>
   __device__ __forceinline__ void start(scalar_t* landing, int ld, int32_t my_col, int32_t my_pe, int n, int64_t dim,
                                         int64_t d0, int width, int lane) const {
-    start_at<kScope>(landing, ld, my_col, my_pe, n, dim, d0, width, lane);
-  }
-  template <GetScope kAt, typename scalar_t>
-  __device__ __forceinline__ void start_at(scalar_t* landing, int ld, int32_t my_col, int32_t my_pe, int n, int64_t dim,
-                                           int64_t d0, int width, int lane) const {
     const int u = unit<scalar_t>(), per_row = (width + u - 1) / u;  // aligned: width is a multiple of u
-    if constexpr (kAt == GetScope::kThread) {                       // lane i copies row i
+    if constexpr (kScope == GetScope::kThread) {                    // lane i copies row i
       const scalar_t* src = row<scalar_t>(my_col, my_pe, dim) + d0;
       for (int k = 0; k < per_row; ++k) copy(landing + lane * ld + k * u, src + k * u, lane < n);
-    } else {  // the warp's lanes take the (row, copy) pairs of the chunk in turn
-      const int total = n * per_row;
-      for (int k0 = 0; k0 < total; k0 += 32) {  // uniform across the warp
-        const int k = k0 + lane, i = k < total ? k / per_row : n - 1, j = (k - i * per_row) * u;
+    } else {  // lane groups of g lanes (per_row rounded up to a power of two, at most 32) copy a row each
+      int shift = 0;
+      while ((1 << shift) < per_row && shift < 5) ++shift;
+      const int g = 1 << shift, sub = lane >> shift, slot = lane & (g - 1);
+      for (int i0 = 0; i0 < n; i0 += 32 >> shift) {  // uniform across the warp
+        const int i = i0 + sub < n ? i0 + sub : n - 1;
         const int32_t col = __shfl_sync(0xffffffffu, my_col, i), pe = __shfl_sync(0xffffffffu, my_pe, i);
-        copy(landing + i * ld + j, row<scalar_t>(col, pe, dim) + d0 + j, k < total);
+        const scalar_t* src = row<scalar_t>(col, pe, dim) + d0;
+        for (int k0 = 0; k0 < per_row; k0 += g) {  // uniform
+          const int k = k0 + slot;
+          copy(landing + i * ld + k * u, src + k * u, i0 + sub < n && k < per_row);
+        }
       }
     }
   }
@@ -119,38 +126,6 @@ struct PeerCopyFetch {
     MGG_WAIT_ASYNC();
     __syncwarp();
   }
-
-  // Block scope: every thread of the block starts copying rows [e0, e0 + n) of part p (their
-  // columns [d0, d0 + width)) into dst[i * ld], the block's threads taking the (row, copy) pairs
-  // in turn.
-  template <typename scalar_t>
-  __device__ __forceinline__ void start_block(scalar_t* dst, int ld, const DevicePart& p, int32_t e0, int n,
-                                              int64_t dim, int64_t d0, int width) const {
-    const int u = unit<scalar_t>(), per_row = (width + u - 1) / u, total = n * per_row;
-    const int threads = static_cast<int>(blockDim.x), t = static_cast<int>(threadIdx.x);
-    for (int k0 = 0; k0 < total; k0 += threads) {  // uniform across the block
-      const int k = k0 + t, i = k < total ? k / per_row : 0, j = (k - i * per_row) * u;
-      const bool active = k < total;
-      MGG_GLOBAL_LOAD(p.col + e0 + i, active);
-      MGG_GLOBAL_LOAD(p.pe + e0 + i, active);
-      const int32_t col = active ? p.col[e0 + i] : 0, pe = active ? p.pe[e0 + i] : 0;
-      copy(dst + i * ld + j, row<scalar_t>(col, pe, dim) + d0 + j, active);
-    }
-  }
-  // Waits for this thread's copies; the block barrier that follows lets every thread read them.
-  __device__ __forceinline__ void complete_block() const { MGG_WAIT_ASYNC(); }
-  // Rows past a warp's landing buffer (ps = 0): fetched by the warp alone, through this source
-  // (a view: the kernel parameter's 64 pointers are not copied).
-  struct WarpView {
-    const PeerCopyFetch* src;
-    template <typename scalar_t>
-    __device__ __forceinline__ void start(scalar_t* landing, int ld, int32_t my_col, int32_t my_pe, int n, int64_t dim,
-                                          int64_t d0, int width, int lane) const {
-      src->template start_at<GetScope::kWarp>(landing, ld, my_col, my_pe, n, dim, d0, width, lane);
-    }
-    __device__ __forceinline__ void complete() const { src->complete(); }
-  };
-  __device__ __forceinline__ WarpView tail() const { return {this}; }
 };
 
 }  // namespace mgg::kernels

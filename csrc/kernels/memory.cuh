@@ -20,6 +20,13 @@
 //   its own, so readers of a landing buffer need the copying lanes' waits and then a barrier.
 // In the emulator (csrc/tests/simt/async_copy.cpp) a copy's destination is NaN until its thread
 // waits, and a copy never waited for is reported when its block ends.
+//
+// And the cache hints of the aggregation's accesses (plain accesses in the emulator):
+// - load_row(p): a 16-byte piece of a source row, which the kernel never writes and other warps
+//   read again: through the read-only path (ld.global.nc), kept in L1 and L2;
+// - load_stream(p): the plan's streams (column ids, weights, PEs, row pointers, ranges), read
+//   once: evict-first (ld.global.cs), so they do not push source rows out of L2;
+// - store_stream(p, v): an output or carry row, written once: evict-first (st.global.cs).
 #pragma once
 #include <cstdint>
 
@@ -30,6 +37,21 @@
 #define MGG_SHARED_ATOMIC(ptr, active) ::simt::shared_access((ptr), sizeof(*(ptr)), (active), ::simt::SharedOp::kAtomic)
 #define MGG_COPY_ASYNC16(dst, src) ::simt::async_copy((dst), (src), 16)
 #define MGG_WAIT_ASYNC() ::simt::async_wait()
+
+namespace mgg::kernels {
+template <typename T>
+inline T load_row(const T* p) {
+  return *p;
+}
+template <typename T>
+inline T load_stream(const T* p) {
+  return *p;
+}
+template <typename T>
+inline void store_stream(T* p, const T& v) {
+  *p = v;
+}
+}  // namespace mgg::kernels
 #else
 #define MGG_GLOBAL_LOAD(ptr, active) static_cast<void>(0)
 #define MGG_SHARED_LOAD(ptr, active) static_cast<void>(0)
@@ -53,6 +75,23 @@ __device__ __forceinline__ void wait_async() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 #endif
+}
+
+template <typename T>
+__device__ __forceinline__ T load_row(const T* p) {
+  return __ldg(p);
+}
+// int64_t is long here; the intrinsics take long long.
+__device__ __forceinline__ int64_t load_stream(const int64_t* p) {
+  return static_cast<int64_t>(__ldcs(reinterpret_cast<const long long*>(p)));
+}
+template <typename T>
+__device__ __forceinline__ T load_stream(const T* p) {
+  return __ldcs(p);
+}
+template <typename T>
+__device__ __forceinline__ void store_stream(T* p, const T& v) {
+  __stcs(p, v);
 }
 
 }  // namespace mgg::kernels

@@ -1,7 +1,6 @@
 // NVSHMEM gets of source rows into a warp's shared-memory landing buffer (the MGG path; valid
 // across nodes too), at thread scope (one lane per row) or warp scope (the warp per row). The
-// kernels run these only when some PE is not reachable by loads (the proxy path), in the blocks
-// mode from a warp of their own (peers.cu's aggregate_blocks_fetchwarp_kernel); within one node
+// kernels run these only when some PE is not reachable by loads (the proxy path); within one node
 // they run fetch.cuh's PeerCopyFetch, which copies the same rows without NVSHMEM's device code.
 // The CUDA ops refuse this path for now (ops/cuda/sources.cu): over a network transport
 // (NVSHMEM's proxy or IBGDA) a get's local side is written by RDMA, which reaches global memory
@@ -27,6 +26,7 @@ namespace mgg::kernels {
 template <GetScope kScope>
 struct NvshmemGetFetch {
   static constexpr bool kUsesLanding = true;
+  static constexpr bool kReadsPe = true;
   const void* symmetric;  // the symmetric table: the same address names it on every PE
   // Starts fetching columns [d0, d0 + width) of n rows into landing[i * ld], row i of the chunk
   // being (col, pe) of lane i. Every lane of the warp calls this with the same n.

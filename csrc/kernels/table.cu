@@ -8,34 +8,35 @@
 namespace mgg::kernels {
 namespace {
 
+// pick(tile): the range kernel of a pass over tables (range_kernel).
 template <typename scalar_t>
-auto table_kernel(bool deterministic) {
-  return deterministic ? aggregate_rows_kernel<scalar_t, TableFetch, TableFetch>
-                       : aggregate_blocks_kernel<scalar_t, TableFetch, TableFetch>;
+auto table_kernel(const Step& s, const Sources& src) {
+  const bool vec = vector_rows(s, Source::kTable, src);
+  return [vec](int tile) { return range_kernel<scalar_t, TableFetch, TableFetch>(tile, vec); };
 }
 
 }  // namespace
 
-std::string plan_table_launch(const Step& s, Launch* l) {
+std::string plan_table_launch(const Step& s, const Sources& src, Launch* l) {
   return with_storage(s.storage, [&](auto zero) {
     using scalar_t = decltype(zero);
-    return plan_kernel_launch<scalar_t>(s, table_kernel<scalar_t>(s.deterministic), false, l);
+    return plan_kernel_launch(s, table_kernel<scalar_t>(s, src), false, sizeof(scalar_t), l);
   });
 }
 
-cudaError_t launch_table(const Step& s, const Sources& src, const Launch& l, void* out, float* scratch,
+cudaError_t launch_table(const Step& s, const Sources& src, const Launch& l, void* out, float* carry,
                          cudaStream_t stream) {
   return with_storage(s.storage, [&](auto zero) {
     using scalar_t = decltype(zero);
-    return run_kernel<scalar_t>(s, l, vector_rows(s, Source::kTable, src), table_kernel<scalar_t>(s.deterministic), out,
-                                scratch, stream, TableFetch{src.local_table}, TableFetch{src.remote_table});
+    return run_kernel<scalar_t>(s, l, table_kernel<scalar_t>(s, src)(l.tile), out, carry, stream,
+                                TableFetch{src.local_table}, TableFetch{src.remote_table});
   });
 }
 
 std::string plan_extreme_launch(const Step& s, Launch* l) {
   return with_storage(s.storage, [&](auto zero) {
     using scalar_t = decltype(zero);
-    return plan_kernel_launch<scalar_t>(s, aggregate_extreme_kernel<scalar_t, TableFetch, TableFetch>, false, l);
+    return plan_extreme_kernel_launch(s, aggregate_extreme_kernel<scalar_t, TableFetch, TableFetch>, l);
   });
 }
 
@@ -44,7 +45,7 @@ cudaError_t launch_extreme_table(const Step& s, const Sources& src, const Launch
   return with_storage(s.storage, [&](auto zero) {
     using scalar_t = decltype(zero);
     if (l.blocks_x == 0) return cudaSuccess;
-    const KernelArgs<scalar_t> a = kernel_args<scalar_t>(s, l, false, out, nullptr);  // scalar loads
+    const KernelArgs<scalar_t> a = kernel_args<scalar_t>(s, l, out, nullptr);
     MGG_LAUNCH(dim3(l.blocks_x, l.blocks_y), l.threads, l.smem, stream,
                aggregate_extreme_kernel<scalar_t, TableFetch, TableFetch>)(
         a, arg, remote_base, is_max, TableFetch{src.local_table}, TableFetch{src.remote_table});

@@ -37,32 +37,34 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   limits["wpb"] = py::make_tuple(mgg::kWpbMin, mgg::kWpbMax);
   limits["warp"] = mgg::kWarp;
   limits["max_tile"] = mgg::kMaxTile;
+  limits["rows_in_flight"] = mgg::kRowsInFlight;
   limits["chunk"] = mgg::kChunk;
   limits["max_pes"] = mgg::kMaxPes;
   m.attr("limits") = limits;
-  m.attr("BLOCK_FIELDS") = names(mgg::kBlockFieldNames);
+  m.attr("RANGE_FIELDS") = names(mgg::kRangeFieldNames);
   m.attr("FIXUP_FIELDS") = names(mgg::kFixupFieldNames);
   m.attr("STEP_FIELDS") = names(mgg::kStepFieldNames);
   m.attr("STEP_PARAMS") = names(mgg::kStepParamNames);
   m.attr("FETCH") = names(mgg::kFetchNames);
+  m.def("landing_rows", &mgg::landing_rows_for, py::arg("ps"), py::arg("remote_edges"),
+        "Rows of a warp's landing chunk for a step's remote rows fetched into shared memory.");
   m.def(
       "launch_shape",
-      [](int64_t dim, int64_t wpb, int64_t max_remote_part, int64_t elem_bytes, bool deterministic, bool landing,
-         int64_t smem_limit) {
-        const int landing_rows = landing ? mgg::landing_rows_for(max_remote_part) : 0;
-        const int tile = mgg::choose_tile(dim, wpb, landing_rows, elem_bytes, deterministic, smem_limit);
+      [](int64_t dim, int64_t wpb, int64_t landing_rows, int64_t elem_bytes, bool landing, int64_t smem_limit) {
+        const int rows = landing ? static_cast<int>(landing_rows) : 0;
+        const int tile = mgg::choose_tile(dim, wpb, rows, elem_bytes, smem_limit);
         py::dict d;
         d["tile"] = tile;
-        d["landing_rows"] = landing_rows;
-        d["smem"] = tile ? mgg::smem_bytes(wpb, tile, landing_rows, elem_bytes, deterministic) : 0;
+        d["landing_rows"] = rows;
+        d["smem"] = tile ? mgg::smem_bytes(wpb, tile, rows, elem_bytes) : 0;
         d["threads"] = wpb * mgg::kWarp;
         d["grid_y"] = tile ? mgg::ceil_div(std::max<int64_t>(dim, 1), tile) : 0;
         return d;
       },
-      py::arg("dim"), py::arg("wpb"), py::arg("max_remote_part"), py::arg("elem_bytes"), py::arg("deterministic"),
-      py::arg("landing"), py::arg("smem_limit"),
-      "The kernels' launch shape for a step: column tile, landing rows, dynamic shared memory (bytes), threads and "
-      "grid.y; tile 0 means nothing fits smem_limit.");
+      py::arg("dim"), py::arg("wpb"), py::arg("landing_rows"), py::arg("elem_bytes"), py::arg("landing"),
+      py::arg("smem_limit"),
+      "The range kernel's launch shape for a step: columns of a pass (tile), landing rows, dynamic shared memory "
+      "(bytes), threads and grid.y; tile 0 means nothing fits smem_limit.");
 #ifdef MGG_WITH_NVSHMEM
   m.attr("with_nvshmem") = true;
   auto s = m.def_submodule("nvshmem", "the extension's side of NVSHMEM, whose runtime nvshmem4py owns");

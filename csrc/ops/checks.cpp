@@ -71,7 +71,9 @@ void check_step_args(const char* op, const Step& s, const at::Device& dev, bool 
               s.dist);
   TORCH_CHECK(s.wpb >= kWpbMin && s.wpb <= kWpbMax, op, ": warps_per_block must be in [", kWpbMin, ", ", kWpbMax,
               "], got ", s.wpb);
-  TORCH_CHECK(s.num_slots >= 0 && s.max_remote_part >= 0, op, ": num_slots and max_remote_part must be >= 0");
+  TORCH_CHECK(s.num_slots >= 0, op, ": num_slots must be >= 0, got ", s.num_slots);
+  TORCH_CHECK(s.landing_rows >= 1 && s.landing_rows <= kChunk, op, ": landing_rows must be in [1, ", kChunk, "], got ",
+              s.landing_rows);
   check_index(op, s[kLocalRowptr], "local_rowptr", at::kLong, dev);
   const int64_t rows = s.rows();
   TORCH_CHECK(rows >= 0, op, ": local_rowptr must have at least one entry");
@@ -85,18 +87,15 @@ void check_step_args(const char* op, const Step& s, const at::Device& dev, bool 
                   "edge (", s[kRemoteCol].numel(), "), got ", s[kRemotePe].numel());
     }
   }
-  if (dev.is_cuda()) {  // the kernels walk with 32-bit indices (core/limits.h)
+  if (dev.is_cuda()) {  // the kernels hold rows and carry slots in 32 bits (core/limits.h)
     TORCH_CHECK(rows <= kMaxKernelIndex, op, ": the step has ", rows, " rows; the CUDA kernels take at most ",
                 kMaxKernelIndex, " (use more ranks)");
-    for (StepField f : {kLocalCol, kRemoteCol}) {
-      if (!s.has(f)) continue;
-      TORCH_CHECK(s[f].numel() <= kMaxKernelIndex, op, ": ", kStepFieldNames[f], " has ", s[f].numel(),
-                  " edges; the CUDA kernels take at most ", kMaxKernelIndex, " per part (use more ranks)");
-    }
+    TORCH_CHECK(s.num_slots <= kMaxKernelIndex, op, ": the step has ", s.num_slots,
+                " carry rows; the CUDA kernels take at most ", kMaxKernelIndex, " (raise ps * dist)");
   }
-  for (StepField f : {kBlocks, kFixups}) {
+  for (StepField f : {kRanges, kFixups}) {
     TORCH_CHECK(s.has(f), op, ": ", kStepFieldNames[f], " is missing");
-    const int64_t width = f == kBlocks ? kBlockFields : kFixupFields;
+    const int64_t width = f == kRanges ? kRangeFields : kFixupFields;
     const at::Tensor& t = s[f];
     TORCH_CHECK(t.dim() == 2 && t.size(1) == width && t.scalar_type() == at::kLong && t.is_contiguous(), op, ": ",
                 kStepFieldNames[f], " must be a contiguous int64 tensor [n, ", width, "], got ", t.scalar_type(), " ",
@@ -126,13 +125,12 @@ Step step_of(const char* op, const PlanList& plan, at::IntArrayRef params, int i
   s.wpb = p[kWpb];
   s.interleave = p[kInterleave] != 0;
   s.num_slots = p[kNumSlots];
-  s.max_remote_part = p[kMaxRemotePart];
+  s.landing_rows = p[kLandingRows];
   return s;
 }
 
-Call check_aggregate(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan, at::IntArrayRef params,
-                     bool deterministic) {
-  Call c{"mgg.aggregate", step_of("mgg.aggregate", plan, params, 0, true), deterministic};
+Call check_aggregate(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan, at::IntArrayRef params) {
+  Call c{"mgg.aggregate", step_of("mgg.aggregate", plan, params, 0, true)};
   check_x(c.op, x);
   check_table(c.op, x_remote, "x_remote", x);
   check_step_args(c.op, c.step, x.device(), false);
@@ -144,7 +142,7 @@ ExtremeCall check_aggregate_extreme(const at::Tensor& x, const at::Tensor& x_rem
                                     at::IntArrayRef params, c10::string_view reduce) {
   const char* op = "mgg.aggregate_extreme";
   TORCH_CHECK(reduce == "max" || reduce == "min", op, ": reduce must be 'max' or 'min', got '", reduce, "'");
-  Call c{op, step_of(op, plan, params, 0, true), true};
+  Call c{op, step_of(op, plan, params, 0, true)};
   check_x(op, x);
   check_table(op, x_remote, "x_remote", x);
   check_step_args(op, c.step, x.device(), false);
@@ -276,8 +274,8 @@ AttentionCall check_attend_peers(const char* op, const at::Tensor& own, at::Tens
 }
 
 Call check_aggregate_peers(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
-                           at::IntArrayRef params, int64_t fetch, bool deterministic) {
-  Call c{"mgg.aggregate_peers", step_of("mgg.aggregate_peers", plan, params, 0, true), deterministic};
+                           at::IntArrayRef params, int64_t fetch) {
+  Call c{"mgg.aggregate_peers", step_of("mgg.aggregate_peers", plan, params, 0, true)};
   const bool uva = check_fetch(c.op, fetch, x);
   check_x(c.op, x);
   own_table(c.op, peers, my_pe);

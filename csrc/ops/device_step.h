@@ -55,7 +55,7 @@ struct StepView {
       case kNumSlots:
         return s.num_slots;
       default:
-        return s.max_remote_part;
+        return s.landing_rows;
     }
   }
 };
@@ -75,8 +75,7 @@ inline DeviceStep device_step(const Call& c, const at::Tensor& x, bool peers) {
   DeviceStep d;
   d.weights[0] = f32_field(c.step, kLocalWeight);
   d.weights[1] = f32_field(c.step, kRemoteWeight);
-  d.step =
-      kernel_step(StepView{c.step, d.weights}, storage_of(c.op, x.scalar_type()), x.size(1), peers, c.deterministic);
+  d.step = kernel_step(StepView{c.step, d.weights}, storage_of(c.op, x.scalar_type()), x.size(1), peers);
   return d;
 }
 

@@ -5,7 +5,7 @@
 // them. `S`, whatever holds the step, answers:
 //   s.template index<T>(f)  the data of index field f (int64 row pointers, int32 columns), or nullptr
 //   s.weight(f)             the fp32 data of weight field f, or nullptr (weight 1)
-//   s.length(f)             the first dimension of field f (blocks, fixups)
+//   s.length(f)             the first dimension of field f (ranges, fixups)
 //   s.param(p)              parameter p
 //   s.rows()                the step's output rows
 #pragma once
@@ -29,13 +29,13 @@ kernels::DevicePart kernel_part(const S& s, StepField rowptr, StepField col, Ste
 // The aggregation step of rows of `dim` columns in `storage`; peers: remote rows are read from
 // their owner PEs (remote_pe), else from one remote table.
 template <typename S>
-kernels::Step kernel_step(const S& s, kernels::Storage storage, int64_t dim, bool peers, bool deterministic) {
+kernels::Step kernel_step(const S& s, kernels::Storage storage, int64_t dim, bool peers) {
   kernels::Step ks{};
   ks.storage = storage;
   ks.local = kernel_part(s, kLocalRowptr, kLocalCol, kLocalWeight, kStepFields);
   ks.remote = kernel_part(s, kRemoteRowptr, kRemoteCol, kRemoteWeight, peers ? kRemotePe : kStepFields);
-  ks.blocks = s.template index<int64_t>(kBlocks);
-  ks.num_blocks = s.length(kBlocks);
+  ks.ranges = s.template index<int64_t>(kRanges);
+  ks.num_warps = s.length(kRanges) - 1;
   ks.fixups = s.template index<int64_t>(kFixups);
   ks.num_fixups = s.length(kFixups);
   ks.num_rows = s.rows();
@@ -43,9 +43,8 @@ kernels::Step kernel_step(const S& s, kernels::Storage storage, int64_t dim, boo
   ks.ps = s.param(kPs);
   ks.dist = s.param(kDist);
   ks.wpb = s.param(kWpb);
-  ks.max_remote_part = s.param(kMaxRemotePart);
+  ks.landing_rows = s.param(kLandingRows);
   ks.interleave = s.param(kInterleave) != 0;
-  ks.deterministic = deterministic;
   return ks;
 }
 

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "../core/schedule.h"
+#include "../core/range_schedule.h"
 #include "step.h"
 
 namespace mgg {
@@ -97,124 +97,30 @@ void check_peer_sources(Phase& ph, const Step& s, const RemoteRows& remote) {
   });
 }
 
-// Partition numbers where each row's partitions begin: [rows + 1], from the row pointer and ps.
-at::Tensor part_prefix(const at::Tensor& rowptr, int64_t ps) {
-  at::Tensor deg = rowptr.slice(0, 1) - rowptr.slice(0, 0, -1);
-  at::Tensor parts = ps == 0 ? deg.gt(0).to(at::kLong) : (deg + (ps - 1)).div(ps, "floor");
-  return at::cat({at::zeros({1}, rowptr.options()), parts.cumsum(0)});
-}
-
-// Blocks' partitions [begin, end) of one part: at most cap each, tiling [0, total) in order.
-void check_block_parts(Phase& ph, const at::Tensor& blocks, int begin_f, int end_f, int64_t total, int64_t cap,
-                       const char* part) {
-  const int64_t nb = blocks.size(0);
-  if (nb == 0) {
-    ph.need(at::scalar_tensor(total != 0, blocks.options().dtype(at::kBool)),
-            [=] { return cat("the schedule has no blocks but the plan has ", total, " ", part, " partitions"); });
-    return;
-  }
-  at::Tensor b = blocks.select(1, begin_f), e = blocks.select(1, end_f), len = e - b;
-  at::Tensor bad = len.lt(0).logical_or(len.gt(cap));
-  ph.need(bad, [=] {
-    const int64_t i = first_true(bad);
-    return cat("block ", i, " has ", at_i(len, i), " ", part, " partitions; the schedule allows 0 to ", cap,
-               " (warps_per_block * dist)");
-  });
-  at::Tensor ends = at::stack({b.index({0}), e.index({-1})});
-  ph.need(ends.ne(at::tensor({int64_t{0}, total}, ends.options())),
-          [=] { return cat("the blocks' ", part, " partition ranges must run from 0 to ", total, " in order"); });
-  at::Tensor gap = b.slice(0, 1).ne(e.slice(0, 0, -1));
-  ph.need(gap, [=] {
-    return cat("block ", first_true(gap) + 1, "'s ", part, " partitions do not follow block ", first_true(gap), "'s");
-  });
-}
-
-// Every block's partitions of one part belong to its rows, and `first` is its first row's first.
-void check_block_rows(Phase& ph, const at::Tensor& blocks, int begin_f, int end_f, int first_f,
-                      const at::Tensor& prefix, const char* part) {
-  if (blocks.size(0) == 0) return;
-  at::Tensor lo = prefix.index_select(0, blocks.select(1, kRowBegin));
-  at::Tensor hi = prefix.index_select(0, blocks.select(1, kRowEnd));
-  at::Tensor bad = blocks.select(1, begin_f).lt(lo).logical_or(blocks.select(1, end_f).gt(hi));
-  ph.need(bad, [=] {
-    const int64_t i = first_true(bad);
-    return cat("block ", i, "'s ", part, " partitions lie outside its rows [", at_i(blocks.select(1, kRowBegin), i),
-               ", ", at_i(blocks.select(1, kRowEnd), i), ")");
-  });
-  at::Tensor wrong = blocks.select(1, first_f).ne(lo);
-  ph.need(wrong, [=] {
-    const int64_t i = first_true(wrong);
-    return cat("block ", i, "'s ", kBlockFieldNames[first_f], " is ", at_i(blocks.select(1, first_f), i),
-               " but its first row's first ", part, " partition is ", at_i(lo, i));
-  });
-}
-
-void check_schedule(Phase& ph, const Step& s) {
-  const at::Tensor& blocks = s[kBlocks];
-  const at::Tensor& fixups = s[kFixups];
-  const int64_t rows = s.rows(), nf = fixups.size(0), row_cap = block_row_cap(s.wpb), cap = s.wpb * s.dist;
-  const at::Tensor lp = part_prefix(s[kLocalRowptr], s.ps);
-  const at::Tensor rp = s.has_remote() ? part_prefix(s[kRemoteRowptr], s.ps) : at::zeros_like(lp);
-  const int64_t nl = at_i(lp, rows), nr = at_i(rp, rows);  // the host needs the totals for the ranges
-  check_block_parts(ph, blocks, kLocalBegin, kLocalEnd, nl, cap, "local");
-  check_block_parts(ph, blocks, kRemoteBegin, kRemoteEnd, nr, cap, "remote");
-  at::Tensor rb = blocks.select(1, kRowBegin), re = blocks.select(1, kRowEnd), slot = blocks.select(1, kScratch);
-  at::Tensor n = re - rb;
-  at::Tensor bad_rows = rb.lt(0).logical_or(re.gt(rows)).logical_or(n.lt(1)).logical_or(n.gt(row_cap));
-  ph.need(bad_rows, [=] {
-    const int64_t i = first_true(bad_rows);
-    return cat("block ", i, " has rows [", at_i(rb, i), ", ", at_i(re, i), "); blocks hold 1 to ", row_cap,
-               " rows (2 * warps_per_block) within [0, ", rows, ")");
-  });
-  at::Tensor fr = fixups.select(1, kFixRow), fb = fixups.select(1, kFixBegin), fe = fixups.select(1, kFixEnd);
-  in_range(ph, fr, 0, rows, "fixup row");
-  ph.need(fe.le(fb), [=] { return cat("fixup ", first_true(fe.le(fb)), " has an empty slot range"); });
-  if (nf > 0) {
-    at::Tensor gap = at::cat({fb.slice(0, 0, 1), fb.slice(0, 1) - fe.slice(0, 0, -1)});
-    ph.need(gap.ne(0),
-            [=] { return cat("fixup ", first_true(gap.ne(0)), "'s scratch slots do not follow the previous ones"); });
-    at::Tensor slots = fe.index({-1}).ne(s.num_slots);
-    ph.need(slots, [=] { return cat("num_slots is ", s.num_slots, " but the fixups use ", at_i(fe, nf - 1)); });
-  } else {
-    ph.need(at::scalar_tensor(s.num_slots != 0, blocks.options().dtype(at::kBool)),
-            [=] { return cat("num_slots is ", s.num_slots, " but there are no fixups"); });
-  }
-  ph.run();
-  // Now ranges are sane: partitions within their blocks' rows, scratch slots, row coverage.
-  check_block_rows(ph, blocks, kLocalBegin, kLocalEnd, kLocalFirst, lp, "local");
-  check_block_rows(ph, blocks, kRemoteBegin, kRemoteEnd, kRemoteFirst, rp, "remote");
-  in_range(ph, slot, -1, s.num_slots, "block scratch slot");
-  at::Tensor scratch_multi = slot.ge(0).logical_and(n.ne(1));
-  ph.need(scratch_multi, [=] {
-    return cat("block ", first_true(scratch_multi), " writes a scratch slot but owns more than one row");
-  });
-  ph.run();
-  at::Tensor is_scratch = slot.ge(0);
-  if (s.num_slots > 0) {
-    at::Tensor used = at::zeros({s.num_slots}, blocks.options());
-    at::Tensor sb = is_scratch.nonzero().reshape(-1);
-    used.index_add_(0, slot.index_select(0, sb), at::ones({sb.numel()}, blocks.options()));
-    ph.need(used.ne(1),
-            [=] { return cat("scratch slot ", first_true(used.ne(1)), " is not written by exactly one block"); });
-    at::Tensor slot_row = fr.repeat_interleave(fe - fb);
-    at::Tensor mismatch = slot_row.index_select(0, slot.index_select(0, sb)).ne(rb.index_select(0, sb));
-    ph.need(mismatch, [=] {
-      return cat("block ", at_i(sb, first_true(mismatch)), " writes a scratch slot of another row's fixup");
-    });
-  }
-  if (rows > 0) {
-    at::Tensor cover = at::zeros({rows}, blocks.options());
-    at::Tensor len = n.mul(is_scratch.logical_not().to(at::kLong));
-    at::Tensor first = rb.repeat_interleave(len);
-    at::Tensor offs = at::arange(first.numel(), blocks.options()) - (len.cumsum(0) - len).repeat_interleave(len);
-    cover.index_add_(0, first + offs, at::ones({first.numel()}, blocks.options()));
-    if (nf > 0) cover.index_add_(0, fr, at::ones({nf}, blocks.options()));
-    ph.need(cover.ne(1), [=] {
-      const int64_t r = first_true(cover.ne(1));
-      return cat("output row ", r, " is written ", at_i(cover, r), " times by the schedule (expected once)");
-    });
-  }
-  ph.run();
+// The step's schedule must be the one its row pointers, ps and dist give (core/range_schedule.h):
+// the builder is the schedule's definition, so comparing with it checks every range, carry slot
+// and fixup at once. Rebuilt on the host from the row pointers (which the CSR checks passed).
+void check_schedule(const char* op, const Step& s) {
+  const at::Tensor lp = s[kLocalRowptr].cpu().contiguous();
+  const at::Tensor rp = s.has_remote() ? s[kRemoteRowptr].cpu().contiguous() : at::Tensor();
+  const RangeSchedule want = build_range_schedule(
+      lp.data_ptr<int64_t>(), rp.defined() ? rp.data_ptr<int64_t>() : nullptr, s.rows(), s.ps, s.dist);
+  const auto compare = [&](StepField f, const std::vector<int64_t>& expected, int fields, const char* const* names) {
+    const at::Tensor got = s[f].cpu().contiguous();
+    const int64_t n = static_cast<int64_t>(expected.size()) / fields;
+    TORCH_CHECK(got.size(0) == n, op, ": ", kStepFieldNames[f], " has ", got.size(0), " entries but ps = ", s.ps,
+                " and dist = ", s.dist, " give ", n, " for this step (build the plan with mgg.Plan)");
+    const int64_t* g = got.data_ptr<int64_t>();
+    for (int64_t i = 0; i < n * fields; ++i) {
+      TORCH_CHECK(g[i] == expected[i], op, ": ", kStepFieldNames[f], "[", i / fields, "].", names[i % fields], " is ",
+                  g[i], " but ps = ", s.ps, " and dist = ", s.dist, " give ", expected[i],
+                  " for this step (build the plan with mgg.Plan)");
+    }
+  };
+  compare(kRanges, want.ranges, kRangeFields, kRangeFieldNames);
+  compare(kFixups, want.fixups, kFixupFields, kFixupFieldNames);
+  TORCH_CHECK(s.num_slots == want.num_slots, op, ": num_slots is ", s.num_slots, " but the fixups use ",
+              want.num_slots);
 }
 
 // Checked steps, remembered by their tensors' identity and version counters.
@@ -279,7 +185,7 @@ void check_step_content(const char* op, const Step& s, int64_t local_rows, const
     if (remote.peer_rows) check_peer_sources(ph, s, remote);
   }
   ph.run();
-  check_schedule(ph, s);
+  check_schedule(op, s);
   if (cacheable) {
     std::lock_guard<std::mutex> lock(g_mu);
     g_seen.push_front(std::move(key));

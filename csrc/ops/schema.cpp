@@ -3,7 +3,9 @@
 // absent tensors are None), `params` their integers (mgg._C.STEP_PARAMS, twice). The forward
 // runs the first step; the backward (registered in csrc/ops/autograd.cpp) runs the second.
 //
-// aggregate:        remote rows come from one table (x_remote: a halo buffer, or empty).
+// aggregate:        remote rows come from one table (x_remote: a halo buffer, or empty). Every
+//                   aggregation is deterministic (bit-identical from run to run, the sums' order
+//                   fixed by the plan); `deterministic` is accepted for the callers that pass it.
 // aggregate_peers:  remote rows come from each PE's own table (peers[pe], row remote_col), read
 //                   through `fetch` (mgg._C.FETCH: direct loads, or NVSHMEM get at thread, warp
 //                   or block scope on CUDA with symmetric tables).
@@ -13,7 +15,8 @@
 //                   output is 0). The rule (NaN and ties: the lowest index wins) is
 //                   core/extreme.h's; the plan must be unweighted; only the forward step is read
 //                   (the backward sends each gradient element to its arg, autograd.cpp).
-// block_schedule:   the block schedule of a step from its row pointers (CPU, at plan time).
+// range_schedule:   the warp-range schedule of a step from its row pointers (CPU, at plan time):
+//                   (ranges, fixups), core/schedule.h.
 // attend:           GAT's attention over a step (core/attention.h): x holds the rank's source
 //                   rows (per head its features then its source term), x_remote the halo rows
 //                   likewise, a_dst the output rows' destination terms; ids (optional) the global
@@ -37,7 +40,7 @@ TORCH_LIBRARY(mgg, m) {
   m.def(
       "aggregate_extreme(Tensor x, Tensor x_remote, Tensor?[] plan, int[] params, str reduce) -> (Tensor, "
       "Tensor)");
-  m.def("block_schedule(Tensor local_rowptr, Tensor? remote_rowptr, int ps, int dist, int wpb) -> (Tensor, Tensor)");
+  m.def("range_schedule(Tensor local_rowptr, Tensor? remote_rowptr, int ps, int dist) -> (Tensor, Tensor)");
   m.def(
       "attend(Tensor x, Tensor x_remote, Tensor a_dst, Tensor?[] plan, int[] params, int heads, float negative_slope, "
       "float dropout, int seed, Tensor? ids, int row_offset) -> (Tensor, Tensor)");

@@ -19,7 +19,7 @@ using PlanList = c10::List<std::optional<at::Tensor>>;
 // One step of a plan: its tensors (absent ones undefined) and its parameters.
 struct Step {
   std::array<at::Tensor, kStepFields> t;
-  int64_t ps = 0, dist = 1, wpb = 1, num_slots = 0, max_remote_part = 0;
+  int64_t ps = 0, dist = 1, wpb = 1, num_slots = 0, landing_rows = 1;
   bool interleave = true;
 
   const at::Tensor& operator[](StepField f) const { return t[f]; }
@@ -41,11 +41,11 @@ Step step_of(const char* op, const PlanList& plan, at::IntArrayRef params, int i
 
 // A checked call of an op: the forward step, checked against x and the remote sources (dtypes,
 // shapes, devices cheaply on every call; the content, every index and the schedule, once per
-// set of plan tensors).
+// set of plan tensors). Every aggregation is deterministic (core/schedule.h); the ops keep their
+// `deterministic` argument for the callers that pass it.
 struct Call {
   const char* op;
   Step step;
-  bool deterministic;
 };
 
 // Every PE's table, listed in PE order (1 to kMaxPes of them): the table of my_pe, checked to be one.
@@ -54,8 +54,7 @@ const at::Tensor& own_table(const char* op, at::TensorList tables, int64_t my_pe
 // A fetch policy (mgg._C.FETCH) that can run on x's device; returns whether it is uva.
 bool check_fetch(const char* op, int64_t fetch, const at::Tensor& x);
 
-Call check_aggregate(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan, at::IntArrayRef params,
-                     bool deterministic);
+Call check_aggregate(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan, at::IntArrayRef params);
 // A checked call of aggregate_extreme (core/extreme.h): the aggregate checks, an unweighted plan
 // and reduce "max" or "min" (is_max).
 struct ExtremeCall {
@@ -65,7 +64,7 @@ struct ExtremeCall {
 ExtremeCall check_aggregate_extreme(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan,
                                     at::IntArrayRef params, c10::string_view reduce);
 Call check_aggregate_peers(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
-                           at::IntArrayRef params, int64_t fetch, bool deterministic);
+                           at::IntArrayRef params, int64_t fetch);
 
 // A checked call of an attention op (GAT; core/attention.h): its step(s), the heads and
 // channels of its source rows, and the global ids its dropout is drawn with (NodeIds; pointers
@@ -92,10 +91,9 @@ AttentionCall check_attend_peers(const char* op, const at::Tensor& own, at::Tens
                                  const PlanList& plan, at::IntArrayRef params, int64_t heads, double dropout,
                                  at::IntArrayRef offsets, int64_t fetch, int64_t extra_per_head);
 
-// The content of a step (every index in bounds; the schedule tiles the partitions implied by the
-// row pointers and ps, within the kernels' caps, and writes every output row exactly once), with
-// ATen ops on the step's device. Remembered by the tensors' identity and version counters, so a
-// plan is checked on its first use on a device only.
+// The content of a step (every index in bounds; the schedule is the one its row pointers, ps and
+// dist give, core/range_schedule.h), with ATen ops on the step's device. Remembered by the
+// tensors' identity and version counters, so a plan is checked on its first use on a device only.
 void check_step_content(const char* op, const Step& s, int64_t local_rows, const RemoteRows& remote);
 
 }  // namespace mgg

@@ -1,25 +1,23 @@
-// Native test of mgg's torch-free core: the block scheduler (core/block_schedule.h), the walk
-// over it (core/schedule.h) and the CPU executor (core/executor.h). A small weighted step with
-// local and remote parts is scheduled under many (ps, dist, wpb), so that rows are packed, cut
-// across blocks and fixed up; the schedule's invariants are checked, and every execution
-// (column splits as the CPU op splits them across threads, table and peer sources, the
-// deterministic row order) is compared with a dense product.
+// Native test of mgg's torch-free core: the range scheduler (core/range_schedule.h, layout in
+// core/schedule.h) and the CPU executor (core/executor.h). A small weighted step with local and
+// remote parts is scheduled under many (ps, dist), so that rows are packed, cut across warps and
+// fixed up, and a hub row spans several warps; the schedule's invariants are checked, and every
+// execution (column splits as the CPU op splits them across threads, table and peer sources) is
+// compared with a dense product.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
-#include "core/block_schedule.h"
 #include "core/executor.h"
 #include "core/launch_shape.h"
+#include "core/range_schedule.h"
 
 namespace {
 
 int failures = 0, checks = 0;
 // Every output starts as NaN, so an element an execution fails to write is seen.
 const double kPoison = std::nan("");
-
-void poison(std::vector<double>& out) { std::fill(out.begin(), out.end(), kPoison); }
 
 void expect(bool ok, const char* what, long long a = 0, long long b = 0) {
   ++checks;
@@ -40,43 +38,53 @@ void expect_near(const std::vector<double>& got, const std::vector<double>& want
   }
 }
 
-// Every partition of both parts is walked exactly once, by the block whose rows hold it, and
-// every output row is written once (by a block or by its fixup).
-void check_schedule(const mgg::BlockSchedule& s, const std::vector<int64_t>& lptr, const std::vector<int64_t>& rptr,
-                    int64_t rows, int64_t ps, int64_t dist, int64_t wpb) {
-  const int64_t nb = static_cast<int64_t>(s.blocks.size()) / mgg::kBlockFields;
-  std::vector<int> edge_seen_l(lptr.back(), 0), edge_seen_r(rptr.back(), 0), written(rows, 0);
-  for (int64_t b = 0; b < nb; ++b) {
-    const int64_t* blk = &s.blocks[b * mgg::kBlockFields];
-    const int64_t n = blk[mgg::kRowEnd] - blk[mgg::kRowBegin];
-    expect(n >= 1 && n <= mgg::block_row_cap(wpb), "block row count", b, n);
-    expect(blk[mgg::kLocalEnd] - blk[mgg::kLocalBegin] <= wpb * dist, "local partitions per block", b);
-    expect(blk[mgg::kRemoteEnd] - blk[mgg::kRemoteBegin] <= wpb * dist, "remote partitions per block", b);
-    if (blk[mgg::kScratch] < 0) {
-      for (int64_t r = blk[mgg::kRowBegin]; r < blk[mgg::kRowEnd]; ++r) ++written[r];
+// Every edge of both parts lies in exactly one warp's range, warps hold at most ps * dist items
+// (whole rows with ps = 0), every output row is written once (by the warp that ends it or by its
+// fixup), and each carry slot is written by exactly one warp, for its fixup's row.
+void check_schedule(const mgg::RangeSchedule& s, const std::vector<int64_t>& lptr, const std::vector<int64_t>& rptr,
+                    int64_t rows, int64_t ps, int64_t dist) {
+  const int64_t nw = s.num_warps;
+  expect(static_cast<int64_t>(s.ranges.size()) == (nw + 1) * mgg::kRangeFields, "one record per warp and an end");
+  const int64_t* end = &s.ranges[nw * mgg::kRangeFields];
+  expect(end[mgg::kRangeRow] == rows && end[mgg::kRangeLocal] == lptr.back() && end[mgg::kRangeRemote] == rptr.back(),
+         "the end record is (rows, local edges, remote edges)");
+  std::vector<int> written(rows, 0), slot_writes(s.num_slots, 0);
+  std::vector<int64_t> slot_row(s.num_slots, -1);
+  for (size_t f = 0; f < s.fixups.size(); f += mgg::kFixupFields) {
+    ++written[s.fixups[f + mgg::kFixRow]];
+    for (int64_t j = s.fixups[f + mgg::kFixBegin]; j < s.fixups[f + mgg::kFixEnd]; ++j)
+      slot_row[j] = s.fixups[f + mgg::kFixRow];
+  }
+  for (int64_t w = 0; w < nw; ++w) {
+    const int64_t* a = &s.ranges[w * mgg::kRangeFields];
+    const int64_t* b = a + mgg::kRangeFields;
+    expect(a[mgg::kRangeRow] <= b[mgg::kRangeRow] && a[mgg::kRangeLocal] <= b[mgg::kRangeLocal] &&
+               a[mgg::kRangeRemote] <= b[mgg::kRangeRemote],
+           "records rise", w);
+    const int64_t items = (b[mgg::kRangeLocal] - a[mgg::kRangeLocal]) + (b[mgg::kRangeRemote] - a[mgg::kRangeRemote]) +
+                          (b[mgg::kRangeRow] - a[mgg::kRangeRow]);
+    if (ps == 0) {
+      expect(b[mgg::kRangeRow] - a[mgg::kRangeRow] <= dist && a[mgg::kRangeLocal] == lptr[a[mgg::kRangeRow]],
+             "whole rows, at most dist of them", w);
     } else {
-      expect(n == 1, "a scratch block owns one row", b, n);
+      expect(items == ps * dist || (w == nw - 1 && items <= ps * dist && items > 0), "ps * dist items a warp", w,
+             items);
     }
-    for (int64_t w = 0; w < wpb; ++w) {
-      for (bool remote : {false, true}) {
-        const auto& ptr = remote ? rptr : lptr;
-        auto& seen = remote ? edge_seen_r : edge_seen_l;
-        mgg::PartWalk walk = mgg::warp_walk(blk, remote, ptr.data(), ps, dist, w);
-        while (!walk.done()) {
-          const mgg::Partition p = walk.next(ptr.data(), ps);
-          expect(p.row >= blk[mgg::kRowBegin] && p.row < blk[mgg::kRowEnd], "partition row inside its block", b, p.row);
-          expect(p.begin >= ptr[p.row] && p.end <= ptr[p.row + 1] && p.end > p.begin, "partition inside its row",
-                 p.begin, p.end);
-          expect(ps == 0 || p.end - p.begin <= ps, "partition size <= ps", p.end - p.begin, ps);
-          for (int64_t e = p.begin; e < p.end; ++e) ++seen[e];
-        }
-      }
+    for (int64_t r = a[mgg::kRangeRow]; r < b[mgg::kRangeRow]; ++r) {
+      const bool split = r == a[mgg::kRangeRow] && a[mgg::kRangeHead] >= 0;
+      if (!split) ++written[r];
+    }
+    if (a[mgg::kRangeHead] >= 0) {
+      ++slot_writes[a[mgg::kRangeHead]];
+      expect(slot_row[a[mgg::kRangeHead]] == a[mgg::kRangeRow], "head slot of its row's fixup", w);
+    }
+    if (a[mgg::kRangeTail] >= 0) {
+      ++slot_writes[a[mgg::kRangeTail]];
+      expect(slot_row[a[mgg::kRangeTail]] == b[mgg::kRangeRow], "tail slot of the next warp's first row", w);
     }
   }
-  for (size_t f = 0; f < s.fixups.size(); f += mgg::kFixupFields) ++written[s.fixups[f + mgg::kFixRow]];
-  for (int v : edge_seen_l) expect(v == 1, "every local edge walked once", v);
-  for (int v : edge_seen_r) expect(v == 1, "every remote edge walked once", v);
   for (int v : written) expect(v == 1, "every row written once", v);
+  for (int v : slot_writes) expect(v == 1, "every carry slot written by one warp", v);
 }
 
 }  // namespace
@@ -110,74 +118,55 @@ int main() {
 
   int cut_cases = 0;
   for (int64_t ps : {0, 1, 2, 3, 8}) {
-    for (int64_t wpb : {1, 2}) {
-      for (int64_t dist : {1, 2, 4}) {
-        const auto s = mgg::build_block_schedule(lptr.data(), rptr.data(), rows, ps, wpb * dist, 2 * wpb);
-        check_schedule(s, lptr, rptr, rows, ps, dist, wpb);
-        const int64_t nf = static_cast<int64_t>(s.fixups.size()) / mgg::kFixupFields;
-        cut_cases += nf > 0;
-        expect((nf > 0) == (mgg::num_parts(5, ps) > wpb * dist), "row 0 is cut exactly when it does not fit", ps,
-               wpb * dist);
-        for (bool interleave : {true, false}) {
-          const mgg::Schedule sch{s.blocks.data(),
-                                  static_cast<int64_t>(s.blocks.size()) / mgg::kBlockFields,
-                                  s.fixups.data(),
-                                  nf,
-                                  ps,
-                                  dist,
-                                  wpb,
-                                  interleave};
-          std::vector<double> scratch(s.num_slots * D), slots(2 * wpb * D);
-          for (int64_t split : {0, 1, 2, 3}) {           // columns [0, split) and [split, D) computed separately
-            std::vector<double> out(rows * D, kPoison);  // every element must be written
-            mgg::execute_blocks<float, double>(lp, lsrc, rp, rsrc, sch, D, out.data(), scratch.data(), slots.data(), 0,
-                                               split);
-            mgg::execute_blocks<float, double>(lp, lsrc, rp, rsrc, sch, D, out.data(), scratch.data(), slots.data(),
-                                               split, D);
-            expect_near(out, want, "blocks, table sources");
-          }
-          std::vector<double> out(rows * D, kPoison);
-          mgg::execute_blocks<float, double>(lp, lsrc, rp_peer, psrc, sch, D, out.data(), scratch.data(), slots.data(),
-                                             0, D);
-          expect_near(out, want, "blocks, peer sources");
-        }
+    for (int64_t dist : {1, 2, 3, 4, 7}) {
+      const auto s = mgg::build_range_schedule(lptr.data(), rptr.data(), rows, ps, dist);
+      check_schedule(s, lptr, rptr, rows, ps, dist);
+      const int64_t nf = static_cast<int64_t>(s.fixups.size()) / mgg::kFixupFields;
+      cut_cases += nf > 0;
+      if (ps == 0) expect(nf == 0, "whole rows: nothing to fix up", dist, nf);
+      const mgg::Schedule sch{s.ranges.data(), s.num_warps, s.fixups.data(), nf};
+      std::vector<double> carry(s.num_slots * D), sum(D);
+      for (int64_t split : {0, 1, 2, 3}) {           // columns [0, split) and [split, D) computed separately
+        std::vector<double> out(rows * D, kPoison);  // every element must be written
+        mgg::execute_ranges<float, double>(lp, lsrc, rp, rsrc, sch, D, out.data(), carry.data(), sum.data(), 0, split);
+        mgg::execute_ranges<float, double>(lp, lsrc, rp, rsrc, sch, D, out.data(), carry.data(), sum.data(), split, D);
+        expect_near(out, want, "ranges, table sources");
       }
+      std::vector<double> out(rows * D, kPoison);
+      mgg::execute_ranges<float, double>(lp, lsrc, rp_peer, psrc, sch, D, out.data(), carry.data(), sum.data(), 0, D);
+      expect_near(out, want, "ranges, peer sources");
     }
   }
-  expect(cut_cases > 0, "some cases cut a row across blocks", cut_cases);
-  std::vector<double> out(rows * D, kPoison), partial(D);
-  mgg::execute_rows<float, double>(lp, lsrc, rp, rsrc, rows, D, out.data(), partial.data(), 0, D);
-  expect_near(out, want, "rows (deterministic order)");
+  expect(cut_cases > 0, "some cases cut a row across warps", cut_cases);
+  // A hub row across several warps: ps * dist = 2 items a warp over row 0's 6 edges and its end.
+  const auto hub = mgg::build_range_schedule(lptr.data(), rptr.data(), rows, 1, 2);
+  expect(hub.fixups.size() >= mgg::kFixupFields && hub.fixups[mgg::kFixRow] == 0 &&
+             hub.fixups[mgg::kFixEnd] - hub.fixups[mgg::kFixBegin] >= 3,
+         "row 0 is summed from three or more warps");
   const mgg::PlanPart<double> none{nullptr, nullptr, nullptr, nullptr};
   std::vector<double> local_only(rows * D, 0.0);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t e = lptr[r]; e < lptr[r + 1]; ++e)
       for (int d = 0; d < D; ++d) local_only[r * D + d] += lw[e] * xl[lcol[e] * D + d];
-  poison(out);
-  mgg::execute_rows<float, double>(lp, lsrc, none, rsrc, rows, D, out.data(), partial.data(), 0, D);
-  expect_near(out, local_only, "rows without a remote part");
-  const auto s = mgg::build_block_schedule(lptr.data(), nullptr, rows, 2, 2, 2);
-  const mgg::Schedule sch{s.blocks.data(),
-                          static_cast<int64_t>(s.blocks.size()) / mgg::kBlockFields,
-                          s.fixups.data(),
-                          static_cast<int64_t>(s.fixups.size()) / mgg::kFixupFields,
-                          2,
-                          2,
-                          1,
-                          true};
-  std::vector<double> scratch(s.num_slots * D), slots(2 * D);
-  poison(out);
-  mgg::execute_blocks<float, double>(lp, lsrc, none, rsrc, sch, D, out.data(), scratch.data(), slots.data(), 0, D);
-  expect_near(out, local_only, "blocks without a remote part");
+  const auto s = mgg::build_range_schedule(lptr.data(), nullptr, rows, 2, 2);
+  const mgg::Schedule sch{s.ranges.data(), s.num_warps, s.fixups.data(),
+                          static_cast<int64_t>(s.fixups.size()) / mgg::kFixupFields};
+  std::vector<double> out(rows * D, kPoison), carry(s.num_slots * D), sum(D);
+  mgg::execute_ranges<float, double>(lp, lsrc, none, rsrc, sch, D, out.data(), carry.data(), sum.data(), 0, D);
+  expect_near(out, local_only, "ranges without a remote part");
+  const std::vector<int64_t> empty{0, 0, 0};
+  expect(mgg::build_range_schedule(empty.data(), nullptr, 2, 4, 4).num_warps == 1, "empty rows: one warp writes them");
 
   // launch shape: tiles narrow until shared memory fits, and report 0 when nothing fits
-  expect(mgg::choose_tile(2100, 4, 0, 4, false, 227 * 1024) == 128, "widest fp32 tile when it fits: 16 bytes a lane");
-  expect(mgg::choose_tile(2100, 4, 0, 2, false, 227 * 1024) == 256, "widest fp16 tile when it fits: 16 bytes a lane");
-  expect(mgg::max_tile_columns(2) == mgg::kMaxTile, "the fp16/bf16 slice is the widest");
-  expect(mgg::choose_tile(20, 4, 0, 4, false, 227 * 1024) == 32, "one 32-column tile for D <= 32");
-  const int t = mgg::choose_tile(2100, 16, 32, 4, false, 100 * 1024);
-  expect(t >= 32 && t < mgg::kMaxTile && mgg::smem_bytes(16, t, 32, 4, false) <= 100 * 1024, "narrowed tile", t);
-  expect(mgg::choose_tile(2100, 16, 32, 4, false, 1024) == 0, "no tile fits 1 KiB");
+  expect(mgg::choose_tile(2100, 4, 0, 4, 227 * 1024) == mgg::kMaxTile, "widest fp32 pass when it fits: 8 a lane");
+  expect(mgg::choose_tile(2100, 4, 0, 2, 227 * 1024) == mgg::kMaxTile, "widest fp16 pass when it fits");
+  expect(mgg::choose_tile(20, 4, 0, 4, 227 * 1024) == 32, "one 32-column pass for D <= 32");
+  const int t = mgg::choose_tile(2100, 8, 32, 4, 100 * 1024);
+  expect(t >= 32 && t < mgg::kMaxTile && mgg::smem_bytes(8, t, 32, 4) <= 100 * 1024, "narrowed pass", t);
+  expect(mgg::choose_tile(2100, 16, 32, 4, 1024) == 0, "no pass fits 1 KiB");
+  expect(mgg::landing_rows_for(16, 5) == 5 && mgg::landing_rows_for(0, 100) == mgg::kChunk &&
+             mgg::landing_rows_for(8, 0) == 1,
+         "landing rows: ps, at most the remote edges, at least 1");
   std::printf("%d checks, %d failed\n", checks, failures);
   return failures == 0 ? 0 : 1;
 }

@@ -1,16 +1,19 @@
-"""MGG's cost model (§6, eq. 2-3): a latency estimate of every config from the plan's shape and
-the device, which seeds the search at its minimum and drops the configs it says cannot win.
+"""MGG's cost model (§6, eq. 2-3) for mgg's range kernel: a latency estimate of every config from
+the plan's shape and the device, which seeds the search at its minimum and drops the configs it
+says cannot win. On a GPU the tuner ranks configs by the range kernel's performance model instead
+(mgg.runtime.kernel_model, through predicted_us), which reads every warp's range from the row
+pointers; eq. 2-3 remain the model of the CPU executor, whose time is its total work.
 
-Per rank, with L and R the rank's local and remote neighbor partitions at ps:
+Per rank, with its step's items (edges and rows, csrc/core/schedule.h):
 
-    WPW          = 2 · ps · D · dist                  work a warp may hold (eq. 1's companion)
-    numWarps     = ceil(max(L, R) / dist)             eq. 2
+    WPW          = ps · dist · D                      a warp's work: its range's items, D columns each
+    numWarps     = ceil(items / (ps · dist))          eq. 2 (ps = 0: ceil(rows / dist), whole rows)
     numBlocks    = ceil(numWarps / wpb)               eq. 3
     blocksPerSM  = numBlocks / numSMs                 eq. 3
 
-A partition holds edges / (L + R) neighbors on average, so a warp's expected work is WPW times
-that fill, plus one partial row per partition (the synchronisation cost that small ps pays).
-An SM keeps `resident` blocks at once (its warp slots, its register file at the kernel's
+A warp's expected work is WPW plus a fixed start (reading its range, its first rows' ends and its
+first column ids: FIXED_ROWS rows of D) and the carry rows of the rows its boundaries cut (two per
+warp). An SM keeps `resident` blocks at once (its warp slots, its register file at the kernel's
 registers per thread, its shared memory under the kernel's real launch shape, its block slots);
 it runs blocksPerSM / resident waves (at least one), and a wave of `active` warps takes a warp's
 work times max(1, active / W_sat), the SM being saturated at W_sat warps (half its warp slots on
@@ -21,8 +24,9 @@ time is that of the slowest rank
 
 The estimate is in arbitrary units: only ratios between configs matter. A config whose estimate
 exceeds `slack` times the best estimate is dropped (the model is trusted to within that factor),
-and so is every ps beyond the first that covers the largest degree of every rank (ps at or above
-the largest degree gives whole rows as partitions: the same computation)."""
+and so is every config whose ranges another candidate already runs: where no remote rows land in
+shared memory, ps and dist matter only as their product, so of equal products (and wpb) only the
+smallest ps is kept."""
 
 from __future__ import annotations
 
@@ -30,23 +34,20 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-import numpy as np
-
 from ..plan import Config, RankShard
-from .limits import PS_STEPS, DeviceLimits, resources
+from .limits import DeviceLimits, num_warps, resources
 from .search import MggSearch
 
 SLACK = 4.0  # the model's trusted error: configs estimated slower than SLACK x the best are dropped
-PARTIAL_ROWS = 1.0  # rows of D a partition costs beyond its neighbors (its partial sum)
+FIXED_ROWS = 4.0  # rows of D a warp's start costs (its range, row ends and first column ids: dependent reads)
+CARRY_ROWS = 2.0  # carry rows a warp writes and the fixups read again (the rows its boundaries cut)
 
 
 @dataclass(frozen=True)
 class RankShape:
-    """What eq. 2-3 need of one rank's step: its local and remote neighbor partitions at each ps
-    of the lattice (PS_STEPS), its edges and its largest degree."""
+    """What eq. 2-3 need of one rank's step: its rows, its edges (both parts) and its largest degree."""
 
-    local_parts: tuple
-    remote_parts: tuple
+    rows: int
     edges: int
     max_degree: int
 
@@ -60,28 +61,38 @@ class RankShape:
         Returns:
             Its RankShape.
         """
-        local, remote = np.diff(shard.local.rowptr), np.diff(shard.remote.rowptr)
-
-        def parts(deg: np.ndarray, ps: int) -> int:
-            return int(((deg + ps - 1) // ps).sum())
-
         return RankShape(
-            tuple(parts(local, p) for p in PS_STEPS),
-            tuple(parts(remote, p) for p in PS_STEPS),
+            shard.num_rows,
             shard.num_local_edges + shard.num_remote_edges,
             max(shard.local.max_degree, shard.remote.max_degree),
         )
 
     def as_list(self) -> list[int]:
         """The shape as integers (to gather it over a process group)."""
-        return [*self.local_parts, *self.remote_parts, self.edges, self.max_degree]
+        return [self.rows, self.edges, self.max_degree]
 
     @staticmethod
     def from_list(values: Sequence[int]) -> "RankShape":
         """The inverse of as_list."""
-        n = len(PS_STEPS)
-        v = [int(a) for a in values]
-        return RankShape(tuple(v[:n]), tuple(v[n : 2 * n]), v[2 * n], v[2 * n + 1])
+        rows, edges, max_degree = (int(a) for a in values)
+        return RankShape(rows, edges, max_degree)
+
+
+def same_launches(candidates: Sequence[Config], get: bool) -> set:
+    """The candidates whose launch another candidate already is: where no remote rows land in shared
+    memory (get False), ps and dist make the same ranges whenever ps * dist is the same (ps = 0:
+    whole rows, dist of them), so of each such class (and wpb, interleave) the one of smallest ps is
+    kept and the others are returned. With landing buffers ps is their rows: none is the same."""
+    if get:
+        return set()
+    kept, same = set(), set()
+    for c in sorted(candidates, key=lambda c: c.as_tuple()):
+        key = (c.ps * c.dist if c.ps else (0, c.dist), c.wpb, c.interleave)
+        if key in kept:
+            same.add(c)
+        else:
+            kept.add(key)
+    return same
 
 
 class LatencyModel:
@@ -91,11 +102,19 @@ class LatencyModel:
         estimate: config -> estimated latency (any unit).
         candidates: the configs the search may measure (feasible on the device).
         slack: configs estimated slower than slack x the best candidate's estimate are dropped.
+        redundant: candidates not to measure (another candidate is the same launch: same_launches).
     """
 
-    def __init__(self, estimate: Callable[[Config], float], candidates: Sequence[Config], slack: float = SLACK):
+    def __init__(
+        self,
+        estimate: Callable[[Config], float],
+        candidates: Sequence[Config],
+        slack: float = SLACK,
+        redundant: Optional[set] = None,
+    ):
         self.candidates = list(candidates)
         self.slack = slack
+        self.redundant = set(redundant or ())
         self._est = {c: float(estimate(c)) for c in self.candidates}
         self.best_estimate = min(self._est.values(), default=math.inf)
 
@@ -109,9 +128,10 @@ class LatencyModel:
         return min(admitted, key=lambda c: (self._est[c], c.as_tuple()), default=None)
 
     def admits(self, config: Config) -> bool:
-        """Whether the config may win: a candidate whose estimate is within slack of the best."""
+        """Whether the config may win: a candidate, not the same launch as another, whose estimate
+        is within slack of the best."""
         e = self._est.get(config)
-        return e is not None and e <= self.slack * self.best_estimate
+        return e is not None and config not in self.redundant and e <= self.slack * self.best_estimate
 
     def pruned(self) -> list[Config]:
         """The candidates the model drops."""
@@ -162,12 +182,7 @@ class CostModel(LatencyModel):
         self.shapes, self.dim, self.limits, self.combine = list(shapes), dim, limits, combine
         self.get, self.elem = get, elem
         self._resident: dict = {}
-        whole = [p for p in PS_STEPS if p >= max((s.max_degree for s in self.shapes), default=0)]
-        self.redundant_ps = set(whole[1:])  # same partitions as whole[0]: whole rows
-        super().__init__(self.step_estimate, candidates, slack)
-
-    def admits(self, config: Config) -> bool:
-        return config.ps not in self.redundant_ps and super().admits(config)
+        super().__init__(self.step_estimate, candidates, slack, same_launches(candidates, get))
 
     def resident_blocks(self, config: Config) -> int:
         """Blocks an SM holds at once: warp slots, registers (the kernel's per thread), shared
@@ -200,14 +215,12 @@ class CostModel(LatencyModel):
             waves, active (warps per SM in a wave), work (a warp's expected elements), estimate.
         """
         s, lim = self.shapes[rank], self.limits
-        i = PS_STEPS.index(config.ps)
-        lp, rp = s.local_parts[i], s.remote_parts[i]
-        d, w = config.dist, config.wpb
-        warps = -(-max(lp, rp) // d)  # eq. 2
+        w = config.wpb
+        warps = num_warps(config, s.rows, s.edges)  # eq. 2
         blocks = -(-warps // w)  # eq. 3
-        wpw = 2 * config.ps * self.dim * d
-        fill = s.edges / (config.ps * (lp + rp)) if lp + rp else 0.0
-        work = wpw * fill + 2 * d * self.dim * PARTIAL_ROWS
+        items = (s.rows + s.edges) / warps if warps else 0.0  # a warp's share (ps = 0: whole rows)
+        wpw = items * self.dim
+        work = wpw + (FIXED_ROWS + CARRY_ROWS) * self.dim
         resident = self.resident_blocks(config)
         per_sm = blocks / lim.sm_count  # eq. 3
         waves = max(1.0, per_sm / resident)
@@ -229,3 +242,20 @@ class CostModel(LatencyModel):
         """The estimated step time of the plan (the slowest rank, or the sum over ranks)."""
         per_rank = [self.quantities(config, r)["estimate"] for r in range(len(self.shapes))]
         return max(per_rank, default=0.0) if self.combine == "max" else sum(per_rank)
+
+
+def predicted_us(
+    shards: Sequence[RankShard], dim: int, elem: int, candidates: Sequence[Config], device_name: str
+) -> list[int]:
+    """The range kernel's predicted time of each candidate on a GPU (mgg.runtime.kernel_model, its
+    H200 calibration and the named GPU's constants: an H200, else an H100), the slowest of this
+    process's shards, in whole microseconds (to gather over a process group)."""
+    from . import kernel_model as km
+
+    gpu = km.gpu_named(device_name)
+    worst = [0.0] * len(candidates)
+    for shard in shards:
+        remote = shard.remote.rowptr if shard.remote.num_edges else None
+        ranked = dict(km.rank_configs(shard.local.rowptr, remote, dim, elem, candidates, km.H200_CALIBRATION, gpu))
+        worst = [max(w, ranked[c].seconds) for w, c in zip(worst, candidates, strict=True)]
+    return [int(math.ceil(w * 1e6)) for w in worst]

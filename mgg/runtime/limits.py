@@ -1,14 +1,15 @@
-"""MGG's performance/resource model (§6) and the device limits that prune the config space.
+"""MGG's resource model (§6) as mgg's range kernel has it, and the device limits that prune the
+config space.
 
-    WPW       = 2 · ps · D · dist          work per warp (elements of one LNP/RNP pair set)
-    SMEM      = ps · wpb · 4 + 2 · wpb · D · 4   bytes of shared memory per block (eq. 1)
-    numWarps  = ceil(max(#LNP, #RNP) / dist)
+    WPW       = ps · dist · D              work per warp (items of its range, times the columns)
+    numWarps  = ceil(items / (ps · dist))  items: the step's edges and rows (csrc/core/schedule.h)
     numBlocks = ceil(numWarps / wpb)
 
-mgg's kernel keeps eq. 1's 2 · wpb partial rows in shared memory for a column tile (the neighbor
-ids travel by warp shuffle, not through shared memory), plus, for NVSHMEM gets, a landing buffer
-per warp. What a block really needs comes from the launcher's own model (mgg._C.launch_shape,
-csrc/core/launch_shape.h), so pruning uses the kernel's numbers, not eq. 1's.
+MGG's eq. 1 (shared memory of 2 · wpb partial rows and the neighbor ids) has no counterpart: the
+range kernel sums in registers and keeps, per warp, the ends of 32 rows and, for remote rows
+fetched into shared memory, two landing chunks of ps rows. What a block really needs comes from
+the launcher's own model (mgg._C.launch_shape, csrc/core/launch_shape.h), so pruning uses the
+kernel's numbers.
 """
 
 from __future__ import annotations
@@ -91,36 +92,43 @@ class DeviceLimits:
         )
 
 
+def num_warps(config: Config, rows: int, edges: int) -> int:
+    """Warps of a step of `rows` rows and `edges` edges (both parts) under config: ceil(items /
+    (ps · dist)), items being its edges and rows; with ps = 0 (whole rows), ceil(rows / dist)."""
+    if config.ps == 0:
+        return -(-rows // config.dist)
+    return -(-(rows + edges) // (config.ps * config.dist))
+
+
 def resources(
     config: Config,
     dim: int,
-    num_local_parts: int = 0,
-    num_remote_parts: int = 0,
+    rows: int = 0,
+    edges: int = 0,
     get: bool = False,
     elem: int = 4,
     limits: DeviceLimits = DeviceLimits(),
 ) -> dict:
-    """MGG's model quantities for a config, and the kernel's real launch shape.
+    """The model quantities of a config, and the kernel's real launch shape.
 
     Args:
         config: (ps, dist, wpb).
         dim: feature width D.
-        num_local_parts, num_remote_parts: neighbor partitions of the plan (for the warp counts).
-        get: the remote rows arrive by NVSHMEM get (landing buffers in shared memory).
+        rows, edges: the step's rows and edges (for the warp counts).
+        get: the remote rows arrive in shared memory (NVSHMEM gets or copies: landing buffers).
         elem: bytes of the storage type.
         limits: the device.
 
     Returns:
-        dict with wpw, smem (eq. 1), num_warps, num_blocks, threads, and the launcher's tile,
-        smem_kernel (dynamic shared memory per block) for this device.
+        dict with wpw, num_warps, num_blocks, threads, and the launcher's tile, smem_kernel
+        (dynamic shared memory per block) for this device.
     """
     ps, dist, wpb = config.as_tuple()
-    eq_ps = ps or 32  # partitioning off: the kernel still stages at most 32 ids at a time
-    warps = -(-max(num_local_parts, num_remote_parts) // dist)
-    shape = _C.launch_shape(dim, wpb, eq_ps, elem, False, get, limits.smem_per_block_optin - limits.static_smem)
+    warps = num_warps(config, rows, edges)
+    landing = _C.landing_rows(ps, _C.limits["chunk"])
+    shape = _C.launch_shape(dim, wpb, landing, elem, get, limits.smem_per_block_optin - limits.static_smem)
     return dict(
-        wpw=2 * eq_ps * dim * dist,
-        smem=eq_ps * wpb * 4 + 2 * wpb * dim * 4,
+        wpw=(ps or _C.limits["chunk"]) * dist * dim,
         smem_kernel=shape["smem"],
         tile=shape["tile"],
         num_warps=warps,

@@ -265,11 +265,12 @@ def test_multi_rank_plan_reassembles_and_differentiates(device, ranks):
 
 
 def test_heavy_rows_are_cut_and_fixed_up():
-    """A hub row with far more partitions than a block holds is cut across blocks; the fixup
-    sums the pieces (here most rows are heavy)."""
+    """A hub row of far more items than a warp takes is cut across many warps; the fixup sums the
+    pieces in order (here every row with edges is a hub)."""
     g = Graph.from_edges(np.arange(3000) % 97, np.arange(3000) % 3, 97)
     rp = Plan(g).rank_plan(0, Config(2, 1, 2))
-    assert rp.fixups.size(0) == 3 and rp.num_blocks > 3
+    assert rp.fixups.size(0) == 3 and rp.num_warps > 1000
+    assert torch.all(rp.fixups[:, 2] - rp.fixups[:, 1] >= 400)  # each row summed from hundreds of warps
     x = torch.randn(97, 40, dtype=torch.float64)
     for det in (False, True):
         torch.testing.assert_close(mgg.aggregate(x, Plan(g), Config(2, 1, 2), deterministic=det), dense_reference(g, x))
@@ -388,48 +389,33 @@ def _corrupt(plan, field, fn):
     return bad
 
 
-B = {name: i for i, name in enumerate(mgg.plan.BLOCK_FIELDS)}
+R = {name: i for i, name in enumerate(mgg.plan.RANGE_FIELDS)}
 
 
 @pytest.mark.parametrize(
     "field, fn, msg",
     [
-        (
-            "blocks",
-            lambda b: b.__setitem__((0, B["row_end"]), b[0, B["row_end"]] + 1),
-            r"block 0 has rows|written 2 times|lie outside its rows",
-        ),
-        (
-            "blocks",
-            lambda b: b.__setitem__((-1, B["row_end"]), b[-1, B["row_end"]] - 1),
-            r"lie outside its rows|is written 0 times",
-        ),
-        (
-            "blocks",
-            lambda b: b.__setitem__((0, B["local_end"]), b[0, B["local_end"]] + 100),
-            r"local partitions; the schedule allows 0 to",
-        ),
-        (
-            "blocks",
-            lambda b: b.__setitem__((1, B["local_begin"]), b[1, B["local_begin"]] + 1),
-            r"partitions do not follow block 0",
-        ),
-        (
-            "blocks",
-            lambda b: b.__setitem__((1, B["local_first"]), b[1, B["local_first"]] + 1),
-            r"block 1's local_first is",
-        ),
+        ("ranges", lambda r: r.__setitem__((1, R["row"]), r[1, R["row"]] + 1), r"ranges\[1\]\.row is"),
+        ("ranges", lambda r: r.__setitem__((-1, R["local"]), r[-1, R["local"]] - 1), r"ranges\[\d+\]\.local is"),
+        ("ranges", lambda r: r.__setitem__((1, R["remote"]), r[1, R["remote"]] + 1), r"ranges\[1\]\.remote is"),
+        ("ranges", lambda r: r.__setitem__((0, R["tail_slot"]), -1), r"ranges\[0\]\.tail_slot is -1 but"),
+        ("ranges", lambda r: r.__setitem__((1, R["head_slot"]), 5), r"ranges\[1\]\.head_slot is 5 but"),
+        ("fixups", lambda f: f.__setitem__((0, 0), f[0, 0] + 1), r"fixups\[0\]\.row is"),
         ("remote_col", lambda r: r.__setitem__(0, 10**6), r"remote_col\[0\] = 1000000 is outside"),
         ("local_rowptr", lambda p: p.__setitem__(3, p[2] - 1), r"local_rowptr decreases at entry"),
+        ("ranges", None, r"ranges has \d+ entries but ps = 4 and dist = 8 give \d+"),
         ("fixups", lambda f: None, None),
     ],
 )
 def test_bad_schedule_is_an_error(field, fn, msg):
-    """A schedule that would read outside the plan or leave a row unwritten is refused."""
+    """A schedule other than the one the step's row pointers, ps and dist give (csrc/core/schedule.h),
+    which could read outside the plan, leave a row unwritten or sum a carry row into another, is
+    refused in one line."""
     g = random_graph(40, 600, seed=4)
     plan = Plan(g, 2)
-    rp = plan.rank_plan(0, Config(16, 8, 2))
-    assert rp.fixups.size(0) == 0 and rp.num_blocks > 2
+    rp = plan.rank_plan(0, Config(4, 8, 2))
+    assert rp.fixups.size(0) >= 1 and rp.num_warps > 2
+    assert rp.ranges[0, R["tail_slot"]] >= 0 and rp.ranges[1, R["head_slot"]] >= 0  # warp 0 ends inside a row
     p = rp.shard
     x = torch.randn(g.num_nodes, 8)
     args, params = rp.op_args("cpu")
@@ -437,9 +423,15 @@ def test_bad_schedule_is_an_error(field, fn, msg):
     torch.ops.mgg.aggregate(own, halo, args, params, False)  # the plan itself is fine
     if msg is None:  # num_slots that disagrees with the fixups
         bad_params = list(params)
-        bad_params[STEP_PARAMS.index("num_slots")] = 3
-        with pytest.raises(RuntimeError, match="num_slots is 3 but there are no fixups"):
+        bad_params[STEP_PARAMS.index("num_slots")] = rp.schedule.num_slots + 3
+        with pytest.raises(RuntimeError, match=rf"num_slots is {rp.schedule.num_slots + 3} but the fixups use"):
             torch.ops.mgg.aggregate(own, halo, args, bad_params, False)
+        return
+    if fn is None:  # a record short
+        bad = list(args)
+        bad[F[field]] = args[F[field]][:-1].clone()
+        with pytest.raises(RuntimeError, match=msg):
+            torch.ops.mgg.aggregate(own, halo, bad, params, False)
         return
     with pytest.raises(RuntimeError, match=msg):
         torch.ops.mgg.aggregate(own, halo, _corrupt(args, field, fn), params, False)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from mgg import Config, Plan, PlanError, split_ranges
 from mgg.graph import Graph
-from mgg.plan import BLOCK_FIELDS, STEP_FIELDS, STEP_PARAMS
+from mgg.plan import RANGE_FIELDS, STEP_FIELDS, STEP_PARAMS
 from mgg.testing import random_graph
 
 
@@ -46,18 +46,43 @@ def test_split_balance(g, p):
         assert edges.max() <= per + maxdeg
 
 
-def partitions_of(rowptr: np.ndarray, ps: int) -> tuple[np.ndarray, np.ndarray]:
-    """An independent statement of the partitions the schedule implies: (row, first edge) of each
-    partition in order, ps edges each (ps = 0: one per non-empty row)."""
-    deg = np.diff(rowptr)
-    n = (deg > 0).astype(np.int64) if ps == 0 else -(-deg // ps)
-    row = np.repeat(np.arange(deg.size), n)
-    j = np.arange(row.size) - np.repeat(np.cumsum(n) - n, n)
-    return row, rowptr[row] + j * (ps if ps else 0)
+def reference_ranges(lptr: np.ndarray, rptr: np.ndarray, ps: int, dist: int) -> tuple[np.ndarray, np.ndarray]:
+    """An independent statement of the warp-range schedule (csrc/core/schedule.h) in numpy: the
+    merge path over rows and edges (items: each row's local edges, its remote edges, its end) cut
+    every ps * dist items (ps = 0: every dist rows), the carry slots of the rows the cuts fall
+    inside (a head slot for the warp that ends such a row, a tail slot for each warp before it
+    that holds edges of it, numbered in warp order) and their fixups."""
+    rows = lptr.size - 1
+    m = lptr + rptr
+    if ps == 0:
+        row = np.arange(0, rows, dist, dtype=np.int64)
+        local, remote = lptr[row], rptr[row]
+    else:
+        d = np.arange(0, rows + int(m[-1]), ps * dist, dtype=np.int64)
+        row = np.searchsorted(m[1:] + np.arange(rows), d, side="left")  # rows whose end item is before d
+        taken = d - row - m[row]
+        ldeg = lptr[row + 1] - lptr[row]
+        local, remote = lptr[row] + np.minimum(taken, ldeg), rptr[row] + np.maximum(taken - ldeg, 0)
+    nw = row.size
+    row, local, remote = (np.append(a, last) for a, last in ((row, rows), (local, lptr[-1]), (remote, rptr[-1])))
+    inside = np.zeros(nw + 1, bool)
+    inside[1:nw] = (local[1:nw] > lptr[row[1:nw]]) | (remote[1:nw] > rptr[row[1:nw]])
+    head = inside[:nw] & (row[:nw] < row[1:])
+    tail = inside[1:]
+    flags = np.stack([head, tail], 1).reshape(-1)  # warp order: a warp's head before its tail
+    slots = np.where(flags, np.cumsum(flags) - 1, -1).reshape(nw, 2)
+    ranges = np.stack([row, local, remote, np.append(slots[:, 0], -1), np.append(slots[:, 1], -1)], 1)
+    slot_row = np.zeros(int(flags.sum()), np.int64)  # the row of each slot: a run of slots per split row
+    slot_row[slots[:, 0][head]] = row[:nw][head]
+    slot_row[slots[:, 1][tail]] = row[1:][tail]
+    starts = np.flatnonzero(np.diff(slot_row, prepend=-1))
+    ends = np.append(starts[1:], slot_row.size) if starts.size else starts
+    fixups = np.stack([slot_row[starts], starts, ends], 1)
+    return ranges.astype(np.int64), fixups.astype(np.int64).reshape(-1, 3)
 
 
 @settings(max_examples=150, deadline=None)
-@given(g=graphs(), p=st.integers(1, 6), ps=st.integers(0, 32), dist=st.integers(1, 16), wpb=st.integers(1, 4))
+@given(g=graphs(), p=st.integers(1, 6), ps=st.integers(0, 32), dist=st.integers(1, 64), wpb=st.integers(1, 4))
 def test_plan_covers_every_edge_once(g, p, ps, dist, wpb):
     p = min(p, g.num_nodes)
     plan = Plan(g, p)
@@ -85,7 +110,7 @@ def test_plan_covers_every_edge_once(g, p, ps, dist, wpb):
             a = g.to_scipy()
             ws = np.concatenate([part.local.weight, part.remote.weight])
             assert np.isclose(ws.sum(), a[lo:hi].sum(), rtol=1e-5, atol=1e-5)
-        check_block_schedule(rp)
+        check_range_schedule(rp)
         check_transposed(part)
     got = np.concatenate(seen) if seen else np.zeros((0, 2))
     want = np.stack([g.rows().numpy(), g.col.numpy()], 1)
@@ -107,69 +132,63 @@ def check_transposed(part):
     assert np.allclose(dense(t, n), fwd.T)
 
 
-def check_block_schedule(rp):
-    """The invariants the kernels rely on (csrc/core/schedule.h): blocks tile each part's
-    partitions in order, hold at most wpb*dist of each and 2*wpb rows, each block's first-partition
-    fields point at its first row's first partition, every partition's row is in its block, every
-    output row is written once (by a block or by one fixup), and a row is cut across blocks only
-    when it does not fit one."""
+def check_range_schedule(rp):
+    """The rank plan's schedule is reference_ranges' (an independent statement of it), and what the
+    kernels rely on holds: every warp holds ps * dist items (the last at most; ps = 0: at most dist
+    whole rows), every output row is written once (by the warp that ends it or by one fixup), and
+    each carry slot is written by one warp, for its fixup's row."""
     c = rp.config
-    b, f = rp.blocks.numpy(), rp.fixups.numpy()
-    B = {name: i for i, name in enumerate(BLOCK_FIELDS)}
-    cap, row_cap = c.wpb * c.dist, 2 * c.wpb  # eq. 1's 2 * wpb partial rows
-    assert b.shape[1] == len(BLOCK_FIELDS) == 9 and f.shape[1] == 3
-    counts = {}
-    for part, csr in (("local", rp.shard.local), ("remote", rp.shard.remote)):
-        rows, _ = partitions_of(csr.rowptr, c.ps)
-        counts[part] = np.bincount(rows, minlength=rp.num_rows)
-        lo, hi, first = B[f"{part}_begin"], B[f"{part}_end"], B[f"{part}_first"]
-        assert np.array_equal(b[1:, lo], b[:-1, hi]) and (b.size == 0 or (b[0, lo] == 0 and b[-1, hi] == rows.size))
-        n = b[:, hi] - b[:, lo]
-        assert np.all((n >= 0) & (n <= cap))
-        blk = np.repeat(np.arange(len(b)), n)
-        assert np.all((rows >= b[blk, 0]) & (rows < b[blk, 1]))
-        prefix = np.concatenate([[0], np.cumsum(counts[part])])
-        assert np.array_equal(b[:, first], prefix[b[:, B["row_begin"]]])
-    nrows = b[:, 1] - b[:, 0]
-    assert np.all((nrows >= 1) & (nrows <= row_cap))
-    direct = b[:, B["scratch"]] < 0
-    written = np.concatenate([np.arange(s, e) for s, e in b[direct, :2]] + [f[:, 0], np.zeros(0, np.int64)])
+    r, f = rp.ranges.numpy(), rp.fixups.numpy()
+    F = {name: i for i, name in enumerate(RANGE_FIELDS)}
+    assert r.shape[1] == len(RANGE_FIELDS) == 5 and f.shape[1] == 3
+    lptr, rptr = rp.shard.local.rowptr, rp.shard.remote.rowptr
+    want_r, want_f = reference_ranges(lptr, rptr, c.ps, c.dist)
+    assert np.array_equal(r, want_r) and np.array_equal(f, want_f)
+    items = np.diff(r[:, F["row"]]) + np.diff(r[:, F["local"]]) + np.diff(r[:, F["remote"]])
+    if c.ps:
+        assert np.all(items[:-1] == c.ps * c.dist) and (items.size == 0 or 0 < items[-1] <= c.ps * c.dist)
+    else:
+        assert np.all(np.diff(r[:, F["row"]]) <= c.dist) and np.array_equal(r[:-1, F["local"]], lptr[r[:-1, F["row"]]])
+    head, tail = r[:-1, F["head_slot"]], r[:-1, F["tail_slot"]]
+    direct = [np.arange(a + (h >= 0), b) for a, b, h in zip(r[:-1, 0], r[1:, 0], head, strict=True)]
+    written = np.concatenate(direct + [f[:, 0], np.zeros(0, np.int64)])
     assert np.array_equal(np.sort(written), np.arange(rp.num_rows))
-    # scratch blocks: one row each; the slots of fixup h are [begin, end), in order, used once
-    assert np.all(nrows[~direct] == 1)
-    assert np.array_equal(np.sort(b[~direct, B["scratch"]]), np.arange(f[-1, 2] if len(f) else 0))
-    assert rp.schedule.num_slots == (f[-1, 2] if len(f) else 0)
+    used = np.concatenate([head[head >= 0], tail[tail >= 0]])
+    assert np.array_equal(np.sort(used), np.arange(rp.schedule.num_slots))
+    slot_row = np.full(rp.schedule.num_slots, -1)
     for row, s0, s1 in f:
-        owners = b[(b[:, B["scratch"]] >= s0) & (b[:, B["scratch"]] < s1)]
-        assert np.all(owners[:, 0] == row) and len(owners) == s1 - s0 >= 2
-        assert max(counts["local"][row], counts["remote"][row]) > cap  # only rows that do not fit one block are cut
+        slot_row[s0:s1] = row
+    assert np.array_equal(slot_row[head[head >= 0]], r[:-1, 0][head >= 0])
+    assert np.array_equal(slot_row[tail[tail >= 0]], r[1:, 0][tail >= 0])
 
 
-def test_block_schedule_example():
-    # rows: 0 has 9 local edges (5 partitions of ps 2: heavy for cap 2), 1 empty, 2 and 3 one
-    # local + one remote edge
+def test_range_schedule_example():
+    # rows: 0 has 9 local edges, 1 none, 2 and 3 one local and one remote edge; ps * dist = 4
+    # items a warp: row 0's 9 edges and its end cross three warps, row 2's end and row 3 a cut each
     local = torch.tensor([0, 9, 9, 10, 11])
     remote = torch.tensor([0, 0, 0, 1, 2])
-    blocks, fixups = torch.ops.mgg.block_schedule(local, remote, 2, 2, 1)
-    assert blocks.tolist() == [
-        [0, 1, 0, 1, 0, 0, 0, 0, 0],
-        [0, 1, 1, 3, 0, 0, 1, 0, 0],
-        [0, 1, 3, 5, 0, 0, 2, 0, 0],
-        [1, 3, 5, 6, 0, 1, -1, 5, 0],
-        [3, 4, 6, 7, 1, 2, -1, 6, 1],
+    ranges, fixups = torch.ops.mgg.range_schedule(local, remote, 2, 2)
+    assert ranges.tolist() == [
+        [0, 0, 0, -1, 0],
+        [0, 4, 0, -1, 1],
+        [0, 8, 0, 2, 3],
+        [2, 10, 0, 4, 5],
+        [3, 11, 2, 6, -1],
+        [4, 11, 2, -1, -1],
     ]
-    assert fixups.tolist() == [[0, 0, 3]]
+    assert fixups.tolist() == [[0, 0, 3], [2, 3, 5], [3, 5, 7]]
+    want_r, want_f = reference_ranges(local.numpy(), remote.numpy(), 2, 2)
+    assert ranges.tolist() == want_r.tolist() and fixups.tolist() == want_f.tolist()
 
 
 def test_ablation_switches():
     g = Graph.from_edges(np.arange(40) % 7, np.arange(40) // 10, 7)  # rows 0..3 with 10 neighbors
     plan = Plan(g, 2)
     off = plan.rank_plan(0, Config(ps=0, dist=2, wpb=1))
-    rows, _ = partitions_of(off.shard.local.rowptr, 0)
-    assert np.all(np.diff(rows) > 0)  # one partition per row
-    check_block_schedule(off)
+    assert off.fixups.numel() == 0 and off.num_warps == -(-off.num_rows // 2)  # whole rows: nothing split
+    check_range_schedule(off)
     contiguous = plan.rank_plan(0, Config(ps=2, dist=2, wpb=1, interleave=False))
-    check_block_schedule(contiguous)
+    check_range_schedule(contiguous)
     _, params = contiguous.op_args("cpu")
     assert params[STEP_PARAMS.index("interleave")] == 0  # the kernel's interleave switch
 
@@ -179,7 +198,7 @@ def test_ablation_switches():
     [
         (dict(ps=-1), "ps must be an integer in \\[1, 32\\] or 0"),
         (dict(ps=33), "ps must be an integer in \\[1, 32\\]"),
-        (dict(dist=17), "dist must be"),
+        (dict(dist=1025), "dist must be"),
         (dict(wpb=2.5), "wpb must be"),
     ],
 )
@@ -194,10 +213,11 @@ def test_limits_come_from_the_extension():
     from mgg.plan import DIST_RANGE, PS_RANGE, WPB_RANGE
 
     assert (PS_RANGE, DIST_RANGE, WPB_RANGE) == tuple(tuple(_C.limits[k]) for k in ("ps", "dist", "wpb"))
-    assert BLOCK_FIELDS == tuple(_C.BLOCK_FIELDS) and len(STEP_FIELDS) == 11 and len(STEP_PARAMS) == 6
-    shape = _C.launch_shape(2100, 16, 32, 4, False, True, 100 * 1024)
-    assert 32 <= shape["tile"] < 256 and shape["smem"] <= 100 * 1024 and shape["threads"] == 512
-    assert _C.launch_shape(2100, 16, 32, 4, False, True, 1024)["tile"] == 0
+    assert RANGE_FIELDS == tuple(_C.RANGE_FIELDS) and len(STEP_FIELDS) == 11 and len(STEP_PARAMS) == 6
+    shape = _C.launch_shape(2100, 8, 32, 4, True, 100 * 1024)
+    assert 32 <= shape["tile"] < 256 and shape["smem"] <= 100 * 1024 and shape["threads"] == 256
+    assert _C.launch_shape(2100, 16, 32, 4, True, 1024)["tile"] == 0
+    assert _C.launch_shape(2100, 16, 32, 4, False, 8 * 1024)["tile"] == 256  # no landing: the widest pass
 
 
 def test_transposed_step_of_a_symmetric_graph_is_shared():

@@ -94,17 +94,18 @@ def test_ranks_tune_together_and_training_is_unchanged(tmp_path, nproc):
 
 
 def test_a_rank_that_disagrees_runs_rank_0s_decision(tmp_path):
-    """Rank 1's own cost favours (32, 1, 1), its cache names another config for the same key, its
+    """Rank 1's own cost favours (2, 1024, 1), its cache names another config for the same key, its
     tuner has another budget and no cost model: it still runs rank 0's candidate at every
     iteration and ends with rank 0's choice; next time it starts from rank 0's cache alone."""
     r0, r1 = run_tune_worker("disagree", 2, tmp_path)
     t0, t1 = r0["tuner"], r1["tuner"]
-    assert [c for c, _, _ in t1["probes"]] == [c for c, _, _ in t0["probes"]] and len(t0["probes"]) == 15
+    # rank 1's own budget is 2: it runs rank 0's whole search instead
+    assert [c for c, _, _ in t1["probes"]] == [c for c, _, _ in t0["probes"]] and len(t0["probes"]) > 2
     assert [s for _, _, s in t1["probes"]] == [s for _, _, s in t0["probes"]]
-    assert min(t1["probes"], key=lambda p: p[1])[0] == (32, 1, 1)  # what rank 1 alone would keep
+    assert min(t1["probes"], key=lambda p: p[1])[0] == (2, 1024, 1)  # what rank 1 alone would keep
     f = step_surface("bowl", 2, disagreeing_cost)
     assert t0["chosen"] == t1["chosen"] == min((c for c, _, _ in t0["probes"]), key=lambda c: f(Config(*c)))
-    assert t1["chosen"] not in ((32, 1, 1), (2, 16, 16))
+    assert t1["chosen"] not in ((2, 1024, 1), (2, 16, 16))
     assert r0["same_output"] and r1["same_output"]  # every config computed the same aggregation
     assert r0["again"]["from_cache"] and r1["again"]["from_cache"]
     assert r1["again"]["chosen"] == t0["chosen"] and not r1["again"]["probes"]

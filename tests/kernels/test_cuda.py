@@ -50,9 +50,9 @@ def test_bad_schedule_is_an_error_on_the_gpu(device):
     args, params = Plan(g).rank_plan(0, Config(4, 2, 2)).op_args(device)
     x = torch.randn(200, 8, device=device)
     bad = list(args)
-    bad[F["blocks"]] = args[F["blocks"]].clone()
-    bad[F["blocks"]][0, 1] += 50  # block 0 claims rows it may not hold
-    with pytest.raises(RuntimeError, match="block 0 has rows|written 2 times|outside its rows"):
+    bad[F["ranges"]] = args[F["ranges"]].clone()
+    bad[F["ranges"]][1, 0] += 50  # warp 1 claims rows it does not hold
+    with pytest.raises(RuntimeError, match=r"ranges\[1\]\.row is \d+ but ps = 4 and dist = 2 give"):
         torch.ops.mgg.aggregate(x, x.new_empty((0, 8)), bad, params, False)
     bad = list(args)
     bad[F["local_col"]] = args[F["local_col"]].clone()

@@ -1,9 +1,9 @@
 """The aggregation kernels' own CUDA source (csrc/kernels/) run by the SIMT emulator on the CPU
-(tests/emulator.py): every kernel (blocks, rows/deterministic, fixup, block-scope copy, the
-proxy path's fetch warp) and every source (halo table, peer pointers, NVSHMEM get at thread, warp
-and block scope, completed over loads/stores or by a proxy), fp32/fp16/bf16, P = 1, 2, 4 from
-real mgg.Plan objects, against the float64 reference (mgg.testing.assert_matches_reference).
-MGG_EMU_FULL=1 widens the matrices."""
+(tests/emulator.py): the range kernel and its fixup with every source (halo table, peer
+pointers, NVSHMEM get at thread, warp and block scope, completed over loads/stores or by a
+proxy), fp32/fp16/bf16, P = 1, 2, 4 from real mgg.Plan objects, against the float64 reference
+(mgg.testing.assert_matches_reference), and bit for bit from one warp schedule to another (every
+aggregation is deterministic). MGG_EMU_FULL=1 widens the matrices."""
 
 import itertools
 
@@ -44,22 +44,22 @@ def local_first_graph(n: int = 300, seed: int = 0) -> Graph:
     return Graph.from_edges(src, dst, n)
 
 
-def check(tmp_path, g, x, ranks, config, source="table", completion="loadstore", deterministic=False, seeds=(1, 2)):
-    """Every rank's step under each scheduling seed equals the float64 reference."""
+def check(tmp_path, g, x, ranks, config, source="table", completion="loadstore", seeds=(1, 2)):
+    """Every rank's step equals the float64 reference, and bit for bit the same under each
+    scheduling seed (the emulator's order of the warps and of their lanes)."""
     plan = Plan(g, ranks)
-    for seed in seeds:
-        assert_matches_reference(
-            aggregate(tmp_path / f"seed{seed}", plan, x, config, source, completion, deterministic, seed), g, x
-        )
+    runs = [aggregate(tmp_path / f"seed{seed}", plan, x, config, source, completion, seed=seed) for seed in seeds]
+    assert_matches_reference(runs[0], g, x)
+    for other in runs[1:]:
+        assert torch.equal(other, runs[0])
 
 
-@pytest.mark.parametrize("deterministic", [False, True], ids=["blocks", "rows"])
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("source,completion", MODES)
-def test_every_source_dtype_and_rank_count(tmp_path, source, completion, dtype, ranks, deterministic):
+def test_every_source_dtype_and_rank_count(tmp_path, source, completion, dtype, ranks):
     g = random_graph(240, 2400, seed=ranks, weighted=True, skew=0.6)
-    check(tmp_path, g, features(240, 40, dtype), ranks, Config(4, 2, 4), source, completion, deterministic)
+    check(tmp_path, g, features(240, 40, dtype), ranks, Config(4, 2, 4), source, completion)
 
 
 SHAPES = {  # name -> (graph, dim, ranks, config)
@@ -95,8 +95,7 @@ def test_shapes_that_break_kernels(tmp_path, shape, source, completion):
     g = make()
     dtype = torch.bfloat16 if dim == 2100 else torch.float32
     x = features(g.num_nodes, dim, dtype)
-    check(tmp_path / "blocks", g, x, ranks, config, source, completion)
-    check(tmp_path / "rows", g, x, ranks, config, source, completion, deterministic=True, seeds=(1,))
+    check(tmp_path, g, x, ranks, config, source, completion)
 
 
 @pytest.mark.parametrize(
@@ -108,13 +107,11 @@ def test_peer_tables_off_the_16_byte_grid(tmp_path, source, completion):
     """Every PE's table 4 bytes into its symmetric heap, as a tensor sliced from a larger one
     (fp32 at D = 32, so only the tables' start is off the 16-byte grid): direct loads read
     columns 32 apart, and the copies within a node go an element at a time (16-byte copies would
-    be misaligned, which the emulator reports); blocks and rows kernels equal the reference."""
+    be misaligned, which the emulator reports); the kernel equals the reference."""
     g = random_graph(200, 1500, seed=11, skew=0.5)
     x = features(200, 32, torch.float32)
-    plan = Plan(g, 2)
-    for det in (False, True):
-        out = aggregate(tmp_path / str(det), plan, x, Config(4, 2, 4), source, completion, det, table_offset=1)
-        assert_matches_reference(out, g, x)
+    out = aggregate(tmp_path, Plan(g, 2), x, Config(4, 2, 4), source, completion, table_offset=1)
+    assert_matches_reference(out, g, x)
 
 
 @pytest.mark.parametrize("source,completion", MODES)
@@ -124,14 +121,13 @@ def test_every_kernel_test_config_exactly(tmp_path, config, source, completion):
     cut across blocks and empty rows: the result is A @ x bit for bit, so a dropped, doubled or
     moved edge shows whatever the row's degree."""
     g, x = exact_inputs(hub_graph(seed=12), 24, torch.bfloat16, seed=12)
-    for det in (False, True):
-        assert_exact_reference(aggregate(tmp_path / str(det), Plan(g, 2), x, config, source, completion, det), g, x)
+    assert_exact_reference(aggregate(tmp_path, Plan(g, 2), x, config, source, completion), g, x)
 
 
 def test_wide_rows_narrow_the_column_tile(tmp_path):
-    """wpb 16 with 32 landing rows of fp32 at D 2100: shared memory narrows the tile below 256
+    """wpb 16 with 2 x 32 landing rows of fp32 at D 2100: shared memory narrows the pass below 256
     columns, so the launcher raises the shared-memory limit (> 48 KB) and the grid has many
-    column slices; the kernels still write every column once."""
+    column passes; the kernel still writes every column once."""
     g = random_graph(120, 700, seed=9, skew=0.3)
     x = features(120, 2100, torch.float32)
     plan = Plan(g, 2)
@@ -143,74 +139,58 @@ def test_wide_rows_narrow_the_column_tile(tmp_path):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_halo_and_peers_agree_and_large_blocks_tile_columns(tmp_path, dtype):
-    """tests/kernels/test_cuda.py's first case on the emulator: wpb = 16 at D = 2100 (narrowed column
-    tiles) over 2 ranks; the halo table and peer pointers both equal the reference, and in
-    deterministic mode (each row summed by one warp in plan order) they agree bit for bit. (The
-    blocks kernels' shared-memory partial sums depend on the warps' interleaving, which differs
-    between the two: the peer source exchanges each edge's PE, the table source does not.)"""
+    """tests/kernels/test_cuda.py's first case on the emulator: wpb = 16 at D = 2100 (9 column
+    passes) over 2 ranks; the halo table and peer pointers both equal the reference and agree bit
+    for bit (the same ranges summed in the same order, whatever the source)."""
     g = random_graph(300, 3000, seed=8, skew=0.5)
     x = features(300, 2100, dtype)
     plan = Plan(g, 2)
-    for det in (False, True):
-        halo = aggregate(tmp_path / f"halo{det}", plan, x, Config(32, 16, 16), "table", "loadstore", det, seed=3)
-        peers = aggregate(tmp_path / f"peers{det}", plan, x, Config(32, 16, 16), "direct", "loadstore", det, seed=3)
-        assert_matches_reference(halo, g, x)
-        assert_matches_reference(peers, g, x)
-        if det:
-            assert torch.equal(halo, peers)
+    halo = aggregate(tmp_path / "halo", plan, x, Config(32, 16, 16), "table", "loadstore", seed=3)
+    peers = aggregate(tmp_path / "peers", plan, x, Config(32, 16, 16), "direct", "loadstore", seed=5)
+    assert_matches_reference(halo, g, x)
+    assert_matches_reference(peers, g, x)
+    assert torch.equal(halo, peers)
 
 
-@pytest.mark.parametrize("source,completion", MODES)
-def test_deterministic_mode_is_bit_identical_across_schedules(tmp_path, source, completion):
-    g = random_graph(300, 4000, seed=10, weighted=True, skew=0.8)
-    x = features(300, 70, torch.float32)
-    plan = Plan(g, 2)
-    runs = [aggregate(tmp_path / str(s), plan, x, Config(4, 2, 4), source, completion, True, seed=s) for s in (1, 2)]
-    assert torch.equal(runs[0], runs[1])
-    assert_matches_reference(runs[0], g, x)
-
-
-def _block_calls(trace_file) -> dict:
-    """block -> the sites of its warps' completed warp and block calls, in the order the
-    emulator ran them."""
+def _warp_calls(trace_file) -> dict:
+    """(block, warp) -> the sites of its completed warp calls, in the order the emulator ran them."""
     calls: dict = {}
     for line in trace_file.read_text().splitlines():
-        block, _warp, site = line.split(" ", 2)
-        calls.setdefault(block, []).append(site)
+        block, warp, site = line.split(" ", 2)
+        calls.setdefault((block, warp), []).append(site)
     return calls
 
 
-def _local_edge_shuffle() -> str:
-    """aggregate_kernel.cuh's line where add_edges_direct (the local part of the landing
-    kernels) shuffles each edge's column to the warp."""
-    text = (emulator.CSRC / "kernels" / "aggregate_kernel.cuh").read_text().splitlines()
-    (line,) = [i + 1 for i, t in enumerate(text) if "__shfl_sync(kFull, mine.col, i)" in t]
-    return f"aggregate_kernel.cuh:{line}"
-
-
 @pytest.mark.parametrize("source", ["get-warp", "get-block"])
-def test_contiguous_mapping_fetches_only_after_all_local_work(tmp_path, source):
-    """interleave=False (MGG's ablation): a block's warps aggregate all of their local partitions
-    before any of its remote rows is fetched (on the proxy path one warp of the block, the fetch
-    warp, posts every get). The trace of the block's calls shows it: no local edge is shuffled
-    after the block's first get, where the interleaved mapping shuffles some (local work while
-    the gets are in flight)."""
+def test_contiguous_mapping_fetches_only_what_it_reads_next(tmp_path, source):
+    """interleave=False (MGG's ablation): no fetch is in flight while a warp reads anything else,
+    each chunk of remote rows being fetched when the warp reaches it. The trace of a warp's calls
+    shows it: between a get and the wait that completes it (complete()'s __syncwarp in
+    nvshmem_fetch.cuh) the warp makes no call of the aggregation (aggregate_kernel.cuh: its edge
+    shuffles), where the interleaved mapping makes some (local rows and the previous chunk read
+    while the next chunk is in flight)."""
     g = random_graph(200, 3000, seed=11)
     x = features(200, 32, torch.float32)
     plan = Plan(g, 2)
     for interleave in (False, True):
         folder = tmp_path / str(interleave)
-        out = aggregate(folder, plan, x, Config(2, 4, 4, interleave=interleave), source, "proxy", trace=True)
+        out = aggregate(folder, plan, x, Config(2, 8, 4, interleave=interleave), source, "proxy", trace=True)
         assert_matches_reference(out, g, x)
-        local = _local_edge_shuffle()
-        late = 0
-        for sites in _block_calls(folder / "rank0" / "trace.txt").values():
-            first_get = next((i for i, s in enumerate(sites) if s.startswith("nvshmemx_getmem")), len(sites))
-            late += sum(local in s for s in sites[first_get:])
+        overlapped = gets = 0
+        for sites in _warp_calls(folder / "rank0" / "trace.txt").values():
+            in_flight = False
+            for site in sites:
+                if site.startswith("nvshmemx_getmem"):
+                    in_flight, gets = True, gets + 1
+                elif "nvshmem_fetch.cuh" in site and "syncwarp" in site:
+                    in_flight = False
+                elif in_flight and "aggregate_kernel.cuh" in site:
+                    overlapped += 1
+        assert gets > 0
         if interleave:
-            assert late > 0, "the interleaved mapping should overlap local work with fetches"
+            assert overlapped > 0, "the interleaved mapping should read rows while a fetch is in flight"
         else:
-            assert late == 0, f"{late} local-edge shuffles after a block's first get with interleave off"
+            assert overlapped == 0, f"{overlapped} aggregation calls while a fetch was in flight with interleave off"
 
 
 @pytest.mark.skipif(not emulator.FULL, reason="MGG_EMU_FULL=1")

@@ -13,7 +13,7 @@ import torch
 from mgg import Config
 from mgg.runtime import ConfigCache, DeviceLimits, MggSearch, feasible, grid, resources
 from mgg.runtime.config_cache import cache_key
-from mgg.runtime.limits import DIST_STEPS, PS_STEPS, WPB_STEPS
+from mgg.runtime.limits import DIST_STEPS, PS_STEPS, WPB_STEPS, num_warps
 
 LATTICE = [Config(p, d, w) for p, d, w in itertools.product(PS_STEPS, DIST_STEPS, WPB_STEPS)]
 
@@ -64,26 +64,26 @@ def test_search_follows_mgg_order():
     seq = [c.as_tuple() for c, _ in s.trajectory[:6]]
     assert seq == [(1, 1, 1), (2, 1, 1), (4, 1, 1), (8, 1, 1), (16, 1, 1), (32, 1, 1)]
     assert s.trajectory[6][0] == Config(16, 2, 1)
-    assert s.best == Config(16, 8, 8)
+    assert s.best == Config(16, 1024, 8)  # past the bump at dist 16, the surface falls to the lattice's end
 
 
 def test_resource_model():
-    r = resources(Config(4, 2, 8), 64, num_local_parts=100, num_remote_parts=37)
-    assert r["wpw"] == 2 * 4 * 64 * 2
-    assert r["smem"] == 4 * 8 * 4 + 2 * 8 * 64 * 4  # MGG eq. 1
-    assert r["num_warps"] == 50 and r["num_blocks"] == 7
-    assert r["tile"] == 64 and r["smem_kernel"] == 2 * 8 * 64 * 4  # the launcher's: partial rows over a tile
-    # D=256 at wpb 16 needs 32 KB at the widest tile; the kernel narrows its tile to fit 16 KB
-    small = DeviceLimits(smem_per_block_optin=16 * 1024, smem_per_sm=16 * 1024, static_smem=0)
-    r = resources(Config(1, 1, 16), 256, limits=small)
-    assert r["tile"] < 256 and r["smem_kernel"] <= 16 * 1024 and feasible(Config(1, 1, 16), 256, small)
-    # landing buffers of NVSHMEM gets count too
-    assert resources(Config(32, 1, 8), 256, get=True, limits=small)["smem_kernel"] <= 16 * 1024
+    r = resources(Config(4, 2, 8), 64, rows=100, edges=37)
+    assert r["wpw"] == 4 * 2 * 64  # a warp's range: ps * dist items of D columns
+    assert r["num_warps"] == math.ceil(137 / 8) and r["num_blocks"] == math.ceil(18 / 8)
+    assert r["tile"] == 64 and r["smem_kernel"] == 8 * 256  # the launcher's: each warp's row ends
+    assert resources(Config(0, 5, 8), 64, rows=100, edges=37)["num_warps"] == 20  # whole rows: dist a warp
+    # landing buffers: 2 chunks of ps rows a warp; D = 256 at ps 32, wpb 4 needs 263 KB at the widest
+    # pass, so the kernel narrows its pass to fit 64 KB
+    small = DeviceLimits(smem_per_block_optin=64 * 1024, smem_per_sm=64 * 1024, static_smem=0)
+    r = resources(Config(32, 1, 4), 256, get=True, limits=small)
+    assert 0 < r["tile"] < 256 and r["smem_kernel"] <= 64 * 1024 and feasible(Config(32, 1, 4), 256, small, get=True)
+    assert resources(Config(32, 1, 4), 256, limits=small)["tile"] == 256  # no landing: the widest pass
     tiny = DeviceLimits(smem_per_block_optin=2 * 1024, smem_per_sm=2 * 1024, static_smem=0)
-    assert feasible(Config(1, 1, 1), 64, tiny)
-    assert not feasible(Config(1, 1, 16), 256, tiny)  # 2*16*32*4 = 4 KB even at 32 columns
+    assert feasible(Config(1, 1, 1), 64, tiny, get=True)
+    assert not feasible(Config(32, 1, 16), 256, tiny, get=True)  # 16 warps x 2 x 32 rows x 32 x 4 B
     assert len(grid(64, DeviceLimits())) == len(LATTICE)
-    assert len(grid(256, tiny)) < len(LATTICE)
+    assert len(grid(256, tiny, get=True)) < len(LATTICE)
 
 
 def test_cache_round_trip_and_second_run_starts_tuned(tmp_path):
@@ -184,7 +184,7 @@ def _distorted(f, tag: str, amp: float):
     return lambda c: f(c) * math.exp(amp * (2 * zlib.crc32(f"{tag}:{c.as_tuple()}".encode()) / 2**32 - 1))
 
 
-def test_rank_shape_counts_the_schedules_partitions():
+def test_rank_shape_counts_the_schedules_items():
     from mgg import Plan
     from mgg.runtime.cost import RankShape
     from mgg.testing import random_graph
@@ -193,34 +193,32 @@ def test_rank_shape_counts_the_schedules_partitions():
     for r in range(3):
         shape = RankShape.of(plan.shard(r))
         assert RankShape.from_list(shape.as_list()) == shape
-        for i, ps in enumerate(PS_STEPS):
-            blocks = plan.rank_plan(r, Config(ps, 1, 1)).blocks
-            assert shape.local_parts[i] == int(blocks[:, 3].max()) and shape.remote_parts[i] == int(blocks[:, 5].max())
         assert shape.edges == plan.shard(r).num_local_edges + plan.shard(r).num_remote_edges
+        assert shape.rows == plan.shard(r).num_rows
+        for c in (Config(4, 2, 1), Config(16, 32, 4), Config(0, 3, 2)):  # the model's warps are the schedule's
+            assert num_warps(c, shape.rows, shape.edges) == plan.rank_plan(r, c).num_warps
 
 
 def test_cost_model_is_eq2_eq3_against_sms_and_occupancy():
-    from mgg.runtime.cost import PARTIAL_ROWS, CostModel, RankShape
+    from mgg.runtime.cost import CARRY_ROWS, FIXED_ROWS, CostModel, RankShape
 
-    n = len(PS_STEPS)
-    shape = RankShape(tuple(12_000 // p for p in PS_STEPS), tuple(6_000 // p for p in PS_STEPS), 18_000, 40)
+    shape = RankShape(2_000, 16_000, 40)
     # a kernel of 32 registers per thread: the register file holds all 64 warp slots
     gpu = DeviceLimits(name="gpu", sm_count=10, max_warps_per_sm=64, max_blocks_per_sm=32, kernel_regs=32)
     m = CostModel([shape], 64, grid(64, gpu), gpu)
     q = m.quantities(Config(4, 2, 8))
-    assert q["wpw"] == 2 * 4 * 64 * 2  # WPW = 2 ps D dist
-    assert q["num_warps"] == math.ceil(3000 / 2)  # eq. 2: max(L, R) / dist
-    assert q["num_blocks"] == math.ceil(1500 / 8)  # eq. 3
-    assert q["blocks_per_sm"] == pytest.approx(188 / 10)  # eq. 3
+    assert q["num_warps"] == math.ceil(18_000 / 8)  # eq. 2: items / (ps dist)
+    assert q["num_blocks"] == math.ceil(2250 / 8)  # eq. 3
+    assert q["blocks_per_sm"] == pytest.approx(282 / 10)  # eq. 3
     assert q["resident"] == 64 // 8  # warp slots bind at wpb 8
-    fill = 18_000 / (4 * (3000 + 1500))
-    assert q["work"] == pytest.approx(q["wpw"] * fill + 2 * 2 * 64 * PARTIAL_ROWS)
-    assert q["estimate"] == pytest.approx((18.8 / 8) * q["work"] * (8 * 8 / 32))  # waves x work x crowding
+    assert q["wpw"] == pytest.approx(8 * 64)  # a warp's items x D
+    assert q["work"] == pytest.approx(q["wpw"] + (FIXED_ROWS + CARRY_ROWS) * 64)
+    assert q["estimate"] == pytest.approx((28.2 / 8) * q["work"] * (8 * 8 / 32))  # waves x work x crowding
     # a launch too small to fill the device is bound by one warp's latency
-    small = CostModel([RankShape((8,) * n, (8,) * n, 64, 8)], 64, grid(64, gpu), gpu)
+    small = CostModel([RankShape(8, 56, 8)], 64, grid(64, gpu), gpu)
     assert small.quantities(Config(8, 1, 1))["estimate"] == pytest.approx(small.quantities(Config(8, 1, 1))["work"])
     # two ranks: the slowest (a GPU each) or the sum (one device, in turn)
-    light = RankShape(tuple(v // 2 for v in shape.local_parts), tuple(v // 2 for v in shape.remote_parts), 9_000, 40)
+    light = RankShape(1_000, 8_000, 40)
     both_max = CostModel([shape, light], 64, grid(64, gpu), gpu, "max")
     both_sum = CostModel([shape, light], 64, grid(64, gpu), gpu, "sum")
     c = Config(4, 2, 8)
@@ -240,7 +238,7 @@ def test_cost_model_occupancy_counts_the_register_file():
     from mgg.runtime.limits import REG_ALLOC_UNIT
 
     assert DeviceLimits().regs_per_thread == 64 * 1024 // (WPB_STEPS[-1] * 32) == 128
-    shape = RankShape(tuple(12_000 // p for p in PS_STEPS), tuple(6_000 // p for p in PS_STEPS), 18_000, 40)
+    shape = RankShape(2_000, 16_000, 40)
     for regs, wpb, resident in [(None, 8, 2), (128, 1, 16), (64, 8, 4), (32, 8, 8), (100, 1, 19), (121, 1, 16)]:
         gpu = DeviceLimits(name="gpu", sm_count=10, kernel_regs=regs)
         per_warp = -(-gpu.regs_per_thread * 32 // REG_ALLOC_UNIT) * REG_ALLOC_UNIT  # 100 -> 3328, 121 -> 4096
@@ -258,16 +256,16 @@ def test_cost_model_prunes_what_cannot_win():
     from mgg.runtime.cost import CostModel, RankShape
     from mgg.testing import random_graph
 
-    g = random_graph(2000, 5000, seed=1)  # max degree below 16: ps 16 and 32 give whole rows, like ps 8 or 16
+    g = random_graph(2000, 5000, seed=1)
     shapes = [RankShape.of(Plan(g, 2).shard(r)) for r in range(2)]
-    top = max(s.max_degree for s in shapes)
     gpu = DeviceLimits(name="gpu", sm_count=132)
     m = CostModel(shapes, 32, grid(32, gpu), gpu)
-    whole = [p for p in PS_STEPS if p >= top]
-    assert m.redundant_ps == set(whole[1:]) and m.redundant_ps
-    assert not any(m.admits(c) for c in LATTICE if c.ps in m.redundant_ps)
-    # on 132 SMs, dist 16 x wpb 16 leaves most of the device idle: pruned
-    assert not m.admits(Config(1, 16, 16)) and m.admits(m.start())
+    # without landing buffers ps and dist matter as their product: of equal products the smallest ps is kept
+    assert Config(4, 8, 2) in m.redundant and Config(1, 32, 2) not in m.redundant
+    assert not any(m.admits(c) for c in m.redundant)
+    assert not CostModel(shapes, 32, grid(32, gpu), gpu, get=True).redundant  # ps sets the landing chunk
+    # on 132 SMs, 32 x 1024 items a warp leave most of the device idle: pruned
+    assert not m.admits(Config(32, 1024, 16)) and m.admits(m.start())
     assert all(m.estimate(c) <= m.slack * m.best_estimate for c in LATTICE if m.admits(c))
     assert m.start() == min((c for c in LATTICE if m.admits(c)), key=m.estimate)
 
@@ -420,3 +418,25 @@ def test_tune_cli_on_ranks(tmp_path):
     assert sum(line.startswith("grid") for line in csv_path.read_text().splitlines()) == len(LATTICE)
     (key,) = json.loads((tmp_path / "c.json").read_text())["entries"]
     assert parse_key(key)["ranks"] == 2 and parse_key(key)["backend"] == "inproc-peers"
+
+
+def test_gpu_ranking_predicts_each_candidate_from_every_shard():
+    """On a GPU the tuner ranks candidates by the range kernel's model (mgg.runtime.kernel_model):
+    each process predicts its own shards' steps, the slowest counts; configs that are the same
+    launch as another (no landing buffers: the same ps * dist) are not measured."""
+    from mgg import Plan
+    from mgg.runtime.cost import LatencyModel, predicted_us, same_launches
+    from mgg.testing import random_graph
+
+    plan = Plan(random_graph(2000, 30000, seed=2, skew=0.6), 2)
+    gpu = DeviceLimits(name="NVIDIA H100 80GB HBM3", sm_count=132)
+    cands = grid(64, gpu)
+    a, b = (predicted_us([plan.shard(r)], 64, 4, cands, gpu.name) for r in range(2))
+    both = predicted_us([plan.shard(0), plan.shard(1)], 64, 4, cands, gpu.name)
+    assert both == [max(x, y) for x, y in zip(a, b, strict=True)] and min(both) > 0
+    fp16 = predicted_us([plan.shard(0)], 64, 2, cands, gpu.name)
+    assert sum(fp16) < sum(a)  # half the row bytes
+    same = same_launches(cands, get=False)
+    assert Config(4, 8, 2) in same and Config(1, 32, 2) not in same and not same_launches(cands, get=True)
+    m = LatencyModel(dict(zip(cands, both, strict=True)).__getitem__, cands, redundant=same)
+    assert m.start() is not None and m.start() not in same and not any(m.admits(c) for c in same)

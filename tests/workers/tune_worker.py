@@ -32,25 +32,21 @@ def slow_rank(world: int) -> int:
 
 
 def rank_cost(kind: str, rank: int, world: int, config: Config) -> float:
-    """A rank's synthetic step time (ms): a latency surface over log2(ps, dist, wpb) shared by the
-    ranks' kernels ('bowl' around (8, 2, 4), or MGG's 'ridge': falling with ps, a valley along
-    dist), the slow rank's optimum one step off (its heavier rows favour a larger ps), ±4%
-    deterministic ripples per rank and config, and the slow rank 1.5x the others."""
+    """A rank's synthetic step time (ms): a latency surface over log2 of what the halo backend's
+    kernel runs, a warp's range (ps * dist items) and the warps of a block (configs of equal range
+    and wpb are the same launch: the same time), shared by the ranks' kernels ('bowl' around a
+    range of 512 items and wpb 2, or a 'ridge': falling with the range, then rising past the rank's
+    best), the slow rank's optimum one step off (its heavier rows favour longer ranges), ±4%
+    deterministic ripples per rank and launch, and the slow rank 1.5x the others."""
     slow = slow_rank(world)
-    x = (math.log2(config.ps), math.log2(config.dist), math.log2(config.wpb))
-    center = (4, 1, 1) if rank == slow else (3, 1, 2)
+    span = config.ps * config.dist
+    x = (math.log2(span), math.log2(config.wpb))
+    center = (10, 0) if rank == slow else (9, 1)
     if kind == "bowl":
         base = 1 + 0.3 * sum((a - b) ** 2 for a, b in zip(x, center, strict=True))
     else:
-        base = (
-            1
-            + 2 / config.ps
-            + 0.1 * config.ps / 8
-            + 0.2 * abs(x[1] - center[1])
-            + 0.05 * config.wpb / 4
-            + 0.3 * max(0.0, x[0] - center[0])
-        )
-    ripple = 1 + 0.04 * (2 * zlib.crc32(f"{kind}:{rank}:{config.as_tuple()}".encode()) / 2**32 - 1)
+        base = 1 + 2 / math.sqrt(span) + 0.05 * config.wpb / 4 + 0.3 * max(0.0, x[0] - center[0])
+    ripple = 1 + 0.04 * (2 * zlib.crc32(f"{kind}:{rank}:{span}:{config.wpb}".encode()) / 2**32 - 1)
     return (1.5 if rank == slow else 1 + 0.05 * rank) * base * ripple
 
 
@@ -127,9 +123,9 @@ def run_train(out_path: str, cache_path: str) -> dict:
 
 
 def disagreeing_cost(kind: str, rank: int, world: int, config: Config) -> float:
-    """Rank 1 is fastest at (32, 1, 1) by far (its own data says: keep it); rank 0 is slowest
+    """Rank 1 is fastest at (2, 1024, 1) by far (its own data says: keep it); rank 0 is slowest
     there, so the step time (the max) says: move away."""
-    if config == Config(32, 1, 1):
+    if config == Config(2, 1024, 1):
         return 0.01 if rank == 1 else 50.0
     return rank_cost(kind, rank, world, config)
 

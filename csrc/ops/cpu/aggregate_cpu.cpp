@@ -1,5 +1,5 @@
-// CPU implementations of mgg::aggregate and mgg::aggregate_peers: they execute the step's block
-// schedule (core/executor.h) as the CUDA kernel walks it, one thread per slice of feature
+// CPU implementations of mgg::aggregate and mgg::aggregate_peers: they execute the step's warp
+// ranges (core/executor.h) as the CUDA kernel walks them, one thread per slice of feature
 // columns, so results do not depend on the thread count.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -41,33 +41,20 @@ at::Tensor execute(const at::Tensor& x, const Call& c, MakeRemote make_remote) {
     const TableSource<scalar_t> lsrc{x.data_ptr<scalar_t>(), dim};
     const auto rsrc = make_remote(scalar_t{});
     scalar_t* o = out.data_ptr<scalar_t>();
-    if (c.deterministic) {
-      at::parallel_for(0, dim, kGrain, [&](int64_t d0, int64_t d1) {
-        std::vector<acc_t> partial(d1 - d0);
-        execute_rows<scalar_t, acc_t>(local, lsrc, remote, rsrc, rows, dim, o, partial.data(), d0, d1);
-      });
-      return;
-    }
-    const Schedule sch{s[kBlocks].data_ptr<int64_t>(),
-                       s[kBlocks].size(0),
-                       s[kFixups].data_ptr<int64_t>(),
-                       s[kFixups].size(0),
-                       s.ps,
-                       s.dist,
-                       s.wpb,
-                       s.interleave};
-    std::vector<acc_t> scratch(static_cast<size_t>(s.num_slots * dim));
+    const Schedule sch{s[kRanges].data_ptr<int64_t>(), s[kRanges].size(0) - 1, s[kFixups].data_ptr<int64_t>(),
+                       s[kFixups].size(0)};
+    std::vector<acc_t> carry(static_cast<size_t>(s.num_slots * dim));
     at::parallel_for(0, dim, kGrain, [&](int64_t d0, int64_t d1) {
-      std::vector<acc_t> slots(static_cast<size_t>(block_row_cap(s.wpb) * (d1 - d0)));
-      execute_blocks<scalar_t, acc_t>(local, lsrc, remote, rsrc, sch, dim, o, scratch.data(), slots.data(), d0, d1);
+      std::vector<acc_t> sum(static_cast<size_t>(d1 - d0));
+      execute_ranges<scalar_t, acc_t>(local, lsrc, remote, rsrc, sch, dim, o, carry.data(), sum.data(), d0, d1);
     });
   });
   return out;
 }
 
 at::Tensor aggregate_cpu(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan, at::IntArrayRef params,
-                         bool deterministic) {
-  const Call c = check_aggregate(x, x_remote, plan, params, deterministic);
+                         bool /*deterministic: every run is*/) {
+  const Call c = check_aggregate(x, x_remote, plan, params);
   return execute(x, c, [&](auto zero) {
     using scalar_t = decltype(zero);
     return TableSource<scalar_t>{x_remote.data_ptr<scalar_t>(), x.size(1)};
@@ -75,8 +62,8 @@ at::Tensor aggregate_cpu(const at::Tensor& x, const at::Tensor& x_remote, const 
 }
 
 at::Tensor aggregate_peers_cpu(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
-                               at::IntArrayRef params, int64_t fetch, bool deterministic) {
-  const Call c = check_aggregate_peers(x, peers, my_pe, plan, params, fetch, deterministic);
+                               at::IntArrayRef params, int64_t fetch, bool /*deterministic: every run is*/) {
+  const Call c = check_aggregate_peers(x, peers, my_pe, plan, params, fetch);
   std::vector<const void*> base;
   for (const auto& p : peers) base.push_back(p.data_ptr());
   return execute(x, c, [&](auto zero) { return PeerSource<decltype(zero)>{base.data(), x.size(1)}; });

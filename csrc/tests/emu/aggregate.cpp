@@ -1,7 +1,7 @@
 // An emulated aggregation step (and a max/min step: run_aggregate_extreme): kernels::Step filled
 // by ops/kernel_step.h from the case (as ops/device_step.h fills it from an op's Step), the launch
 // planned and run by the real launchers (kernels/table.cu, kernels/peers.cu), the output and
-// scratch NaN-filled first so that an unwritten element shows.
+// carry rows NaN-filled first so that an unwritten element shows.
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -17,19 +17,18 @@ namespace mgg::emu {
 std::string run_aggregate(Case& c) {
   const CaseSources s = case_sources(c);
   const bool peers = s.source != kernels::Source::kTable;
-  const kernels::Step ks =
-      kernel_step(CaseStep{c}, storage_of(c), c.integer("dim"), peers, c.integer("deterministic") != 0);
+  const kernels::Step ks = kernel_step(CaseStep{c}, storage_of(c), c.integer("dim"), peers);
   std::vector<unsigned char> out(static_cast<size_t>(ks.num_rows * ks.dim) * kernels::storage_bytes(ks.storage), 0xff);
   if (out.empty()) return {};
   kernels::Launch l{};
   const std::string why =
-      peers ? kernels::plan_peers_launch(ks, s.source, s.src, &l) : kernels::plan_table_launch(ks, &l);
+      peers ? kernels::plan_peers_launch(ks, s.source, s.src, &l) : kernels::plan_table_launch(ks, s.src, &l);
   if (!why.empty()) return "plan: " + why;
   c.write("launch", &l, sizeof l);
-  std::vector<float> scratch(static_cast<size_t>((ks.deterministic ? 0 : c.integer("num_slots")) * ks.dim));
-  if (!scratch.empty()) std::memset(scratch.data(), 0xff, scratch.size() * sizeof(float));
-  const cudaError_t e = peers ? kernels::launch_peers(ks, s.source, s.src, l, out.data(), scratch.data(), nullptr)
-                              : kernels::launch_table(ks, s.src, l, out.data(), scratch.data(), nullptr);
+  std::vector<float> carry(static_cast<size_t>(c.integer("num_slots") * ks.dim));
+  if (!carry.empty()) std::memset(carry.data(), 0xff, carry.size() * sizeof(float));
+  const cudaError_t e = peers ? kernels::launch_peers(ks, s.source, s.src, l, out.data(), carry.data(), nullptr)
+                              : kernels::launch_table(ks, s.src, l, out.data(), carry.data(), nullptr);
   if (e != cudaSuccess) return std::string(cudaGetErrorString(e)) + "\n" + simt::last_report();
   c.write("out", out.data(), out.size());
   return {};
@@ -40,7 +39,7 @@ std::string run_aggregate(Case& c) {
 std::string run_aggregate_extreme(Case& c) {
   const CaseSources s = case_sources(c);
   if (s.source != kernels::Source::kTable) return "aggregate_extreme reads tables only";
-  const kernels::Step ks = kernel_step(CaseStep{c}, storage_of(c), c.integer("dim"), false, true);
+  const kernels::Step ks = kernel_step(CaseStep{c}, storage_of(c), c.integer("dim"), false);
   const size_t n = static_cast<size_t>(ks.num_rows * ks.dim);
   std::vector<unsigned char> out(n * kernels::storage_bytes(ks.storage), 0xff);
   std::vector<int64_t> arg(n);

@@ -1,6 +1,6 @@
 // A case's step as ops/kernel_step.h reads it (the same filling of kernels::Step and
 // kernels::DevicePart as the op files'): the step's fields are arrays named as core/step_layout.h
-// names them (weights already fp32), `num_blocks`/`num_fixups` their lengths, the parameters
+// names them (weights already fp32), `num_ranges`/`num_fixups` their lengths, the parameters
 // values of their names, `rows` the output rows.
 #pragma once
 #include <string>

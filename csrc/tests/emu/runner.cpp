@@ -32,7 +32,9 @@ void start_counters(const mgg::emu::Case& c) {
 
 // counters.txt: `load SITE REGION requests sectors active_lanes lane_slots bytes`,
 // `shared SITE OP requests wavefronts active_lanes` (OP ld, st or atom), `get SCOPE calls bytes
-// sectors` (NVSHMEM gets at thread, warp or block scope) and `warp_call NAME count` lines.
+// sectors` (NVSHMEM gets at thread, warp or block scope), `atomic SITE SPACE operations` (SPACE
+// shared or global), `warp_call NAME count` lines, and one `chain warps loads most without_rows`
+// line (simt.h's ChainCounts).
 void write_counters(const mgg::emu::Case& c) {
   std::ofstream out(c.dir() + "/counters.txt");
   for (const simt::SiteCounts& k : simt::memory_counts()) {
@@ -46,6 +48,11 @@ void write_counters(const mgg::emu::Case& c) {
   for (const simt::GetCounts& k : simt::get_counts()) {
     out << "get " << k.scope << " " << k.calls << " " << k.bytes << " " << k.sectors << "\n";
   }
+  for (const simt::AtomicCounts& k : simt::atomic_counts()) {
+    out << "atomic " << k.site << " " << k.space << " " << k.operations << "\n";
+  }
+  const simt::ChainCounts chain = simt::chain_counts();
+  out << "chain " << chain.warps << " " << chain.loads << " " << chain.most << " " << chain.without_rows << "\n";
   for (auto [name, n] : simt::warp_call_counts()) {
     std::replace(name.begin(), name.end(), ' ', '_');
     out << "warp_call " << name << " " << n << "\n";
