@@ -1,16 +1,20 @@
 """What the compiler gives each kernel: registers, spills, stack and static shared memory per
 kernel instantiation and arch, read from ptxas (-Xptxas -v) while compiling csrc/kernels/*.cu
 with the extension's own flags (csrc/build_flags.json) and the NVSHMEM wheel's headers, so the
-NVSHMEM-get variants are in it. Needs nvcc, not a GPU.
+NVSHMEM-get variants are in it (bench.cubins); and, from the same sm_90 cubins, the row loads in
+flight per kernel (bench.sass). Needs nvcc, not a GPU.
 
     python -m bench.resources [--archs 80 90] [--out DIR] [--check]
 
 Writes resources-<date>.csv (one row per kernel and arch; the columns that Nsight Compute also
 reports carry its metric names) and prints a markdown table. --check exits 1 when any kernel on
 any arch spills (none does since 2026-11-26, nvcc 13.0, NVSHMEM 3.4.5: issue 31), and when an
-aggregation blocks kernel, of any source (the proxy path's fetch-warp kernel included), holds
-more registers per thread on an arch than REGISTER_BOUND gives (64 on sm_90: two 16-warp blocks
-per SM).
+aggregation range kernel of any source but the proxy path's NVSHMEM gets (whose launch bounds
+allow more: kernels/aggregate_kernel.cuh's kBoundThreads) holds more registers per thread on an
+arch than REGISTER_BOUND gives (64 on sm_90: two 16-warp blocks per SM), and, where sm_90 is
+compiled, when bench.sass's check fails (an aggregation range kernel
+with fewer 16-byte row loads in flight than kRowsInFlight, or none to check). With --out, the
+SASS rows go to sass-<date>.csv beside.
 """
 
 from __future__ import annotations
@@ -18,20 +22,14 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
-import importlib.util
-import json
-import os
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-KERNELS = ROOT / "csrc" / "kernels"
-FLAGS = json.loads((ROOT / "csrc" / "build_flags.json").read_text())
-DEFINES = ["-DMGG_WITH_CUDA", "-DMGG_WITH_NVSHMEM"]  # as setup.py builds the CUDA extension
+from bench import cubins, sass
+from bench.cubins import short_name
+
 COLUMNS = [
     "source",
     "arch",
@@ -44,15 +42,14 @@ COLUMNS = [
     "barriers",
 ]
 
-# arch -> the most registers per thread an aggregation blocks kernel may hold there:
+# arch -> the most registers per thread an aggregation range kernel may hold there:
 # kernels/aggregate_kernel.cuh's kBlockRegisters (kBlocksPerSm blocks of 512 threads per SM).
 REGISTER_BOUND = {"90": 64}
 
 
 def bounded(row: dict) -> bool:
-    """An aggregation blocks kernel (aggregate_blocks_kernel, aggregate_blocks_blockget_kernel,
-    aggregate_blocks_fetchwarp_kernel), whatever its sources."""
-    return row["kernel"].startswith("aggregate_blocks")
+    """An aggregation range kernel, whatever its source but the proxy path's NVSHMEM gets."""
+    return row["kernel"].startswith("aggregate_ranges_kernel") and "NvshmemGetFetch" not in row["kernel"]
 
 
 def register_violations(rows: list[dict]) -> list[str]:
@@ -68,53 +65,6 @@ def register_violations(rows: list[dict]) -> list[str]:
 
 def key(row: dict) -> str:
     return f"{row['kernel']}@sm_{row['arch']}"
-
-
-def find_nvcc() -> str | None:
-    """nvcc where setup.py looks for it: CUDA_HOME, else CUDA_PATH; /usr/local/cuda; PATH."""
-    for d in (os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if d and os.access(os.path.join(d, "bin", "nvcc"), os.X_OK):
-            return os.path.join(d, "bin", "nvcc")
-    return shutil.which("nvcc")
-
-
-def nvshmem_include() -> Path:
-    spec = importlib.util.find_spec("nvidia.nvshmem")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit(
-            "bench.resources: the NVSHMEM wheel is not installed (pip install nvidia-nvshmem-cu13): "
-            "without its headers the NVSHMEM-get kernels, the ones that spill, are not compiled"
-        )
-    return Path(spec.submodule_search_locations[0]) / "include"
-
-
-def compile_flags(arch: str) -> list[str]:
-    return (
-        FLAGS["nvcc"]
-        + DEFINES
-        + [f"-U{m}" for m in FLAGS["nvcc_undefine"]]
-        + [f"-I{nvshmem_include()}", f"-gencode=arch=compute_{arch},code=sm_{arch}", "-Xptxas", "-v"]
-    )
-
-
-def demangle(names: list[str]) -> list[str]:
-    if not names or shutil.which("c++filt") is None:
-        return names
-    out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True).stdout
-    return out.splitlines()
-
-
-def short_name(name: str) -> str:
-    """A demangled kernel without namespaces, argument list or enum casts:
-    aggregate_blocks_kernel<float, TableFetch, NvshmemGetFetch<1>>."""
-    name = re.sub(r"^__nv_static_\w+?_(?=_Z)", "", name)  # nvcc's prefix of internal-linkage kernels
-    if name.startswith("_Z"):
-        name = demangle([name])[0]
-    name = re.sub(r"^void ", "", name)
-    name = re.sub(r"\([^()]*(\([^()]*\)[^()]*)*\)$", "", name)  # the argument list
-    name = re.sub(r"(mgg::kernels::|\(anonymous namespace\)::|mgg::)", "", name)
-    name = re.sub(r"\(\w+\)(\d+)", r"\1", name)  # (GetScope)1 -> 1
-    return name.replace("> >", ">>").replace(" >", ">")
 
 
 def parse_ptxas(text: str) -> list[dict]:
@@ -147,19 +97,9 @@ def parse_ptxas(text: str) -> list[dict]:
     return rows
 
 
-def measure(nvcc: str, archs: list[str], log=print) -> list[dict]:
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for source in sorted(KERNELS.glob("*.cu")):
-            for arch in archs:
-                log(f"bench.resources: {source.name} for sm_{arch}", file=sys.stderr)
-                cmd = [nvcc, "-cubin", "-o", os.path.join(tmp, "k.cubin"), *compile_flags(arch), str(source)]
-                r = subprocess.run(cmd, capture_output=True, text=True)
-                if r.returncode != 0:
-                    raise SystemExit(f"bench.resources: nvcc failed on {source.name} (sm_{arch}):\n{r.stderr[-3000:]}")
-                for row in parse_ptxas(r.stderr):
-                    rows.append(dict(row, source=source.name))
-    return rows
+def measure(compiled: list[cubins.Cubin]) -> list[dict]:
+    """The rows of every kernel of every cubin, from its ptxas log."""
+    return [dict(row, source=c.source) for c in compiled for row in parse_ptxas(c.ptxas_log)]
 
 
 def spills(rows: list[dict]) -> list[str]:
@@ -193,14 +133,21 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--check",
         action="store_true",
-        help="exit 1 on any spill or on an aggregation blocks kernel over REGISTER_BOUND",
+        help="exit 1 on any spill, on an aggregation range kernel over REGISTER_BOUND, or (sm_90) on an "
+        "aggregation range kernel with too few row loads in flight (bench.sass)",
     )
     args = ap.parse_args(argv)
-    nvcc = find_nvcc()
+    nvcc = cubins.find_nvcc()
     if nvcc is None:
         print("bench.resources: no nvcc here (CUDA_HOME, /usr/local/cuda, PATH): nothing to measure")
         return 0
-    rows = measure(nvcc, args.archs)
+    loads = None  # bench.sass's rows: the loads in flight of the sm_90 code, read from the same cubins
+    cuobjdump = sass.find_cuobjdump(nvcc)
+    with tempfile.TemporaryDirectory() as tmp:
+        compiled = cubins.compile_kernels(nvcc, args.archs, Path(tmp))
+        rows = measure(compiled)
+        if sass.ARCH in args.archs and cuobjdump is not None:
+            loads = sass.measure(cuobjdump, compiled)
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -210,22 +157,33 @@ def main(argv=None) -> int:
             w.writeheader()
             w.writerows({k: r[k] for k in COLUMNS} for r in rows)
         print(f"bench.resources: {len(rows)} kernels written to {path}", file=sys.stderr)
+        if loads is not None:
+            print(f"bench.sass: {len(loads)} kernels written to {sass.write_csv(loads, args.out)}", file=sys.stderr)
     print(markdown(rows))
-    if args.check:
-        bad = spills(rows)
-        for v in bad:
-            print(f"bench.resources: spill: {v}", file=sys.stderr)
-        over = register_violations(rows)
-        for v in over:
-            print(f"bench.resources: registers: {v}", file=sys.stderr)
-        if bad or over:
-            return 1
+    if loads is not None:
+        print(f"\nLoads in flight (sm_{sass.ARCH} SASS, bench.sass):\n\n{sass.markdown(loads)}")
+    if not args.check:
+        return 0
+    bad = spills(rows)
+    for v in bad:
+        print(f"bench.resources: spill: {v}", file=sys.stderr)
+    over = register_violations(rows)
+    for v in over:
+        print(f"bench.resources: registers: {v}", file=sys.stderr)
+    if not (bad or over):
         bounded_rows = [r for r in rows if bounded(r) and str(r["arch"]) in REGISTER_BOUND]
         print(
             f"bench.resources: no kernel spills ({len(rows)} kernel/arch pairs); {len(bounded_rows)} blocks kernels "
             f"within REGISTER_BOUND"
         )
-    return 0
+    if sass.ARCH not in args.archs:
+        shallow = 0  # no sm_90 code compiled: nothing for the SASS check to read
+    elif loads is None:
+        print("bench.sass: no cuobjdump (beside nvcc, on PATH, or triton's): no SASS to check", file=sys.stderr)
+        shallow = 1
+    else:
+        shallow = sass.check(loads)
+    return 1 if bad or over or shallow else 0
 
 
 if __name__ == "__main__":

@@ -362,7 +362,7 @@ def test_rows_are_on_disk_as_soon_as_they_are_measured(tmp_path):
         paths = list(tmp_path.glob("*.csv"))
         rows = list(csv.DictReader(open(paths[0]))) if paths else []
     p.send_signal(signal.SIGKILL)
-    p.wait()
+    p.wait(timeout=60)
     assert len(rows) >= 2 and all(float(r["median_ms"]) > 0 for r in rows)
     assert not list(tmp_path.glob("*.md"))  # it was cut off before the summary
 
@@ -619,62 +619,81 @@ def test_resources_reads_ptxas_and_refuses_any_spill():
     assert "bench.resources" in ci and "--check" in ci
 
 
-def test_resources_bounds_the_registers_of_every_blocks_kernel():
-    """--check's register rule: an aggregation blocks kernel over 64 registers on sm_90 fails,
-    whatever its source (the proxy path's fetch-warp kernel too); other kernels and archs are
-    free."""
+def test_resources_bounds_the_registers_of_every_range_kernel():
+    """--check's register rule: an aggregation range kernel over 64 registers on sm_90 fails,
+    whatever its source but the proxy path's NVSHMEM gets (bounded at half the threads); other
+    kernels and archs are free."""
     from bench.resources import register_violations
 
     def row(kernel, regs, arch="90"):
         return {"kernel": kernel, "arch": arch, "launch__registers_per_thread": regs, "source": "peers.cu"}
 
-    copy = "aggregate_blocks_kernel<__half, TableFetch, PeerCopyFetch<1>>"
-    block = "aggregate_blocks_blockget_kernel<float>"
-    proxy = "aggregate_blocks_fetchwarp_kernel<__nv_bfloat16>"
-    assert register_violations([row(copy, 64), row(block, 64), row(proxy, 64)]) == []
+    copy = "aggregate_ranges_kernel<__half, 1, true, TableFetch, PeerCopyFetch<1>, false>"
+    table = "aggregate_ranges_kernel<float, 2, false, TableFetch, TableFetch, false>"
+    proxy = "aggregate_ranges_kernel<__nv_bfloat16, 1, true, TableFetch, NvshmemGetFetch<1>, true>"
+    assert register_violations([row(copy, 64), row(table, 64), row(proxy, 64)]) == []
     (v,) = register_violations([row(copy, 65)])
     assert copy in v and "65 registers, 64 allowed" in v
-    assert len(register_violations([row(block, 72)])) == 1
-    assert len(register_violations([row(proxy, 96)])) == 1
+    assert len(register_violations([row(table, 72)])) == 1
+    assert register_violations([row(proxy, 104)]) == []
     assert register_violations([row(copy, 128, arch="80")]) == []
-    assert register_violations([row("aggregate_rows_kernel<float, TableFetch, NvshmemGetFetch<1>>", 88)]) == []
+    assert register_violations([row("aggregate_extreme_kernel<float, TableFetch, TableFetch>", 88)]) == []
 
 
 @pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 def test_counters_report_of_the_emulated_kernels(tmp_path):
     """bench.counters on a small graph: one CSV row per case and memory class with Nsight
-    Compute's metric names, the ratios consistent with the raw counts, a markdown table and a
-    plot; --ncu-metrics names the metrics the GPU stage collects (bench/gpu_verify.sh)."""
+    Compute's metric names, the ratios consistent with the raw counts, the range kernel's traffic
+    by class (one range-record load per warp, the index stream's lanes mostly active, 16-byte row
+    loads by lane groups, no atomics, a chain of a few loads, the plan's carry), a markdown table
+    with --before's table beside it (an earlier run in the blocks kernel's columns) and a plot;
+    --ncu-metrics names the metrics the GPU stage collects (bench/gpu_verify.sh)."""
     from bench import counters
 
+    before = tmp_path / "before.csv"  # the blocks kernel's columns, one case
+    old = dict(graph="rmat:300:2400", dim="16", dtype="float32", source="table", ranks="2", edges="2400")
+    with open(before, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[*old, "class", counters.NCU["requests"], "active_lanes_pct",
+                                          "shared_requests_partial_sums"])  # fmt: skip
+        w.writeheader()
+        for cls, req, lanes in [("global", 1200, 75.0), ("rows", 300, 90.0), ("edges", 900, 44.9), ("landed", 0, "")]:
+            w.writerow(dict(old, **{"class": cls, counters.NCU["requests"]: req, "active_lanes_pct": lanes},
+                            shared_requests_partial_sums=240))  # fmt: skip
     assert counters.main(["--graphs", "rmat:300:2400", "--dims", "16", "64", "--dtypes", "float32",
-                          "--sources", "table", "get-warp", "copy-warp", "--out", str(tmp_path)]) == 0  # fmt: skip
-    (path,) = tmp_path.glob("counters-*.csv")
+                          "--sources", "table", "get-warp", "copy-warp", "--out", str(tmp_path),
+                          "--before", str(before)]) == 0  # fmt: skip
+    (path,) = tmp_path.glob("counters-2*.csv")
     rows = list(csv.DictReader(open(path)))
     assert len(rows) == 2 * 3 * len(counters.CLASSES)
     req, sec = counters.NCU["requests"], counters.NCU["sectors"]
+    by = {(r["dim"], r["source"], r["class"]): r for r in rows}
     for r in rows:
-        if r["class"] == "rows":
+        cls = {c: by[(r["dim"], r["source"], c)] for c in counters.CLASSES}
+        if r["class"] != "landed":
             assert float(r["sectors_per_request"]) == pytest.approx(int(r[sec]) / int(r[req]), abs=1e-3)
-            # 16-byte loads and lane groups in every kernel, the NVSHMEM-get ones included: fewer
-            # requests than one per 32 columns of a row, more than half the lanes active
+            assert float(r["requests_per_edge"]) == pytest.approx(int(r[req]) / int(r["edges"]), abs=1e-4)
+        if r["class"] == "global":  # the classes of global loads add up
+            assert int(r[req]) == sum(int(cls[c][req]) for c in ("rows", "index", "row_ends", "ranges"))
+        if r["class"] == "rows":  # 16-byte loads by lane groups in every kernel, gets and copies included
             assert float(r["requests_per_128_bytes"]) < (2.0 if r["dim"] == "16" else 1.0)
             assert float(r["active_lanes_pct"]) > 50.0
             if r["source"] == "copy-warp":  # 16-byte copies of whole rows: within 5% of the bytes asked
                 assert float(r["bytes_in_sectors_over_requested"]) <= 1.05
+        if r["class"] == "ranges":  # one load of a warp's two records, 10 lanes
+            assert int(r[req]) == int(r["warps"]) and float(r["active_lanes_pct"]) == pytest.approx(100 * 10 / 32, 0.01)
+        if r["class"] == "index" and r["source"] == "table":  # windows of 32 edges, mostly full
+            assert float(r["active_lanes_pct"]) > 80.0
         if r["class"] == "landed":
             lands = r["source"] in ("get-warp", "copy-warp")  # gets and copies land rows in shared memory
             assert (int(r[req]) > 0) == lands
-            if lands:  # landed rows read back with 16-byte loads too
-                assert float(r["requests_per_128_bytes"]) < (2.0 if r["dim"] == "16" else 1.0)
         # NVSHMEM gets only over the proxy: within a node the kernels copy and call none
         assert (int(r["get_calls"]) > 0) == (r["source"] == "get-warp")
-        # the partial sums' shared atomics (commit): conflict-free, but 2 lanes a word at fp32
-        # D = 16 (lane groups of 4, in every kernel)
-        assert int(r["shared_requests_partial_sums"]) > 0
-        degree = float(r["wavefronts_per_shared_request_partial_sums"])
-        assert degree == (2.0 if r["dim"] == "16" else 1.0)
-    assert list(tmp_path.glob("counters-*.md")) and list(tmp_path.glob("counters-*.png"))
+        assert int(r["atomics"]) == int(r["shared_atomic_requests"]) == 0
+        assert 3 <= float(r["chain_mean"]) <= int(r["chain_max"]) <= 13
+        assert int(r["carry_bytes"]) == int(r["carry_slots"]) * int(r["dim"]) * 4
+    md = next(tmp_path.glob("counters-2*.md")).read_text()
+    assert "Before: before.csv" in md and "| rmat:300:2400 | 16 | float32 | table | 0.500 / " in md
+    assert list(tmp_path.glob("counters-2*.png"))
     gpu = open(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu_verify.sh")).read()
     assert "bench.counters --ncu-metrics" in gpu
 
