@@ -43,7 +43,7 @@ FLAGS = [
     f"-I{CSRC / 'tests' / 'simt' / 'include'}",
     f"-I{CUDA_HOME / 'include'}",
 ]
-SIMT = ["fiber.cpp", "scheduler.cpp", "runtime.cpp", "nvshmem.cpp", "async_copy.cpp", "counters.cpp"]
+SIMT = ["fiber.cpp", "scheduler.cpp", "runtime.cpp", "nvshmem.cpp", "async_copy.cpp", "counters.cpp", "symbols.cpp"]
 # target -> its translation units: (source, force-include simt.h)
 TARGETS = {
     "simt_selftest": [(CSRC / "tests" / "simt" / f, False) for f in SIMT + ["selftest.cpp"]],
@@ -57,6 +57,7 @@ TARGETS = {
 # storage name of the runner -> (torch dtype, numpy dtype of the raw bits)
 STORAGE = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 ENV = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1")
+COMPILE_TIME_LIMIT_S = 1200  # one translation unit (or the link) on a busy 2-core machine takes minutes at most
 
 
 def available() -> Optional[str]:
@@ -98,14 +99,21 @@ def build(target: str) -> Path:
         if not obj.exists():
             extra = ["-include", str(CSRC / "tests" / "simt" / "simt.h"), "-x", "c++"] if shim else []
             tmp = obj.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-            subprocess.run([CXX, *FLAGS, *extra, "-c", str(src), "-o", str(tmp)], check=True, cwd=ROOT)
+            subprocess.run(
+                [CXX, *FLAGS, *extra, "-c", str(src), "-o", str(tmp)],
+                check=True,
+                cwd=ROOT,
+                timeout=COMPILE_TIME_LIMIT_S,
+            )
             tmp.rename(obj)
         return str(obj)
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # one compiler per core
         objects = list(pool.map(compile_unit, TARGETS[target]))
     tmp = exe.with_suffix(f".{os.getpid()}.tmp")
-    subprocess.run([CXX, "-fsanitize=address,undefined", *objects, "-o", str(tmp)], check=True)
+    subprocess.run(
+        [CXX, "-fsanitize=address,undefined", *objects, "-o", str(tmp)], check=True, timeout=COMPILE_TIME_LIMIT_S
+    )
     tmp.rename(exe)
     _prune(cache.parent, keep=3)
     return exe
@@ -143,18 +151,42 @@ def write_case(folder: Path, values: dict, arrays: dict) -> Path:
     return folder
 
 
+# The runner's time limit: RUNNER_FLOOR_S plus RUNNER_S_PER_MB per megabyte of the cases' arrays (their edges
+# and rows, which the emulated work grows with; the tests' runs take at most 1.4 s per MB, 3 s in all). A
+# kernel in a loop that calls the emulator stops long before, at its step budget (simt.h's watchdog, which
+# names it); this limit catches any other hang.
+RUNNER_FLOOR_S = 120
+RUNNER_S_PER_MB = 10
+
+
+def runner_time_limit(folders: list) -> float:
+    """Seconds the runner may take for `folders`."""
+    size = sum(p.stat().st_size for f in folders for p in Path(f).glob("*.bin"))
+    return RUNNER_FLOOR_S + RUNNER_S_PER_MB * size / 2**20
+
+
 def run_cases(folders: list) -> list:
-    """Runs the cases in one runner process; each case's status ("ok" or why not)."""
+    """Runs the cases in one runner process; each case's status ("ok" or why not). A runner that
+    ends early (a crash) or runs past runner_time_limit (then stopped) leaves the case it was
+    running without a status, which says so, and the cases after it not run."""
     exe = build("simt_runner")
-    r = subprocess.run([str(exe), *map(str, folders)], capture_output=True, text=True, env=ENV)
-    status = []
+    limit = runner_time_limit(folders)
+    try:
+        r = subprocess.run([str(exe), *map(str, folders)], capture_output=True, text=True, env=ENV, timeout=limit)
+        end, out, err = f"runner exit {r.returncode}", r.stdout, r.stderr
+    except subprocess.TimeoutExpired as e:  # its output as bytes
+        end = f"runner stopped at its time limit of {limit:.0f} s"
+        out, err = (b.decode(errors="replace") if b else "" for b in (e.stdout, e.stderr))
+    status, running = [], None
     for f in folders:
         s = Path(f) / "status.txt"
-        status.append(
-            s.read_text().strip()
-            if s.exists()
-            else f"no status (runner exit {r.returncode}):\n" + r.stdout[-4000:] + r.stderr[-8000:]
-        )
+        if s.exists():
+            status.append(s.read_text().strip())
+        elif running is None:
+            running = Path(f).name
+            status.append(f"no status ({end}) while running this case:\n" + out[-4000:] + err[-8000:])
+        else:
+            status.append(f"not run ({end} while running {running})")
     return status
 
 
@@ -182,19 +214,25 @@ def launch_of(folder: Path) -> dict:
 LOAD_FIELDS = ("requests", "sectors", "active_lanes", "lane_slots", "bytes")
 SHARED_FIELDS = ("requests", "wavefronts", "active_lanes")
 GET_FIELDS = ("calls", "bytes", "sectors")
+CHAIN_FIELDS = ("warps", "loads", "most", "without_rows")
 
 
 def counters_of(folder: Path) -> dict:
     """A case's memory counters (counters.txt): {"loads": {(site, region): {requests, sectors,
     active_lanes, lane_slots, bytes}}, "shared": {(site, op): {requests, wavefronts,
-    active_lanes}}, "gets": {scope: {calls, bytes, sectors}}, "warp_calls": {name: count}}; site is
+    active_lanes}}, "gets": {scope: {calls, bytes, sectors}}, "atomics": {(site, space):
+    operations}, "chain": {warps, loads, most, without_rows}, "warp_calls": {name: count}}; site is
     file:line of the access (e.g. "kernels/aggregate_kernel.cuh:77"), region the case's array a
     load read (or "shared"), op of a shared-memory site ld, st or atom (kernels/memory.cuh's
     MGG_SHARED_*): its wavefronts per request is the bank-conflict degree, wavefronts - requests
     what Nsight Compute counts as bank conflicts. A get scope (thread, warp, block) counts NVSHMEM
     get calls, the bytes they move and the 32-byte sectors of their sources
-    (csrc/tests/simt/nvshmem.cpp)."""
-    loads, shared, gets, calls = {}, {}, {}, {}
+    (csrc/tests/simt/nvshmem.cpp). An atomic space (shared: dynamic shared memory, global: any
+    other) counts the threads' atomic operations. The chain: per warp, the global-load requests it
+    issues before its first source-row access (a load from table, remote_table or peerN, or a
+    get): the number of warps with one, the sum and the most of their chains, and the warps that
+    load but read no row (csrc/tests/simt/simt.h's ChainCounts)."""
+    loads, shared, gets, atomics, chain, calls = {}, {}, {}, {}, {}, {}
     for line in (Path(folder) / "counters.txt").read_text().splitlines():
         kind, *rest = line.split()
         if kind == "load":
@@ -206,9 +244,14 @@ def counters_of(folder: Path) -> dict:
         elif kind == "get":
             scope, *numbers = rest
             gets[scope] = dict(zip(GET_FIELDS, map(int, numbers), strict=True))
+        elif kind == "atomic":
+            site, space, n = rest
+            atomics[(site, space)] = int(n)
+        elif kind == "chain":
+            chain = dict(zip(CHAIN_FIELDS, map(int, rest), strict=True))
         elif kind == "warp_call":
             calls[rest[0]] = int(rest[1])
-    return {"loads": loads, "shared": shared, "gets": gets, "warp_calls": calls}
+    return {"loads": loads, "shared": shared, "gets": gets, "atomics": atomics, "chain": chain, "warp_calls": calls}
 
 
 # ---- the mgg ops on CPU tensors through the emulated kernels ---------------------------------

@@ -30,7 +30,7 @@ CASES = [
 
 def selftest(case: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(emulator.build("simt_selftest")), case], capture_output=True, text=True, env=emulator.ENV
+        [str(emulator.build("simt_selftest")), case], capture_output=True, text=True, env=emulator.ENV, timeout=300
     )
 
 

@@ -36,6 +36,7 @@ std::string check_block_end() {
 }  // namespace
 
 void async_copy(void* dst, const void* src, size_t bytes, const Site& site) {
+  step(site);
   static const bool registered = (on_block_end(&check_block_end), true);
   static_cast<void>(registered);
   if (reinterpret_cast<uintptr_t>(dst) % bytes != 0 || reinterpret_cast<uintptr_t>(src) % bytes != 0) {
@@ -50,7 +51,8 @@ void async_copy(void* dst, const void* src, size_t bytes, const Site& site) {
   pending.push_back({dst, src, bytes, here().id, site});
 }
 
-void async_wait(const Site& /*site*/) {
+void async_wait(const Site& site) {
+  step(site);
   const int id = here().id;
   const auto mine = [id](const Copy& c) { return c.owner == id; };
   for (const Copy& c : pending) {

@@ -103,12 +103,14 @@ void set_world(const void* const* h, int n_pes, size_t bytes, int my_pe, Complet
 using namespace simt::shmem;  // NOLINT: the definitions of the global NVSHMEM calls below
 
 void nvshmem_getmem_nbi(void* dest, const void* source, size_t bytes, int pe, const simt::Site& site) {
+  simt::step(site);
   const void* src = translate(source, bytes, pe, site);
   simt::count_get("thread", src, bytes);
   issue(dest, src, bytes, Scope::kThread, simt::here().id, site);
 }
 
 void nvshmem_getmem(void* dest, const void* source, size_t bytes, int pe, const simt::Site& site) {
+  simt::step(site);
   const void* src = translate(source, bytes, pe, site);
   simt::count_get("thread", src, bytes);
   std::memcpy(dest, src, bytes);  // blocking: complete on return
@@ -122,7 +124,8 @@ void nvshmemx_getmem_nbi_block(void* dest, const void* source, size_t bytes, int
   group("nvshmemx_getmem_nbi_block", simt::Op::kBlockCall, dest, source, bytes, pe, site);
 }
 
-void nvshmem_quiet(const simt::Site& /*site*/) {
+void nvshmem_quiet(const simt::Site& site) {
+  simt::step(site);
   const int id = simt::here().id;
   auto mine = [id](const Get& g) {
     return g.scope == Scope::kBlock || (g.scope == Scope::kWarp && g.owner == id / 32) ||

@@ -59,9 +59,11 @@ struct Region {  // its copy on the launching thread
 };
 
 struct Run {
+  const void* kernel = nullptr;
   Body body = nullptr;
   const void* ctx = nullptr;
   int threads = 0;
+  std::vector<uint64_t> warp_steps;  // of the running block (the watchdog)
   std::mt19937_64 rng;
   std::vector<int> runnable;
   bool failed = false;
@@ -72,6 +74,7 @@ std::vector<std::unique_ptr<Thread>> pool;  // fibers and their stacks, reused b
 Thread* current = nullptr;
 Run* run = nullptr;
 uint64_t seed = 0, launches = 0;
+uint64_t no_warp_steps = 0;  // steps counted outside a launch (device code called from the host)
 std::string last;
 std::vector<Shared> shared_arrays;
 std::vector<Region> launch_shared;  // shared_arrays resolved on the thread of the launch that runs
@@ -306,6 +309,7 @@ bool run_block(const Position& proto, size_t smem) {
     SIMT_POISON(s.base + smem, s.capacity - smem);
   }
   run->runnable.clear();
+  std::fill(run->warp_steps.begin(), run->warp_steps.end(), 0);
   for (int i = 0; i < run->threads; ++i) {
     Thread& t = *pool[i];
     t.pos = proto;
@@ -325,6 +329,7 @@ bool run_block(const Position& proto, size_t smem) {
     run->runnable[k] = run->runnable.back();
     run->runnable.pop_back();
     current = &t;
+    running_warp_steps = &run->warp_steps[t.warp];
     t.fiber.resume();
     if (run->failed) break;
     if (t.state == State::kExited) {
@@ -336,6 +341,7 @@ bool run_block(const Position& proto, size_t smem) {
     }
   }
   current = nullptr;
+  running_warp_steps = &no_warp_steps;
   for (int i = 0; i < run->threads && !run->failed; ++i) {
     if (pool[i]->state != State::kExited) stop("deadlock: no thread can run" + describe_threads("\n  threads:"));
   }
@@ -364,6 +370,7 @@ const Position& here() {
 }
 
 uint64_t warp_op(Op op, unsigned mask, uint64_t value, int arg, int width, const Site& site, const GroupCall* call) {
+  step(site);
   Thread& t = *current;
   t.op = op;
   t.mask = mask;
@@ -385,6 +392,23 @@ void fail(const std::string& message, const Site& site) {
   current->fiber.yield();  // never resumed: the launch is abandoned
   std::abort();
 }
+
+uint64_t* running_warp_steps = &no_warp_steps;
+uint64_t step_budget = kStepBudget;
+
+void out_of_steps(const Site& site) {
+  if (!current) {
+    no_warp_steps = 0;
+    return;
+  }
+  const Thread& t = *current;
+  fail("watchdog: warp " + std::to_string(t.warp) + " of " + kernel_name(run->kernel) +
+           " did not finish: " + std::to_string(step_budget) +
+           " steps (warp calls, memory sites, copies, gets) in this block, the last by lane " + std::to_string(t.lane),
+       site);
+}
+
+void set_step_budget(uint64_t steps) { step_budget = steps; }
 
 void set_seed(uint64_t s) {
   seed = s;
@@ -434,9 +458,11 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t smem, Body 
     return e;
   }
   Run r;
+  r.kernel = kernel;
   r.body = body;
   r.ctx = ctx;
   r.threads = static_cast<int>(block.x * block.y * block.z);
+  r.warp_steps.resize((r.threads + 31) / 32);
   r.rng.seed(seed * 0x9e3779b97f4a7c15ull + ++launches);
   while (static_cast<int>(pool.size()) < r.threads) pool.push_back(std::make_unique<Thread>());
   run = &r;
@@ -459,7 +485,7 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t smem, Body 
   launch_shared.clear();
   run = nullptr;
   if (!ok) {
-    last = r.report + "\n  (kernel launched at " + where(site) + ")";
+    last = r.report + "\n  (" + kernel_name(kernel) + " launched at " + where(site) + ")";
     set_last_error(cudaErrorLaunchFailure);
     return cudaErrorLaunchFailure;
   }

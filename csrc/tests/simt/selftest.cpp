@@ -144,6 +144,21 @@ __global__ void copy_misaligned(const float* table) {
   MGG_WAIT_ASYNC();
 }
 
+// Sums `edges` values in chunks of 32, one per lane, as kernels/aggregate_kernel.cuh's chunk loops
+// do; with `one_short` a chunk shorter than 32 counts one edge less, so the last chunk has 0 edges
+// and the loop never advances (on the GPU, a hang).
+__global__ void chunk_loop(const int* values, int edges, bool one_short, int* out) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  int sum = 0;
+  for (int c = 0, n = 0; c < edges; c += n) {
+    n = edges - c < 32 ? edges - c - one_short : 32;
+    line_of_interest = __LINE__ + 1;
+    MGG_GLOBAL_LOAD(values + c + lane, lane < n);
+    if (lane < n) sum += values[c + lane];
+  }
+  out[threadIdx.x] = sum;
+}
+
 // Each lane of each warp accesses float `lane * stride` (a 16-byte vector at `lane * stride`
 // floats for op 3) of shared memory, lanes below `active` only: op 0 loads, 1 stores, 2 adds
 // atomically.
@@ -326,6 +341,20 @@ bool read_before_wait_case() {
   return true;
 }
 
+// The watchdog: the chunk loop ends within a step budget, and one that never ends is stopped at
+// it, the report naming the kernel and the site of the warp's last step.
+bool endless_loop_case() {
+  std::vector<int> values(40, 1), out(64);
+  simt::set_step_budget(1 << 12);
+  MGG_LAUNCH(2, 64, 0, nullptr, chunk_loop)(values.data(), 40, false, out.data());
+  if (launched() != cudaSuccess) {
+    std::printf("the loop that ends was stopped:\n%s\n", simt::last_report().c_str());
+    return false;
+  }
+  MGG_LAUNCH(2, 64, 0, nullptr, chunk_loop)(values.data(), 40, true, out.data());
+  return expect_report(launched(), {"watchdog: warp ", "selftest::chunk_loop did not finish", here_line()});
+}
+
 bool copy_never_waited_case() {
   alignas(16) static float table[128] = {};
   std::vector<float> out(32);
@@ -415,7 +444,7 @@ int main(int argc, char** argv) {
       {"shared-opt-in", shared_opt_in_case},         {"pe-queries", pe_queries_case},
       {"shared-banks", shared_banks_case},           {"read-before-wait", read_before_wait_case},
       {"copy-never-waited", copy_never_waited_case}, {"copy-misaligned", copy_misaligned_case},
-      {"copy-to-global", copy_to_global_case},
+      {"copy-to-global", copy_to_global_case},       {"endless-loop", endless_loop_case},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::printf("usage: %s CASE, CASE one of:", argv[0]);

@@ -82,6 +82,27 @@ void block_op(Op op, const Site& site, const GroupCall* call = nullptr);
 // Stops the launch from inside a thread with `message` (the launch returns an error).
 [[noreturn]] void fail(const std::string& message, const Site& site);
 
+// ---- the watchdog (scheduler.cpp) ----------------------------------------------------------
+// Every call of a kernel into the emulator (warp and block calls, the memory sites of
+// kernels/memory.cuh, asynchronous copies, NVSHMEM gets and quiet) is a step of the calling
+// thread's warp. A warp that takes more than the step budget in one block is in a loop that does
+// not end (a chunk loop whose edge count comes out 0, say): the launch stops with a report that
+// names the kernel, the block, the warp and the site of its last step, where the GPU would hang.
+// A loop that makes no such call is left to the caller's timeout (tests/emulator.py). The tests'
+// kernels take at most about 1.1 million steps per warp and block; at about 10 million steps a
+// second the budget is reached in seconds.
+constexpr uint64_t kStepBudget = uint64_t{1} << 26;
+// The budget per warp and block of the next launches (kStepBudget until set).
+void set_step_budget(uint64_t steps);
+// The steps of the warp that runs now and the budget (launches run one at a time); the count is
+// inline, as every lane's every load counts.
+extern uint64_t* running_warp_steps;
+extern uint64_t step_budget;
+void out_of_steps(const Site& site);  // stops the launch (returns outside one)
+inline void step(const Site& site) {
+  if (++*running_warp_steps > step_budget) out_of_steps(site);
+}
+
 // ---- memory and warp-call counters (counters.cpp) -------------------------------------------
 // A load site of the kernels reports every lane's load of one warp instruction, active or not
 // (MGG_GLOBAL_LOAD, kernels/memory.cuh): the k-th report of each lane of a warp at one site is
@@ -127,6 +148,24 @@ std::vector<SiteCounts> memory_counts();
 std::vector<SharedCounts> shared_counts();
 std::vector<GetCounts> get_counts();
 std::vector<std::pair<std::string, uint64_t>> warp_call_counts();
+// Per warp, the dependent chain before its first row: the global-load instructions it issues
+// (requests, as above) before its first access to a source row (a load from a source table, the
+// runner's regions table, remote_table and peerN, or an NVSHMEM get), counted in the warp's
+// program order. Warps with a row access: their number, the sum and the most of their chains;
+// warps that issue loads but no row access are counted apart.
+struct ChainCounts {
+  uint64_t warps = 0, loads = 0, most = 0, without_rows = 0;
+};
+ChainCounts chain_counts();
+// Every atomic operation of a thread (atomicAdd, atomicMax, atomicExch below), by site and space:
+// "shared" in the launch's dynamic shared memory, "global" anywhere else (static __shared__
+// variables, thread_local here, included).
+void count_atomic(const void* p, size_t bytes, const Site& site);
+struct AtomicCounts {
+  std::string site, space;
+  uint64_t operations = 0;
+};
+std::vector<AtomicCounts> atomic_counts();
 
 // ---- asynchronous copies (cp.async; async_copy.cpp) ----------------------------------------
 // A copy of `bytes` from global to shared memory (MGG_COPY_ASYNC16, kernels/memory.cuh) that
@@ -142,6 +181,9 @@ void async_wait(const Site& site = Site::current());
 using Body = void (*)(const void* ctx);
 cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t smem, Body body, const void* ctx,
                    const Site& site);
+
+// The kernel's function name with its template arguments (symbols.cpp), for reports.
+std::string kernel_name(const void* kernel);
 
 // The seed of the scheduling order of the next launches; the report of the last failed launch.
 void set_seed(uint64_t seed);
@@ -256,21 +298,24 @@ inline void __threadfence() {}
 inline void __threadfence_block() {}
 inline void __threadfence_system() {}
 
-// ---- atomics (one OS thread runs every fiber, and none switches inside these) -------------
+// ---- atomics (one OS thread runs every fiber, and none switches inside these; counted) ------
 template <typename T>
-T atomicAdd(T* p, T v) {
+T atomicAdd(T* p, T v, const simt::Site& s = simt::Site::current()) {
+  simt::count_atomic(p, sizeof(T), s);
   const T old = *p;
   *p = old + v;
   return old;
 }
 template <typename T>
-T atomicMax(T* p, T v) {
+T atomicMax(T* p, T v, const simt::Site& s = simt::Site::current()) {
+  simt::count_atomic(p, sizeof(T), s);
   const T old = *p;
   *p = old < v ? v : old;
   return old;
 }
 template <typename T>
-T atomicExch(T* p, T v) {
+T atomicExch(T* p, T v, const simt::Site& s = simt::Site::current()) {
+  simt::count_atomic(p, sizeof(T), s);
   const T old = *p;
   *p = v;
   return old;
