@@ -1,5 +1,6 @@
 """python -m bench SUITE [options]: runs suites, writing the CSV row by row as cases are measured,
-then one plot per suite and a markdown summary."""
+then one plot per suite and a markdown summary. `python -m bench model [options]` runs the kernels'
+performance model instead (bench/model.py)."""
 
 from __future__ import annotations
 
@@ -147,6 +148,11 @@ def parser():
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["model"]:  # not a suite: the kernels' performance model (bench/model.py), no device
+        from .model import main as model_main
+
+        return model_main(argv[1:])
     args = parser().parse_args(argv)
     if args.reps < 20:
         print("python -m bench: error: --reps must be at least 20", file=sys.stderr)

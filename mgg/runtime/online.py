@@ -9,10 +9,11 @@ final config) and broadcasts that decision, every rank runs the config it receiv
 its own step after a barrier, and the step time is the slowest rank's (runtime/coordination.py).
 A rank that runs another config than rank 0 cannot exist: no other rank decides.
 
-The search is MGG's, seeded and pruned by eq. 2-3 (runtime/cost.py) over the shapes of every
-rank. Schedules of configs that lost are dropped as the search goes (bounded memory); the chosen
-config goes into the persistent cache, keyed by device, graph, D, dtype, P, backend and fetch
-policy, so the next run starts tuned."""
+The search is MGG's, seeded and pruned by a model of every rank's step: on a GPU the range
+kernel's performance model (runtime/kernel_model.py), each rank predicting its own step from its
+rows; on the CPU eq. 2-3 (runtime/cost.py). Schedules of configs that lost are dropped as the
+search goes (bounded memory); the chosen config goes into the persistent cache, keyed by device,
+graph, D, dtype, P, backend and fetch policy, so the next run starts tuned."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import torch
 from ..plan import Config
 from .config_cache import ConfigCache
 from .coordination import Coordinator, Decision, GroupCoordinator
-from .cost import CostModel, RankShape
+from .cost import CostModel, LatencyModel, RankShape, predicted_us, same_launches
 from .limits import DeviceLimits, feasible, grid
 from .search import MggSearch
 from .targets import target_of
@@ -55,8 +56,9 @@ class OnlineTuner:
         coordinator: how ranks agree (default: one process, or the DistPlan's group).
         timer: times one step (default: time_once on the step's device); tests inject one.
         limits: the device's limits (default: DeviceLimits.of the input's device).
-        model: seed and prune the search with the cost model (eq. 2-3); False: MGG's plain
-            search from (1, 1, 1) over the feasible grid.
+        model: seed and prune the search with a model (a GPU: the range kernel's performance
+            model; the CPU: eq. 2-3); False: MGG's plain search from (1, 1, 1) over the feasible
+            grid.
     """
 
     def __init__(
@@ -75,7 +77,7 @@ class OnlineTuner:
         self.cache = cache if cache is not None or not use_cache else ConfigCache()
         self.coordinator, self.timer, self.limits, self.use_model = coordinator, timer, limits, model
         self.search: Optional[MggSearch] = None  # rank 0 only
-        self.cost: Optional[CostModel] = None  # rank 0 only
+        self.cost: Optional[LatencyModel] = None  # rank 0 only
         self.chosen: Optional[Config] = None
         self.from_cache = False
         self.key: Optional[str] = None
@@ -138,6 +140,11 @@ class OnlineTuner:
         dim = x.size(1)
         self.key = target.key(dim, x.dtype, limits.name)
         shapes = self._gather_shapes(target)
+        predicted = None  # on a GPU: every rank's predicted time of each candidate, from its own rows
+        if self.use_model and x.device.type == "cuda":
+            candidates = grid(dim, limits, get=target.get)
+            own = predicted_us(target.own_shards(), dim, x.element_size(), candidates, limits.name)
+            predicted = coord.gather(own)
         if coord.rank != 0:
             return
         hit = self.cache.get(self.key) if self.cache is not None and self.resume else None
@@ -145,7 +152,12 @@ class OnlineTuner:
             self._hit = hit
             return
         candidates = grid(dim, limits, get=target.get)
-        if self.use_model:
+        if self.use_model and predicted is not None:  # a GPU: the range kernel's model
+            combine = max if target.combine_on(x.device) == "max" else sum
+            step = {c: combine(rank[i] for rank in predicted) for i, c in enumerate(candidates)}
+            self.cost = LatencyModel(step.__getitem__, candidates, redundant=same_launches(candidates, target.get))
+            self.search = self.cost.search(self.budget)
+        elif self.use_model:
             self.cost = CostModel(
                 shapes, dim, candidates, limits, target.combine_on(x.device), get=target.get, elem=x.element_size()
             )

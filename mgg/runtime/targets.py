@@ -10,7 +10,7 @@
   bench's scaling suite.
 
 Each names its cache key parts (graph fingerprint and ranges, P, backend, fetch policy), gives
-the shapes of the ranks it runs (for the cost model), runs a config, and drops a config's
+the shards of the ranks it runs (for the cost models), runs a config, and drops a config's
 schedules (the partitions' device copies stay: every config shares them)."""
 
 from __future__ import annotations
@@ -66,9 +66,13 @@ class _Target:
         (the ranks take turns on one device)."""
         return self.combine
 
+    def own_shards(self) -> list:
+        """The shards (mgg.plan.RankShard) of the ranks this process runs."""
+        raise NotImplementedError
+
     def own_shapes(self) -> list[RankShape]:
         """The shapes of the ranks this process runs."""
-        raise NotImplementedError
+        return [RankShape.of(s) for s in self.own_shards()]
 
     def prepare(self, x: torch.Tensor, config: Config, deterministic: bool = False) -> Callable[[], object]:
         """This process's step under `config` as a callable (device copies made outside it).
@@ -102,8 +106,8 @@ class LocalTarget(_Target):
     def __init__(self, plan: Plan):
         self.plan = plan
 
-    def own_shapes(self) -> list[RankShape]:
-        return [RankShape.of(self.plan.shard(0))]
+    def own_shards(self) -> list:
+        return [self.plan.shard(0)]
 
     def prepare(self, x: torch.Tensor, config: Config, deterministic: bool = False) -> Callable[[], torch.Tensor]:
         self.plan.rank_plan(0, config).op_args(x.device, transposed=torch.is_grad_enabled() and x.requires_grad)
@@ -133,8 +137,8 @@ class DistTarget(_Target):
         shared = device.type == "cuda" and int(os.environ.get("LOCAL_WORLD_SIZE", 1)) > torch.cuda.device_count()
         return "sum" if shared else "max"  # processes sharing one GPU take turns on it
 
-    def own_shapes(self) -> list[RankShape]:
-        return [RankShape.of(self.plan.shard(self.dist_plan.rank))]
+    def own_shards(self) -> list:
+        return [self.plan.shard(self.dist_plan.rank)]
 
     def prepare(self, x: torch.Tensor, config: Config, deterministic: bool = False) -> Callable[[], torch.Tensor]:
         return lambda: self.dist_plan.aggregate(x, config, deterministic)
@@ -161,8 +165,8 @@ class InprocTarget(_Target):
         self.fetch = "direct" if via == "peers" else "none"
         self._halos: dict = {}
 
-    def own_shapes(self) -> list[RankShape]:
-        return [RankShape.of(self.plan.shard(r)) for r in range(self.ranks)]
+    def own_shards(self) -> list:
+        return [self.plan.shard(r) for r in range(self.ranks)]
 
     def prepare(self, x: torch.Tensor, config: Config, deterministic: bool = False) -> Callable[[], list]:
         """The step as a callable, its device copies made outside it.
