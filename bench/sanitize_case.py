@@ -30,7 +30,7 @@ import torch
 
 import mgg
 from mgg import Config, Graph, Plan, memory, ops
-from mgg.ops import FETCH, attention_graph, attention_table, run_peers
+from mgg.functional import attend, attention_graph
 from mgg.testing import (
     assert_attention_gradients_match_reference,
     assert_attention_matches_reference,
@@ -80,12 +80,8 @@ def aggregation(checks: Checks, g: Graph, device: str) -> None:
             own = [x[b[r] : b[r + 1]] for r in range(2)]
             for name, fetch, place in placements:
                 outs = [
-                    run_peers(
-                        own[r],
-                        [t if q == r or place is None else place(t) for q, t in enumerate(own)],
-                        r,
-                        plan2.rank_plan(r, cfg),
-                        fetch,
+                    plan2.rank_plan(r, cfg).aggregate_peers(
+                        own[r], [t if q == r or place is None else place(t) for q, t in enumerate(own)], r, fetch
                     )
                     for r in range(2)
                 ]
@@ -112,9 +108,9 @@ def attention(checks: Checks, g: Graph, device: str) -> None:
         cfg = CONFIGS[i % len(CONFIGS)]  # warps per block is what attention takes from a config
         what = f"H={heads} C={channels} {dtype} dropout={dropout} wpb={cfg.wpb}"
         stored = [torch.randn(*s, device=device).to(dtype) for s in ((n, heads, channels), (n, heads), (n, heads))]
-        keep = torch.ops.mgg.attention_keep(dst, src, heads, SEED, dropout) if dropout else None
+        keep = ops.attention_keep(dst, src, heads, SEED, dropout) if dropout else None
         got_in = [t.clone().requires_grad_() for t in stored]
-        got = ops.attend(*got_in, plan, SLOPE, dropout, SEED, config=cfg)
+        got = attend(*got_in, plan, SLOPE, dropout, SEED, config=cfg)
         grad = torch.randn_like(got)
         got.backward(grad)
         reference = (*stored, src, dst, SLOPE)
@@ -147,18 +143,18 @@ def peers_attention(stored: list, grad: torch.Tensor, plans: tuple, cfg: Config,
     plan, plan_t = plans
     h, a_src, a_dst = stored
     n, channels, device = h.size(0), h.size(2), h.device
-    b, ranks, fetch = [int(v) for v in plan.bounds], range(2), FETCH["direct"]
-    table = attention_table(h, a_src)
+    b, ranks, fetch = [int(v) for v in plan.bounds], range(2), ops.fetch_code("direct")
+    table = ops.attention_table(h, a_src)
     tables = [table[b[r] : b[r + 1]] for r in ranks]
     dst = [a_dst[b[r] : b[r + 1]].contiguous() for r in ranks]
     grads = [grad.reshape(n, -1)[b[r] : b[r + 1]].contiguous() for r in ranks]
     op_args = [plan.rank_plan(r, cfg).op_args(device, peers=True, transposed=False) for r in ranks]
     op_args_t = [plan_t.rank_plan(r, cfg).op_args(device, peers=True, transposed=False) for r in ranks]
     rest = (heads, SLOPE, dropout, SEED, b, fetch)
-    fwd = [torch.ops.mgg.attend_peers(tables, r, dst[r], *op_args[r], *rest) for r in ranks]
-    terms = [torch.ops.mgg.attention_terms(grads[r], *fwd[r][:1], dst[r], fwd[r][1], heads) for r in ranks]
-    d_dst = [torch.ops.mgg.attend_peers_dst(tables, r, terms[r], *op_args[r], *rest) for r in ranks]
-    d_table = torch.cat([torch.ops.mgg.attend_peers_src(tables[r], terms, r, *op_args_t[r], *rest) for r in ranks])
+    fwd = [ops.attend_peers(tables, r, dst[r], *op_args[r], *rest) for r in ranks]
+    terms = [ops.attention_terms(grads[r], *fwd[r][:1], dst[r], fwd[r][1], heads) for r in ranks]
+    d_dst = [ops.attend_peers_dst(tables, r, terms[r], *op_args[r], *rest) for r in ranks]
+    d_table = torch.cat([ops.attend_peers_src(tables[r], terms, r, *op_args_t[r], *rest) for r in ranks])
     d_table = d_table.view(n, heads, channels + 1)
     return (
         torch.cat([out for out, _ in fwd]).view(n, heads, channels),

@@ -1,6 +1,7 @@
 """mgg: full-graph GNN training on the GPUs of one node, MGG-style (OSDI'23).
 
-The aggregation op is torch.ops.mgg.aggregate; `mgg.aggregate` is its differentiable front.
+The compiled ops are wrapped by mgg.ops, the one module that calls them; `mgg.aggregate` and
+`mgg.attend` (mgg.functional) are the calls users make.
 The packages, and what flows through them, are described in ARCHITECTURE.md."""
 
 from ._extension import load as _load_extension
@@ -13,10 +14,10 @@ _deprecated.install()  # the old module paths (mgg.io, mgg.partition, ...), befo
 
 from . import data  # noqa: E402
 from .errors import GraphError, MggError, PlanError  # noqa: E402
+from .functional import aggregate, attend, make_plan  # noqa: E402
 from .graph import Graph  # noqa: E402
-from .ops import aggregate, make_plan  # noqa: E402
-from .partitioning import Partition, partition, split_ranges  # noqa: E402
-from .plan import Config, Plan  # noqa: E402
+from .partitioning import Partition, partition  # noqa: E402
+from .plan import Config, Plan, split_ranges  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "Plan",
     "Config",
     "aggregate",
+    "attend",
     "make_plan",
     "split_ranges",
     "partition",

@@ -18,13 +18,16 @@ MOVED = {
     "mgg.synthetic": ("mgg.data.synthetic", "mgg.data.stats", "mgg.data.arrays"),
     "mgg.partition": ("mgg.partitioning.assignment", "mgg.partitioning.methods", "mgg.partitioning.compute"),
     "mgg.partition_cache": ("mgg.partitioning.cache",),
-    "mgg.partition_stats": ("mgg.partitioning.stats",),
+    "mgg.partition_stats": ("mgg.plan.stats",),
     "mgg.partitioners": ("mgg.partitioning.methods",),
     "mgg.distributed.halo": ("mgg.distributed.backends.halo",),
     "mgg.distributed.allgather": ("mgg.distributed.backends.allgather",),
     "mgg.runtime.model": ("mgg.runtime.limits",),
     "mgg.runtime.cache": ("mgg.runtime.config_cache",),
     "mgg.nn.graph_cache": ("mgg.nn.plans",),
+    "mgg.partitioning.ranges": ("mgg.plan.ranges",),
+    "mgg.partitioning.stats": ("mgg.plan.stats",),
+    "mgg.steps": (),  # its functions became RankPlan's methods (STEPS) and its names went to NAMES' homes
 }
 # names that also changed: old module, old name -> new name
 RENAMED = {
@@ -33,6 +36,96 @@ RENAMED = {
     ("mgg.partition", "_from_parts"): "from_parts",
     ("mgg.partition", "_compute"): "compute",
 }
+
+
+# names that moved out of a module that stays (or became a method): old module, name -> new module, name
+NAMES = {
+    ("mgg.ops", "aggregate"): ("mgg.functional", "aggregate"),  # mgg.ops.aggregate is now the op's wrapper
+    ("mgg.ops", "attend"): ("mgg.functional", "attend"),  # likewise
+    ("mgg.ops", "make_plan"): ("mgg.functional", "make_plan"),
+    ("mgg.ops", "aggregate_edges"): ("mgg.functional", "aggregate_edges"),
+    ("mgg.ops", "attention_graph"): ("mgg.functional", "attention_graph"),
+    ("mgg.ops", "REDUCTIONS"): ("mgg.functional", "REDUCTIONS"),
+    ("mgg.steps", "FETCH"): ("mgg.ops", "FETCH"),
+    ("mgg.steps", "EXTREMES"): ("mgg.ops", "EXTREMES"),
+    ("mgg.steps", "check_extreme"): ("mgg.ops", "check_extreme"),
+    ("mgg.steps", "attention_table"): ("mgg.ops", "attention_table"),
+    ("mgg.steps", "_acc_dtype"): ("mgg.ops", "acc_dtype"),
+    ("mgg.steps", "REMOTE_READS"): ("mgg.plan", "REMOTE_READS"),
+    ("mgg.steps", "check_remote_reads"): ("mgg.plan", "check_remote_reads"),
+    ("mgg.partitioning", "split_ranges"): ("mgg.plan", "split_ranges"),
+    ("mgg.partitioning", "partition_stats"): ("mgg.plan", "partition_stats"),
+    ("mgg.plan", "RankPartition"): ("mgg.plan", "RankShard"),
+    ("mgg.plan", "GatheredPartition"): ("mgg.plan", "GatheredShard"),
+}
+
+
+def _check_fetch(fetch: str) -> None:
+    importlib.import_module("mgg.ops").fetch_code(fetch)
+
+
+# mgg.steps' functions of a rank's step, now RankPlan's methods: name -> (the method, an adapter taking
+# the old arguments, the plan among them)
+STEPS = {
+    "run_step": (
+        "RankPlan.aggregate",
+        lambda x, x_remote, plan, deterministic=False: plan.aggregate(x, x_remote, deterministic),
+    ),
+    "run_extreme": (
+        "RankPlan.aggregate_extreme",
+        lambda x, x_remote, plan, reduce: plan.aggregate_extreme(x, x_remote, reduce),
+    ),
+    "run_peers": (
+        "RankPlan.aggregate_peers",
+        lambda x, peers, my_pe, plan, fetch="direct", deterministic=False: plan.aggregate_peers(
+            x, peers, my_pe, fetch, deterministic
+        ),
+    ),
+    "gather_halo": (
+        "RankPlan.gather_halo",
+        lambda x, peers, my_pe, plan, fetch="direct", deterministic=False: plan.gather_halo(
+            x, peers, my_pe, fetch, deterministic
+        ),
+    ),
+    "run_peers_once": (
+        "RankPlan.aggregate_peers_once",
+        lambda x, peers, my_pe, plan, fetch="direct", deterministic=False: plan.aggregate_peers_once(
+            x, peers, my_pe, fetch, deterministic
+        ),
+    ),
+    "run_attend": (
+        "RankPlan.attend",
+        lambda table, table_remote, a_dst, plan, heads, negative_slope, dropout, seed, ids=None, row_offset=0: (
+            plan.attend(table, table_remote, a_dst, heads, negative_slope, dropout, seed, ids, row_offset)
+        ),
+    ),
+    "check_fetch": ("mgg.ops.fetch_code", _check_fetch),
+}
+
+
+def moved_from(old: str, name: str):
+    """What mgg 0.1 had as `old`.`name`, from its new home (NAMES, STEPS; mgg.ops gave mgg.steps'
+    names too), with a warning; AttributeError for a name that never was."""
+    if name.startswith("__"):
+        raise AttributeError(f"module {old!r} has no attribute {name!r}")
+    steps = STEPS.get(name) if old in ("mgg.steps", "mgg.ops") else None
+    if steps is not None:
+        method, adapter = steps
+        warnings.warn(
+            f"{old}.{name} moved to mgg.plan.{method}; the old path goes in the next release",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return adapter
+    home = NAMES.get((old, name)) or (NAMES.get(("mgg.steps", name)) if old == "mgg.ops" else None)
+    if home is not None:
+        warnings.warn(
+            f"{old}.{name} moved to {home[0]}.{home[1]}; the old path goes in the next release",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return getattr(importlib.import_module(home[0]), home[1])
+    raise AttributeError(f"module {old!r} has no attribute {name!r}")
 
 
 def _alias(old: str, homes: tuple[str, ...]) -> types.ModuleType:
@@ -50,7 +143,7 @@ def _alias(old: str, homes: tuple[str, ...]) -> types.ModuleType:
                         stacklevel=2,
                     )
                     return getattr(found, new)
-        raise AttributeError(f"module {old!r} has no attribute {name!r}")
+        return moved_from(old, name)
 
     module.__getattr__ = __getattr__
     return module

@@ -260,8 +260,8 @@ def _fetch_names() -> list:
 
 
 def _remote_read_modes() -> list:
+    from .plan import REMOTE_READS
     from .runtime.remote_reads import AUTO
-    from .steps import REMOTE_READS
 
     return [*REMOTE_READS, AUTO]
 

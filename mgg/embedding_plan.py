@@ -25,6 +25,7 @@ from typing import Optional
 
 import torch
 
+from . import ops
 from .errors import MggError
 from .plan import ABSENT_PARAMS, ABSENT_STEP, STEP_FIELDS, Config, schedule_step
 
@@ -219,7 +220,7 @@ class BatchStep:
     the op's layout; built with vectorised torch ops on the CPU, then moved to `device`.
 
     Attributes:
-        plan, params: the forward step of torch.ops.mgg.aggregate (remote sources are halo
+        plan, params: the forward step of mgg.ops.aggregate (remote sources are halo
             slots) or aggregate_peers (remote sources are (PE, offset)); no transposed step.
         plan_t, params_t: the backward step, over compact rows `rows` (the distinct rows read,
             sorted global ids) from the bags (built on first use: a forward without grad skips it).
@@ -341,9 +342,9 @@ class BatchStep:
 
     def grad_rows(self, grad: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """The gradient of the distinct rows read [U, D] from the gradient of the bags [bags, D]
-        (the backward step through torch.ops.mgg.aggregate)."""
+        (the backward step through mgg.ops.aggregate)."""
         g = grad.contiguous()
-        return torch.ops.mgg.aggregate(g, g.new_empty((0, g.size(1))), self.plan_t, self.params_t, deterministic)
+        return ops.aggregate(g, g.new_empty((0, g.size(1))), self.plan_t, self.params_t, deterministic)
 
     def split_grad(self, grad_rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(gradient of the own distinct rows, gradient of the halo rows in halo order)."""

@@ -1,169 +1,173 @@
-"""torch.ops.mgg.aggregate and aggregate_peers from Python: fake implementations (torch.compile)
-and `aggregate`, the call users make. The ops' autograd is registered on the ops in C++
-(csrc/ops/autograd.cpp): they differentiate with respect to x and x_remote (aggregate_peers: x
-and each peer table that requires grad) through the plan's transposed step, with no
-communication; the distributed backends add the adjoint of their exchange (mgg.distributed)."""
+"""The one door to mgg's compiled ops (schemas: csrc/ops/schema.cpp): a typed wrapper per op, taking
+tensors and plain arguments, never a plan object, with its fake implementation (torch.compile)
+beside it. Nothing else in mgg calls torch.ops.mgg. The ops' autograd is registered in C++
+(csrc/ops/autograd.cpp): aggregate and aggregate_peers differentiate with respect to x and
+x_remote (each peer table that requires grad) through the plan's transposed step, attend through
+attend_backward; the distributed backends add the adjoint of their exchange (mgg.distributed).
+
+A step reaches the ops as two lists: `plan`, the tensors of the forward step and of its transposed
+step (fields mgg._C.STEP_FIELDS, None where absent), and `params`, their integers
+(mgg._C.STEP_PARAMS, twice): what mgg.plan's RankPlan.op_args packs."""
 
 from __future__ import annotations
 
-from typing import Optional, Union
+import functools
+import inspect
+from typing import Optional
 
 import torch
 
-from . import _C  # noqa: F401  (loading the extension registers the ops)
+from . import _C, _deprecated  # loading the extension registers the ops
 from .errors import MggError
-from .graph import Graph
-from .plan import Config, Plan
-from .steps import (  # noqa: F401
-    EXTREMES,
-    FETCH,
-    _acc_dtype,
-    _needs_grad,
-    attention_table,
-    check_fetch,
-    run_attend,
-    run_extreme,
-    run_peers,
-    run_step,
-)
 
-REDUCTIONS = ("sum", "mean") + EXTREMES
+FETCH = {name: i for i, name in enumerate(_C.FETCH)}  # aggregate_peers' fetch policies, as the op numbers them
+EXTREMES = ("max", "min")  # aggregate_extreme's reductions (csrc/core/extreme.h)
+
+
+def fetch_code(fetch: str) -> int:
+    """The op's number of a fetch policy; MggError for a name that is none (mgg._C.FETCH)."""
+    if fetch not in FETCH:
+        raise MggError(f"fetch must be one of {tuple(FETCH)}, got {fetch!r}")
+    return FETCH[fetch]
+
+
+def check_extreme(reduce: str) -> None:
+    """Raises MggError unless `reduce` names a reduction of aggregate_extreme."""
+    if reduce not in EXTREMES:
+        raise MggError(f"reduce must be one of {EXTREMES}, got {reduce!r}")
+
+
+def acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the ops accumulate (and keep statistics) in for a storage dtype."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _rows(plan: list) -> int:
+    return plan[0].size(0) - 1  # the forward step's local_rowptr has rows + 1 entries
+
+
+def _also_mgg01(is_old_form):
+    """The wrapper of an op whose name mgg 0.1 gave to a user-facing function of this module (now in
+    mgg.functional): a call in the old form (is_old_form(args)) runs that function, with a warning,
+    for one more release; any other call is the wrapper's."""
+
+    def wrap(op):
+        @functools.wraps(op)
+        def call(*args, **kwargs):
+            if is_old_form(args) or not set(kwargs) <= set(inspect.signature(op).parameters):
+                return _deprecated.moved_from("mgg.ops", op.__name__)(*args, **kwargs)
+            return op(*args, **kwargs)
+
+        return call
+
+    return wrap
+
+
+# ---- aggregation ----------------------------------------------------------------------------------
+
+
+@_also_mgg01(lambda args: len(args) < 4 or not isinstance(args[1], torch.Tensor))  # aggregate(x, plan, ...)
+def aggregate(
+    x: torch.Tensor, x_remote: torch.Tensor, plan: list, params: list, deterministic: bool = False
+) -> torch.Tensor:
+    """out[r] = sum over the step's edges into r of w * source row: local sources are rows of x,
+    remote ones rows of x_remote (a halo table). [rows, D] in x's dtype. Every run is bit-identical
+    (`deterministic` is accepted for the callers that pass it)."""
+    return torch.ops.mgg.aggregate(x, x_remote, plan, params, deterministic)
 
 
 @torch.library.register_fake("mgg::aggregate")
 def _aggregate_fake(x, x_remote, plan, params, deterministic):
     torch._check(x.dim() == 2, lambda: "mgg.aggregate: x must be 2-D")
-    return x.new_empty((plan[0].size(0) - 1, x.size(1)))
+    return x.new_empty((_rows(plan), x.size(1)))
 
 
-@torch.library.register_fake("mgg::aggregate_extreme")
-def _aggregate_extreme_fake(x, x_remote, plan, params, reduce):
-    torch._check(x.dim() == 2, lambda: "mgg.aggregate_extreme: x must be 2-D")
-    shape = (plan[0].size(0) - 1, x.size(1))
-    return x.new_empty(shape), x.new_empty(shape, dtype=torch.long)
+def aggregate_peers(
+    x: torch.Tensor, peers: list, my_pe: int, plan: list, params: list, fetch: int, deterministic: bool = False
+) -> torch.Tensor:
+    """aggregate with remote rows read from each PE's own table (peers[pe], row remote_col) by the
+    fetch policy `fetch` (fetch_code)."""
+    return torch.ops.mgg.aggregate_peers(x, peers, my_pe, plan, params, fetch, deterministic)
 
 
 @torch.library.register_fake("mgg::aggregate_peers")
 def _aggregate_peers_fake(x, peers, my_pe, plan, params, fetch, deterministic):
     torch._check(x.dim() == 2, lambda: "mgg.aggregate_peers: x must be 2-D")
-    return x.new_empty((plan[0].size(0) - 1, x.size(1)))
+    return x.new_empty((_rows(plan), x.size(1)))
 
 
-def make_plan(graph: Graph, reduce: str = "sum", num_ranks: int = 1) -> Plan:
-    """The plan of `graph` for a reduction.
+def aggregate_extreme(
+    x: torch.Tensor, x_remote: torch.Tensor, plan: list, params: list, reduce: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The elementwise max or min (reduce) over each row's sources, 0 for a row without in-edges,
+    and per element the row of [x | x_remote] it came from (-1 for none); the plan unweighted."""
+    return torch.ops.mgg.aggregate_extreme(x, x_remote, plan, params, reduce)
+
+
+@torch.library.register_fake("mgg::aggregate_extreme")
+def _aggregate_extreme_fake(x, x_remote, plan, params, reduce):
+    torch._check(x.dim() == 2, lambda: "mgg.aggregate_extreme: x must be 2-D")
+    shape = (_rows(plan), x.size(1))
+    return x.new_empty(shape), x.new_empty(shape, dtype=torch.long)
+
+
+def range_schedule(
+    local_rowptr: torch.Tensor, remote_rowptr: Optional[torch.Tensor], ps: int, dist: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The warp-range schedule of a step from its row pointers (CPU int64): (ranges, fixups),
+    csrc/core/schedule.h."""
+    return torch.ops.mgg.range_schedule(local_rowptr, remote_rowptr, ps, dist)
+
+
+# ---- GAT's attention (csrc/core/attention.h) ------------------------------------------------------
+
+
+def attention_table(h: torch.Tensor, a_src: torch.Tensor) -> torch.Tensor:
+    """The source table of the attention ops: per node and head, the head's C features then its
+    source term, so one fetch brings both.
 
     Args:
-        graph: the graph.
-        reduce: 'sum' uses the graph's edge weights (if any; e.g. from Graph.gcn_norm), 'mean'
-            divides by the in-degree; 'max' and 'min' plan the graph without its weights.
-        num_ranks: ranks of the plan.
+        h: [nodes, H, C] features per head.
+        a_src: [nodes, H] source terms.
 
     Returns:
-        The Plan.
+        [nodes, H * (C + 1)], differentiable in h and a_src.
     """
-    if reduce not in REDUCTIONS:
-        raise MggError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
-    if reduce in EXTREMES:
-        return Plan(Graph._unchecked(graph.rowptr, graph.col) if graph.weight is not None else graph, num_ranks)
-    return Plan(graph.mean_norm() if reduce == "mean" else graph, num_ranks)
+    return torch.cat([h, a_src.unsqueeze(-1)], -1).reshape(h.size(0), -1)
 
 
-def aggregate(
+@_also_mgg01(lambda args: len(args) < 9 or args[0].dim() == 3)  # attend(h [nodes, H, C], a_src, a_dst, plan, ...)
+def attend(
     x: torch.Tensor,
-    plan: Union[Plan, Graph],
-    config: Optional[Config] = None,
-    reduce: str = "sum",
-    deterministic: bool = False,
-) -> torch.Tensor:
-    """out[v] = sum over edges u->v of w(u,v) * x[u] (or, reduce 'max'/'min', the elementwise max
-    or min of x[u], 0 for a node without in-edges), on one rank, differentiable in x.
-
-    Args:
-        x: node features [nodes, D]: float32, float64 (CPU), float16 or bfloat16 storage;
-            accumulation is float32 or wider.
-        plan: a Plan of one rank (see make_plan) or a Graph (planned here, with `reduce`).
-        config: (ps, dist, wpb); default Config().
-        reduce: 'sum' or 'mean' (with a Graph; a Plan's weights fix them), 'max' or 'min' (a Plan
-            of an unweighted graph; the gradient goes to the winning row, ties to the lowest row:
-            csrc/core/extreme.h).
-        deterministic: bit-identical results from run to run (max and min always are).
-
-    Returns:
-        [nodes, D].
-    """
-    if isinstance(plan, Graph):
-        plan = make_plan(plan, reduce)
-    elif reduce not in ("sum",) + EXTREMES:
-        raise MggError(
-            f"reduce {reduce!r} applies when a Graph is passed; with a Plan (whose weights fix sum or mean) "
-            f"reduce must be one of {('sum',) + EXTREMES}"
-        )
-    if reduce in EXTREMES:
-        return plan.aggregate_extreme(x, reduce, config)
-    return plan.aggregate(x, config, deterministic)
-
-
-class _EdgeWeighted(torch.autograd.Function):
-    """out = aggregate over a plan of the edges (src, dst, w), differentiable in x and in w."""
-
-    @staticmethod
-    def forward(ctx, x, w, src, dst, num_nodes, config, deterministic):
-        graph = Graph.from_edges(src.cpu().numpy(), dst.cpu().numpy(), num_nodes, w.detach().cpu())
-        with torch.enable_grad():
-            leaf = x.detach().requires_grad_(ctx.needs_input_grad[0])
-            out = aggregate(leaf, Plan(graph), config, deterministic=deterministic)
-        ctx.save_for_backward(x, src, dst)
-        ctx.leaf, ctx.out = leaf, out
-        return out.detach()
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, src, dst = ctx.saved_tensors
-        gx = gw = None
-        if ctx.needs_input_grad[0]:
-            (gx,) = torch.autograd.grad(ctx.out, ctx.leaf, grad)  # the op's backward: the transposed plan
-        if ctx.needs_input_grad[1]:
-            gw = (grad[dst] * x[src]).sum(-1)  # d w_e = <grad_out[dst_e], x[src_e]>
-        return gx, gw, None, None, None, None, None
-
-
-def aggregate_edges(
-    x: torch.Tensor,
-    src: torch.Tensor,
-    dst: torch.Tensor,
-    weight: torch.Tensor,
-    num_nodes: Optional[int] = None,
-    config: Optional[Config] = None,
-    deterministic: bool = False,
-) -> torch.Tensor:
-    """out[v] = sum over edges e = (src[e] -> v) of weight[e] * x[src[e]], through the op, and
-    differentiable in x and in weight (learned edge weights: d weight[e] = <grad_out[dst[e]],
-    x[src[e]]>, computed with torch ops on x's device). The plan is built on each call (the
-    weights are part of it).
-
-    Args:
-        x: node features [nodes, D].
-        src, dst: [E] edge ends (int64).
-        weight: [E] edge weights (float64 kept for a float64 x).
-        num_nodes: default x.size(0).
-        config, deterministic: as aggregate.
-
-    Returns:
-        [nodes, D].
-    """
-    n = x.size(0) if num_nodes is None else num_nodes
-    return _EdgeWeighted.apply(
-        x, weight.to(x.dtype if x.dtype == torch.float64 else torch.float32), src, dst, n, config, deterministic
-    )
-
-
-# ---- GAT's attention (csrc/core/attention.h) ----------------------------------------------------
+    x_remote: torch.Tensor,
+    a_dst: torch.Tensor,
+    plan: list,
+    params: list,
+    heads: int,
+    negative_slope: float,
+    dropout: float,
+    seed: int,
+    ids: Optional[torch.Tensor] = None,
+    row_offset: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAT's attention over a step: x and x_remote hold per head its features then its source term,
+    a_dst the output rows' destination terms. (out [rows, H * C], per-row softmax statistics)."""
+    return torch.ops.mgg.attend(x, x_remote, a_dst, plan, params, heads, negative_slope, dropout, seed, ids, row_offset)
 
 
 @torch.library.register_fake("mgg::attend")
 def _attend_fake(x, x_remote, a_dst, plan, params, heads, negative_slope, dropout, seed, ids, row_offset):
-    rows, channels = plan[0].size(0) - 1, x.size(1) // heads - 1
-    return x.new_empty((rows, heads * channels)), x.new_empty((rows, 2 * heads), dtype=_acc_dtype(x.dtype))
+    rows, channels = _rows(plan), x.size(1) // heads - 1
+    return x.new_empty((rows, heads * channels)), x.new_empty((rows, 2 * heads), dtype=acc_dtype(x.dtype))
+
+
+def attend_backward(
+    grad, x, x_remote, a_dst, out, stats, plan, params, heads, negative_slope, dropout, seed, ids, row_offset
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """attend's adjoint: the gradients of x, x_remote and a_dst (attend's autograd calls it)."""
+    return torch.ops.mgg.attend_backward(
+        grad, x, x_remote, a_dst, out, stats, plan, params, heads, negative_slope, dropout, seed, ids, row_offset
+    )
 
 
 @torch.library.register_fake("mgg::attend_backward")
@@ -173,17 +177,36 @@ def _attend_backward_fake(
     return torch.empty_like(x), torch.empty_like(x_remote), torch.empty_like(a_dst)
 
 
+def attend_peers(
+    peers: list, my_pe: int, a_dst, plan, params, heads, negative_slope, dropout, seed, offsets: list, fetch: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """attend with sources named by owner PE (peers[pe]); offsets[pe] is PE pe's first global id."""
+    return torch.ops.mgg.attend_peers(
+        peers, my_pe, a_dst, plan, params, heads, negative_slope, dropout, seed, offsets, fetch
+    )
+
+
 @torch.library.register_fake("mgg::attend_peers")
 def _attend_peers_fake(peers, my_pe, a_dst, plan, params, heads, negative_slope, dropout, seed, offsets, fetch):
     x = peers[my_pe]
-    rows, channels = plan[0].size(0) - 1, x.size(1) // heads - 1
-    return x.new_empty((rows, heads * channels)), x.new_empty((rows, 2 * heads), dtype=_acc_dtype(x.dtype))
+    rows, channels = _rows(plan), x.size(1) // heads - 1
+    return x.new_empty((rows, heads * channels)), x.new_empty((rows, 2 * heads), dtype=acc_dtype(x.dtype))
+
+
+def attention_terms(grad, out, a_dst, stats, heads: int) -> torch.Tensor:
+    """The output rows' terms of attend_peers' backward (published to the peers)."""
+    return torch.ops.mgg.attention_terms(grad, out, a_dst, stats, heads)
 
 
 @torch.library.register_fake("mgg::attention_terms")
 def _attention_terms_fake(grad, out, a_dst, stats, heads):
     channels = out.size(1) // heads
-    return out.new_empty((out.size(0), heads * (channels + 4)), dtype=_acc_dtype(out.dtype))
+    return out.new_empty((out.size(0), heads * (channels + 4)), dtype=acc_dtype(out.dtype))
+
+
+def attention_keep(dst: torch.Tensor, src: torch.Tensor, heads: int, seed: int, p: float) -> torch.Tensor:
+    """The dropout factors the attention ops draw for edges (global ids dst, src) and heads."""
+    return torch.ops.mgg.attention_keep(dst, src, heads, seed, p)
 
 
 @torch.library.register_fake("mgg::attention_keep")
@@ -191,9 +214,27 @@ def _attention_keep_fake(dst, src, heads, seed, p):
     return dst.new_empty((dst.size(0), heads), dtype=torch.float32)
 
 
+def attend_peers_dst(
+    peers: list, my_pe: int, terms, plan, params, heads, negative_slope, dropout, seed, offsets: list, fetch: int
+) -> torch.Tensor:
+    """attend_peers' backward, pass A: d a_dst of the output rows."""
+    return torch.ops.mgg.attend_peers_dst(
+        peers, my_pe, terms, plan, params, heads, negative_slope, dropout, seed, offsets, fetch
+    )
+
+
 @torch.library.register_fake("mgg::attend_peers_dst")
 def _attend_peers_dst_fake(peers, my_pe, terms, plan, params, heads, negative_slope, dropout, seed, offsets, fetch):
     return peers[my_pe].new_empty((terms.size(0), heads))
+
+
+def attend_peers_src(
+    x, terms: list, my_pe: int, plan, params, heads, negative_slope, dropout, seed, offsets: list, fetch: int
+) -> torch.Tensor:
+    """attend_peers' backward, pass B (over the transposed graph's step): the source rows' gradients."""
+    return torch.ops.mgg.attend_peers_src(
+        x, terms, my_pe, plan, params, heads, negative_slope, dropout, seed, offsets, fetch
+    )
 
 
 @torch.library.register_fake("mgg::attend_peers_src")
@@ -201,39 +242,9 @@ def _attend_peers_src_fake(x, terms, my_pe, plan, params, heads, negative_slope,
     return torch.empty_like(x)
 
 
-def attention_graph(graph: Graph, add_self_loops: bool = True) -> Graph:
-    """The graph GAT attends over: unweighted (attention makes the weights) and, with
-    add_self_loops, with its self-loops replaced by one per node (as PyG's GATConv)."""
-    g = Graph._unchecked(graph.rowptr, graph.col) if graph.weight is not None else graph
-    return g.add_self_loops() if add_self_loops else g
+# ---- mgg 0.1's names of this module ---------------------------------------------------------------
 
 
-def attend(
-    h: torch.Tensor,
-    a_src: torch.Tensor,
-    a_dst: torch.Tensor,
-    plan: Union[Plan, Graph],
-    negative_slope: float = 0.2,
-    dropout: float = 0.0,
-    seed: int = 0,
-    config: Optional[Config] = None,
-) -> torch.Tensor:
-    """GAT's attention on one rank: out_i = sum_j softmax_j(leaky_relu(a_src_j + a_dst_i)) h_j per
-    head, over the in-edges of i, differentiable in h, a_src and a_dst.
-
-    Args:
-        h: [nodes, H, C] features per head: float32, float64 (CPU), float16 or bfloat16.
-        a_src, a_dst: [nodes, H] source and destination terms.
-        plan: a Plan of one rank of an unweighted graph, or a Graph (used as it is: see
-            attention_graph for GAT's self-loops).
-        negative_slope: of the leaky ReLU.
-        dropout: probability of zeroing a coefficient (scaled by 1 / (1 - dropout)).
-        seed: the dropout draw (a function of seed, edge and head).
-        config: the plan's config; only warps_per_block matters to attention.
-
-    Returns:
-        [nodes, H, C].
-    """
-    if isinstance(plan, Graph):
-        plan = Plan(attention_graph(plan, add_self_loops=False))
-    return plan.attend(h, a_src, a_dst, negative_slope, dropout, seed, config)
+def __getattr__(name: str):
+    """mgg 0.1's other names of this module (mgg._deprecated says where each went)."""
+    return _deprecated.moved_from("mgg.ops", name)

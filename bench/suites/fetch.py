@@ -48,7 +48,6 @@ NCU_METRICS = {
 def _rank_fns(mode: str, g, pes: int, x: torch.Tensor, config) -> tuple[list, list]:
     """Per rank: the aggregation to time, and the bytes it reads from its peers."""
     from mgg import memory
-    from mgg.ops import run_peers, run_step
 
     elem = x.element_size() * x.size(1)
     plan = cache.plan(g, pes, gathered=mode == "allgather")
@@ -67,18 +66,20 @@ def _rank_fns(mode: str, g, pes: int, x: torch.Tensor, config) -> tuple[list, li
                 peers = tables
             rp.op_args(x.device, peers=True, transposed=False)
             fns.append(
-                lambda r=r, rp=rp, peers=peers: run_peers(tables[r], peers, r, rp, "uva" if mode == "uva" else "direct")
+                lambda r=r, rp=rp, peers=peers: rp.aggregate_peers(
+                    tables[r], peers, r, "uva" if mode == "uva" else "direct"
+                )
             )
             traffic.append(p.num_remote_edges * elem)  # every remote edge reads its row
         elif mode == "halo":
             rp.op_args(x.device, transposed=False)
             halo = torch.from_numpy(p.halo_nodes).to(x.device)
-            fns.append(lambda r=r, rp=rp, halo=halo: run_step(tables[r].contiguous(), x.index_select(0, halo), rp))
+            fns.append(lambda r=r, rp=rp, halo=halo: rp.aggregate(tables[r].contiguous(), x.index_select(0, halo)))
             traffic.append(p.num_halo * elem)
         else:  # allgather: the whole table is gathered, then the local kernel reads it
             rp.op_args(x.device, transposed=False)
             empty = x.new_empty((0, x.size(1)))
-            fns.append(lambda rp=rp, empty=empty: run_step(torch.cat(tables), empty, rp))
+            fns.append(lambda rp=rp, empty=empty: rp.aggregate(torch.cat(tables), empty))
             traffic.append((g.num_nodes - p.num_rows) * elem)
     return fns, traffic
 

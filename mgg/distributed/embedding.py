@@ -4,7 +4,7 @@ rows and looks up its own bags (data-parallel batches).
 
 - `halo` (mgg): per batch, each rank asks every owner for the distinct rows its bags read
   (a row asked for twice is fetched once), receives them with one all-to-all, and runs the
-  lookup through torch.ops.mgg.aggregate over its per-batch plan (own rows in place, the halo
+  lookup through mgg.ops.aggregate over its per-batch plan (own rows in place, the halo
   rows as the remote table). The adjoint sends each halo row's gradient back to its owner.
 - `alltoall` (the baseline of DLRM systems: torchrec's row-wise sharding): indices go to their
   owners with an all-to-all, each owner pools its part of every requester's bags
@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from .. import ops
 from ..embedding_plan import BatchStep, Edges
 
 EMBEDDING_BACKENDS = ("halo", "alltoall", "nvshmem")
@@ -107,13 +108,13 @@ class _HaloFetch(torch.autograd.Function):
 
 class _StepLookup(torch.autograd.Function):
     """out = the batch step's aggregation of the own rows (in place) and the halo rows through
-    torch.ops.mgg.aggregate; the backward runs the step's compact transposed step (the op again)
+    mgg.ops.aggregate; the backward runs the step's compact transposed step (the op again)
     and scatters the own rows' part into the table's gradient (dense or sparse)."""
 
     @staticmethod
     def forward(ctx, weight, halo_rows, step: BatchStep, sparse: bool, deterministic: bool):
         ctx.step, ctx.sparse, ctx.det, ctx.rows = step, sparse, deterministic, weight.size(0)
-        return torch.ops.mgg.aggregate(weight, halo_rows.contiguous(), step.plan, step.params, deterministic)
+        return ops.aggregate(weight, halo_rows.contiguous(), step.plan, step.params, deterministic)
 
     @staticmethod
     def backward(ctx, grad):

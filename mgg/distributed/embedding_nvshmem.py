@@ -1,6 +1,6 @@
 """Sharded embedding-bag lookups over NVSHMEM (MGG's path; mgg.distributed.nvshmem's runtime):
 each rank's rows are written into a symmetric table, and the fused kernel
-(torch.ops.mgg.aggregate_peers) reads local rows from its own table and remote rows from their
+(mgg.ops.aggregate_peers) reads local rows from its own table and remote rows from their
 owners' tables, by NVSHMEM get or peer loads, over the batch's plan (peers named by PE and
 offset). No index or row exchange precedes the lookup.
 
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import torch
 
+from .. import ops
 from ..embedding_plan import BatchStep, Edges
 from ..errors import MggError
-from ..ops import FETCH
 from . import nvshmem
 
 
@@ -94,7 +94,7 @@ class _NvshmemLookup(torch.autograd.Function):
         t = nvshmem._publish(rt, weight.detach(), range_rows, fetch)  # written before any PE reads
         me = rt.heap.my_pe()
         ctx.step, ctx.args, ctx.rows = step, (len(range_rows), deterministic, sparse), weight.size(0)
-        return torch.ops.mgg.aggregate_peers(t.own, t.peers, me, step.plan, step.params, FETCH[fetch], deterministic)
+        return ops.aggregate_peers(t.own, t.peers, me, step.plan, step.params, ops.fetch_code(fetch), deterministic)
 
     @staticmethod
     def backward(ctx, grad):

@@ -34,9 +34,8 @@ from ..graph import Graph
 from ..ops import attention_table
 from ..partitioning import CACHED, METHODS, Partition
 from ..partitioning import partition as partition_nodes
-from ..plan import Config, Plan
+from ..plan import Config, Plan, check_remote_reads
 from ..runtime.remote_reads import AUTO
-from ..steps import check_remote_reads
 from .backends import BACKENDS as _KINDS
 from .comm import all_gather_rows
 
@@ -95,7 +94,7 @@ class DistPlan:
         )
 
     def aggregate_extreme(self, x_own: torch.Tensor, reduce: str, config: Optional[Config] = None) -> torch.Tensor:
-        """This rank's output rows of the max or min aggregation (mgg.steps.run_extreme) over an
+        """This rank's output rows of the max or min aggregation (RankPlan.aggregate_extreme) over an
         unweighted graph, differentiable in x_own. Ties go to the lowest row of the rank's
         [own rows | remote rows]: with the halo backend its own rows come first, so a tie between
         an own and a remote row may resolve otherwise than in one process (values never differ)."""
@@ -115,7 +114,7 @@ class DistPlan:
         seed: int = 0,
         config: Optional[Config] = None,
     ) -> torch.Tensor:
-        """GAT's attention for this rank's output rows (mgg.ops.run_attend), differentiable in h,
+        """GAT's attention for this rank's output rows (RankPlan.attend), differentiable in h,
         a_src (this rank's source rows) and a_dst [rows, heads].
 
         The dropout mask is drawn from global node ids of the (relabelled) graph, so every
@@ -177,7 +176,7 @@ class DistGraph:
         remote_reads: how often the nvshmem backend reads a remote row per aggregation:
             'per-edge' (MGG's fused kernel: once per edge that names it) or 'once' (each of the
             rank's halo rows read once into a local table while its local edges are aggregated,
-            mgg.steps.run_peers_once; on dense graphs many times fewer bytes over NVLink) or
+            RankPlan.aggregate_peers_once; on dense graphs many times fewer bytes over NVLink) or
             'auto' (each layer's shape measured at its first step in the modes the cost model
             keeps, the faster kept: mgg.runtime.remote_reads). Other backends move each row once anyway.
 

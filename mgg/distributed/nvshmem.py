@@ -2,7 +2,7 @@
 
 Each rank's node embeddings of a layer live in NVSHMEM symmetric memory (a table of the largest
 range's rows, the same size on every PE); each rank's plan lives in its private device memory;
-the fused kernel (torch.ops.mgg.aggregate_peers) reads local rows from its own table and remote
+the fused kernel (mgg.ops.aggregate_peers) reads local rows from its own table and remote
 rows from their owners' tables, by NVSHMEM get or by direct loads through nvshmem_ptr.
 
 NVSHMEM's runtime is nvshmem4py (PyPI nvshmem4py-cu13, module nvshmem.core; `pip install
@@ -30,10 +30,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from .. import ops
 from ..errors import MggError
-from ..ops import FETCH, run_peers
-from ..plan import RankPlan
-from ..steps import check_remote_reads, gather_halo, run_peers_once
+from ..plan import RankPlan, check_remote_reads
 
 EXTRA = "pip install 'mgg[nvshmem]'"
 
@@ -272,11 +271,12 @@ def _pull(
 ) -> torch.Tensor:
     """One aggregation over the symmetric tables: write this rank's rows into the next table,
     barrier, then the kernel reads its own rows and peers' rows from their tables, once per
-    edge (MGG's fused kernel, run_peers) or each remote row once (run_peers_once)."""
+    edge (MGG's fused kernel, RankPlan.aggregate_peers) or each remote row once
+    (RankPlan.aggregate_peers_once)."""
     rt = runtime()
     t = _publish(rt, x_own, range_rows, fetch)  # every PE's rows of this layer are written before any PE reads
-    read = run_peers_once if remote_reads == "once" else run_peers
-    return read(t.own, t.peers, rt.heap.my_pe(), plan, fetch, deterministic)
+    read = plan.aggregate_peers_once if remote_reads == "once" else plan.aggregate_peers
+    return read(t.own, t.peers, rt.heap.my_pe(), fetch, deterministic)
 
 
 class _Aggregate(torch.autograd.Function):
@@ -340,16 +340,14 @@ class _Attend(torch.autograd.Function):
         me = rt.heap.my_pe()
         ctx.once = once
         if once is not None:  # each halo row's source terms once, then the attention over [own | halo] rows
-            halo, ids = gather_halo(t.own, t.peers, me, plan, fetch), _source_ids(plan, t.own.device)
+            halo, ids = plan.gather_halo(t.own, t.peers, me, fetch), _source_ids(plan, t.own.device)
             args, params = plan.op_args(t.own.device, transposed=False)
-            out, stats = torch.ops.mgg.attend(
-                t.own, halo, a_dst_own, args, params, heads, slope, dropout, seed, ids, offsets[me]
-            )
+            out, stats = ops.attend(t.own, halo, a_dst_own, args, params, heads, slope, dropout, seed, ids, offsets[me])
             ctx.halo = halo
         else:
             args, params = plan.op_args(table_own.device, peers=True, transposed=False)
-            out, stats = torch.ops.mgg.attend_peers(
-                t.peers, me, a_dst_own, args, params, heads, slope, dropout, seed, offsets, FETCH[fetch]
+            out, stats = ops.attend_peers(
+                t.peers, me, a_dst_own, args, params, heads, slope, dropout, seed, offsets, ops.fetch_code(fetch)
             )
         ctx.save_for_backward(table_own, a_dst_own, out, stats)
         ctx.args = (plan, plan_t, range_rows, fetch, heads, slope, dropout, seed)
@@ -363,18 +361,18 @@ class _Attend(torch.autograd.Function):
         plan, plan_t, range_rows, fetch, heads, slope, dropout, seed = ctx.args
         rt = runtime()
         me, offsets = rt.heap.my_pe(), _offsets(range_rows)
-        terms = torch.ops.mgg.attention_terms(grad.contiguous(), out, a_dst_own, stats, heads)
+        terms = ops.attention_terms(grad.contiguous(), out, a_dst_own, stats, heads)
         x = _publish(rt, table_own, range_rows, fetch, barrier=False)
         tt = rt.next_table(terms.size(1), terms.dtype, range_rows)
         tt.own.copy_(terms)
         rt.heap.barrier()  # every PE's source rows and terms are written before any PE reads
         args, params = plan.op_args(table_own.device, peers=True, transposed=False)
-        d_dst = torch.ops.mgg.attend_peers_dst(
-            x.peers, me, tt.own, args, params, heads, slope, dropout, seed, offsets, FETCH[fetch]
+        d_dst = ops.attend_peers_dst(
+            x.peers, me, tt.own, args, params, heads, slope, dropout, seed, offsets, ops.fetch_code(fetch)
         )
         args_t, params_t = plan_t.op_args(table_own.device, peers=True, transposed=False)
-        d_table = torch.ops.mgg.attend_peers_src(
-            x.own, tt.peers, me, args_t, params_t, heads, slope, dropout, seed, offsets, FETCH[fetch]
+        d_table = ops.attend_peers_src(
+            x.own, tt.peers, me, args_t, params_t, heads, slope, dropout, seed, offsets, ops.fetch_code(fetch)
         )
         return d_table, d_dst, None, None, None, None, None, None, None, None, None
 
@@ -397,7 +395,7 @@ def _attend_once_backward(ctx, grad: torch.Tensor) -> tuple:
     rt = runtime()
     me, dev = rt.heap.my_pe(), table_own.device
     args, params = plan.op_args(dev, transposed=True)
-    d_own, d_halo, d_dst = torch.ops.mgg.attend_backward(
+    d_own, d_halo, d_dst = ops.attend_backward(
         grad,
         table_own,
         ctx.halo,
@@ -417,7 +415,7 @@ def _attend_once_backward(ctx, grad: torch.Tensor) -> tuple:
     box.own.copy_(d_halo)
     rt.heap.barrier()  # every PE's outbox is written before any PE reads
     if back.remote is not None and back.remote.num_edges:
-        returned = torch.ops.mgg.aggregate_peers(box.own, box.peers, me, *back.op_args(dev), FETCH[fetch], False)
+        returned = ops.aggregate_peers(box.own, box.peers, me, *back.op_args(dev), ops.fetch_code(fetch), False)
         d_own = d_own + returned
     return d_own, d_dst
 

@@ -13,8 +13,8 @@ from torch import nn
 
 from ..errors import MggError
 from ..graph import Graph
+from ..ops import EXTREMES
 from ..plan import Config
-from ..steps import EXTREMES
 from . import pyg_aggregation
 from .message_passing import LayerBase, explained_edges
 from .plans import bipartite_plan, cached_plan, is_distributed, is_sparse_tensor, pad_rows, plan_rows, run_plan
@@ -235,8 +235,8 @@ class _Aggregating(LayerBase):
     def _explained(self, x_src: torch.Tensor, edge_index, n_dst: int) -> torch.Tensor:
         """sum (or mean, by in-degree) over edges of mask[e] * x_src[src_e], mask the attached
         explainer's: PyG's propagate with explain_message, differentiable in the mask
-        (mgg.ops.aggregate_edges)."""
-        from ..ops import aggregate_edges
+        (mgg.functional.aggregate_edges)."""
+        from ..functional import aggregate_edges
 
         name = type(self).__name__
         if self.aggr in EXTREMES:
@@ -414,8 +414,8 @@ class GCNConv(_Aggregating):
         """PyG's gcn_norm in torch ops (differentiable in edge_weight: learned weights) on a
         [2, E] edge_index, the explainer's edge mask on the messages (PyG's explain_message: the
         input edges' mask, 1 on the self-loops added), then the aggregation through the op with
-        the gradient in the weights (mgg.ops.aggregate_edges)."""
-        from ..ops import aggregate_edges
+        the gradient in the weights (mgg.functional.aggregate_edges)."""
+        from ..functional import aggregate_edges
 
         why = "an explainer's edge mask" if explaining else "an edge_weight that requires grad"
         src, dst, w, mask = self._normalised_edges(h, edge_index, edge_weight, n, why, explaining)

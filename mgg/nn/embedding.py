@@ -6,9 +6,9 @@ A lookup is a bipartite aggregation (bags <- table rows) over edges that change 
 batch gets a plan of its own (mgg.embedding_plan.BatchStep, vectorised torch ops), and modes
 'sum' and 'mean' (with per_sample_weights: weighted sums) run through the mgg ops:
 
-- one process, one PE: torch.ops.mgg.aggregate over the table;
+- one process, one PE: mgg.ops.aggregate over the table;
 - one process, several PEs (`num_pes`): the table's row ranges are the PEs' tables, each PE's
-  share of the bags is aggregated by torch.ops.mgg.aggregate_peers, which reads remote rows from
+  share of the bags is aggregated by mgg.ops.aggregate_peers, which reads remote rows from
   their owner's table by (PE, offset), as the NVSHMEM path reads them on GPUs;
 - under torchrun (an initialised process group): each rank holds only its rows and looks up its
   own batch, with the `halo` backend (distinct remote rows fetched once by an all-to-all, then
@@ -33,9 +33,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from .. import ops
 from ..embedding_plan import MODES, BatchStep, Edges, bag_edges, merge, pe_slices, row_bounds
 from ..errors import MggError
-from ..ops import FETCH, check_fetch
 from ..plan import Config
 
 
@@ -46,7 +46,7 @@ def _scatter_rows(index, values, rows: int, sparse: bool):
 
 
 class _PeersLookup(torch.autograd.Function):
-    """Every PE's bags, each PE through torch.ops.mgg.aggregate_peers over the PEs' tables (row
+    """Every PE's bags, each PE through mgg.ops.aggregate_peers over the PEs' tables (row
     ranges of weight); the backward runs each PE's compact transposed step through the op."""
 
     @staticmethod
@@ -54,7 +54,7 @@ class _PeersLookup(torch.autograd.Function):
         b = bounds.tolist()
         shards = [weight[b[p] : b[p + 1]] for p in range(len(steps))]
         outs = [
-            torch.ops.mgg.aggregate_peers(shards[p], shards, p, s.plan, s.params, FETCH[fetch], deterministic)
+            ops.aggregate_peers(shards[p], shards, p, s.plan, s.params, ops.fetch_code(fetch), deterministic)
             for p, s in enumerate(steps)
         ]
         ctx.steps, ctx.slices, ctx.sparse, ctx.det, ctx.rows = steps, slices, sparse, deterministic, weight.size(0)
@@ -130,7 +130,7 @@ class _ShardedRows(torch.nn.Module):
             raise MggError(f"embedding_dim must be a positive integer, got {embedding_dim!r}")
         if backend not in EMBEDDING_BACKENDS:
             raise MggError(f"backend must be one of {EMBEDDING_BACKENDS}, got {backend!r}")
-        check_fetch(fetch)
+        ops.fetch_code(fetch)
         if distributed is None:
             distributed = dist.is_available() and dist.is_initialized()
         self.distributed, self.group, self.backend = bool(distributed), group, backend

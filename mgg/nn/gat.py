@@ -9,7 +9,7 @@ or over a bipartite DistGraph (each rank's shards);
 in_channels=-1 sizes the layer on its first call. Edge features (edge_dim, edge_attr) add a
 per-edge term to the scores: those scores and their softmax are computed per edge with torch ops
 (PyG's formula, self-loop features by fill_value), and the weighted sum goes through mgg's op
-(mgg.ops.aggregate_edges, one call per head), on one process. What PyG's layer does and mgg does
+(mgg.functional.aggregate_edges, one call per head), on one process. What PyG's layer does and mgg does
 not (other aggregations) is refused with one line. Attention dropout is drawn from (seed, destination,
 source, head) rather than from torch's generator, so the forward and backward passes, every
 backend and every rank count draw the same mask for a given seed."""
@@ -22,9 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import ops
 from ..errors import MggError
+from ..functional import aggregate_edges, attention_graph
 from ..graph import Graph
-from ..ops import aggregate_edges, attention_graph
 from ..plan import Config
 from .conv import glorot, is_lazy, linear, refuse_script, split_input
 from .message_passing import LayerBase, refuse_hooks
@@ -383,7 +384,7 @@ class GATConv(LayerBase):
         total = e.new_zeros((n_dst, self.heads)).index_add_(0, dst, w)
         alpha = w / total[dst]
         if p > 0:
-            alpha = alpha * torch.ops.mgg.attention_keep(dst, src, self.heads, seed, p).to(alpha)
+            alpha = alpha * ops.attention_keep(dst, src, self.heads, seed, p).to(alpha)
         return alpha.to(a_src.dtype)
 
     def __repr__(self):

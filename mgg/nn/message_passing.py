@@ -9,7 +9,7 @@ what PyG's layer shows them (per-edge messages, decomposed_layers' chunks) at Py
 process; a layer that cannot (GATConv: its scores are not PyG's edge_updater) refuses the hook
 in one line at registration. torch's own forward hooks on the layer always work. An explainer's
 edge mask (explain=True, _edge_mask) scales each message as PyG's explain_message does, through
-mgg.ops.aggregate_edges, so the mask gets its gradient."""
+mgg.functional.aggregate_edges, so the mask gets its gradient."""
 
 from __future__ import annotations
 

@@ -135,7 +135,7 @@ def cached_plan(
         return edge_index.plan_for(f"{tag}:{flow}:{wdt}", prepare)
     if edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled():
         raise MggError(
-            "an edge_weight that requires grad goes through mgg.ops.aggregate_edges (GCNConv does this), "
+            "an edge_weight that requires grad goes through mgg.functional.aggregate_edges (GCNConv does this), "
             "not a cached plan"
         )
     key = (
@@ -165,7 +165,7 @@ def run_plan(
     """Aggregates x over a layer's plan (a one-rank Plan, or a DistPlan: this rank's rows)
     through the layer's online tuner if it has one (over a DistPlan every rank of the group
     tunes together), else with `config`. Both speak mgg.plan.Aggregation. reduce 'sum' is the
-    plan's weighted sum; 'max' or 'min' (mgg.steps.EXTREMES) run the max/min op with `config`
+    plan's weighted sum; 'max' or 'min' (mgg.ops.EXTREMES) run the max/min op with `config`
     (the tuner tunes the sum's kernels)."""
     if reduce != "sum":
         return plan.aggregate_extreme(x, reduce, config)

@@ -1,7 +1,7 @@
 """SAGEConv (Hamilton et al.'s GraphSAGE layer) with PyG's constructor, forward signature and
 state_dict layout, aggregating through mgg's ops: the mean over in-neighbors (the graph's mean
 normalisation, weights 1/in-degree), their sum, or their elementwise max or min (the max/min op,
-mgg.steps.run_extreme), also for bipartite inputs and lazy widths (in_channels=-1). PyG's other
+RankPlan.aggregate_extreme), also for bipartite inputs and lazy widths (in_channels=-1). PyG's other
 aggregations ('lstm', 'softmax', lists of them, Aggregation modules, aggr_kwargs) run through
 PyG's own aggregation module on one process (pyg_aggregation.py), at PyG's speed."""
 
@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MggError
+from ..ops import EXTREMES
 from ..plan import Config
-from ..steps import EXTREMES
 from . import pyg_aggregation
 from .conv import _Aggregating, is_lazy, linear, split_input
 from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, plan_rows

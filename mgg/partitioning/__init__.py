@@ -1,13 +1,12 @@
-"""Which node goes to which rank: MGG's range split (ranges) -> the node -> rank map (assignment,
-`Partition`) -> the methods that compute one (methods) -> their disk cache (cache) -> `partition()`
-(compute); what a split costs in communication (stats)."""
+"""Which node goes to which rank: the node -> rank map (assignment, `Partition`; MGG's range split,
+the default, is mgg.plan.ranges) -> the methods that compute one (methods) -> their disk cache
+(cache) -> `partition()` (compute). What a split costs in communication is mgg.plan.stats."""
 
+from .. import _deprecated
 from .assignment import Partition, range_partition
 from .cache import PartitionCache
 from .compute import check, partition
 from .methods import CACHED, METHODS
-from .ranges import split_ranges
-from .stats import partition_stats
 
 __all__ = [
     "CACHED",
@@ -16,7 +15,10 @@ __all__ = [
     "PartitionCache",
     "check",
     "partition",
-    "partition_stats",
     "range_partition",
-    "split_ranges",
 ]
+
+
+def __getattr__(name: str):
+    """mgg 0.1's split_ranges and partition_stats of this package (now mgg.plan's)."""
+    return _deprecated.moved_from("mgg.partitioning", name)

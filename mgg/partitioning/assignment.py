@@ -16,7 +16,7 @@ import torch
 
 from ..errors import PlanError
 from ..graph import Graph
-from .ranges import split_ranges
+from ..plan.ranges import split_ranges
 
 if TYPE_CHECKING:
     from ..plan import Plan
@@ -116,7 +116,7 @@ class Partition:
     def stats(self, graph: Graph) -> tuple[list[dict], dict]:
         """partition_stats of `graph` (user order) under this partition, with the method and its
         time in the total."""
-        from .stats import partition_stats
+        from ..plan.stats import partition_stats
 
         ranks, total = partition_stats(self.relabel(graph), self.bounds)
         return ranks, dict(method=self.method, **total, seconds=round(self.seconds, 3), cached=self.cached)

@@ -17,7 +17,7 @@ A part's nodes keep their relative order; rank r owns part r. Parts the partitio
   edges (the work), not nodes.
 - `hypergraph_parts`: Mt-KaHyPar (mtkahypar) on the column-net hypergraph: a net per node v
   whose pins are v and the nodes that read v; its connectivity-minus-one objective (km1) is
-  exactly the number of rows the ranks exchange (mgg.partitioning.stats' halo_rows). The
+  exactly the number of rows the ranks exchange (mgg.plan.stats' halo_rows). The
   DETERMINISTIC preset (bit-identical across runs, processes and thread counts), seeded, with
   three speed settings (mgg/data/mtkahypar-deterministic.ini).
 
@@ -39,8 +39,8 @@ import scipy.sparse as sp
 from ..data.bundled import MTKAHYPAR_INI
 from ..errors import MissingPackageError, PlanError
 from ..graph import Graph
+from ..plan.ranges import split_ranges
 from .assignment import Partition, from_parts, range_partition
-from .ranges import split_ranges
 
 METHODS = ("range", "random", "metis", "hypergraph")
 CACHED = ("metis", "hypergraph")  # the methods worth keeping on disk

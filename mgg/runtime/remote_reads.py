@@ -21,8 +21,7 @@ from typing import Callable, Optional
 
 import torch
 
-from ..plan import RankShard
-from ..steps import REMOTE_READS
+from ..plan import REMOTE_READS, RankShard
 from .coordination import Coordinator
 from .cost import SLACK
 from .timing import time_once
@@ -37,7 +36,7 @@ def remote_read_bytes(shard: RankShard, dim: int, element_size: int) -> dict:
     device's memory while they are read, moved after). per-edge: a remote row per remote edge
     from its owner, beside the local edges' rows (MGG's fused kernel overlaps them). once: each
     halo row once from its owner and written to the halo table, beside the local edges' rows
-    (run_peers_once's overlapped path), then the remote edges' rows from the halo table.
+    (RankPlan.aggregate_peers_once's overlapped path), then the remote edges' rows from the halo table.
 
     Args:
         shard: the rank's shard of a plan.

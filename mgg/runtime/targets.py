@@ -22,7 +22,6 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..ops import aggregate, run_peers, run_step
 from ..plan import Config, Plan
 from .config_cache import cache_key
 from .cost import RankShape
@@ -111,7 +110,7 @@ class LocalTarget(_Target):
 
     def prepare(self, x: torch.Tensor, config: Config, deterministic: bool = False) -> Callable[[], torch.Tensor]:
         self.plan.rank_plan(0, config).op_args(x.device, transposed=torch.is_grad_enabled() and x.requires_grad)
-        return lambda: aggregate(x, self.plan, config, deterministic=deterministic)
+        return lambda: self.plan.aggregate(x, config, deterministic)
 
     def drop(self, config: Config) -> None:
         self.plan.drop(0, config)
@@ -188,10 +187,10 @@ class InprocTarget(_Target):
             ranks.append((rp, self._halo(r, x.device)))
         if peers:
             return lambda: [
-                run_peers(tables[r], tables, r, rp, "direct", deterministic) for r, (rp, _) in enumerate(ranks)
+                rp.aggregate_peers(tables[r], tables, r, "direct", deterministic) for r, (rp, _) in enumerate(ranks)
             ]
         return lambda: [
-            run_step(tables[r].contiguous(), x.index_select(0, halo), rp, deterministic)
+            rp.aggregate(tables[r].contiguous(), x.index_select(0, halo), deterministic)
             for r, (rp, halo) in enumerate(ranks)
         ]
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import mgg
-from mgg import MggError, ops
+from mgg import MggError, functional
 from mgg.nn import GATConv
 from mgg.testing import (
     assert_attention_gradients_match_reference,
@@ -55,7 +55,7 @@ def test_attend_matches_torch_reference_with_hubs(device, heads, channels, dropo
     The CUDA kernels take at most 256 channels per head: 257 is refused in one line."""
     cuda = device == "cuda" or bool(emulator.ACTIVE)
     n, e = (300, 4000) if emulator.ACTIVE and not emulator.FULL else (2000, 30000)
-    g = mgg.ops.attention_graph(random_graph(n, e, seed=9, skew=0.9))
+    g = mgg.functional.attention_graph(random_graph(n, e, seed=9, skew=0.9))
     src, dst = g.edge_index()
     gen = torch.Generator().manual_seed(heads * channels)
     h, a_src, a_dst = (
@@ -66,9 +66,9 @@ def test_attend_matches_torch_reference_with_hubs(device, heads, channels, dropo
     got_in = [t.to(device, dtype).requires_grad_() for t in (h, a_src, a_dst)]
     if cuda and channels > 256:
         with pytest.raises(RuntimeError, match="mgg.attend: attention heads of 257 channels exceed the kernels' 256 "):
-            ops.attend(*got_in, g, 0.2, dropout, 3)
+            functional.attend(*got_in, g, 0.2, dropout, 3)
         return
-    got = ops.attend(*got_in, g, 0.2, dropout, 3)
+    got = functional.attend(*got_in, g, 0.2, dropout, 3)
     assert_attention_matches_reference(got, *got_in, src, dst, 0.2, keep)
     w = torch.randn(got.shape, dtype=torch.float64, generator=gen).to(device, dtype)
     got.backward(w)
@@ -77,20 +77,20 @@ def test_attend_matches_torch_reference_with_hubs(device, heads, channels, dropo
 
 @pytest.mark.parametrize("dropout", [0.0, 0.5])
 def test_attend_matches_torch_reference_and_gradcheck(dropout):
-    g = mgg.ops.attention_graph(random_graph(40, 200, seed=5, skew=0.5))
+    g = mgg.functional.attention_graph(random_graph(40, 200, seed=5, skew=0.5))
     src, dst = g.edge_index()
     gen = torch.Generator().manual_seed(2)
     h, a_src, a_dst = (
         torch.randn(*s, dtype=torch.float64, generator=gen, requires_grad=True) for s in ((40, 3, 4), (40, 3), (40, 3))
     )
     keep = torch.ops.mgg.attention_keep(dst, src, 3, 17, dropout) if dropout else None
-    out = ops.attend(h, a_src, a_dst, g, 0.2, dropout, 17)
+    out = functional.attend(h, a_src, a_dst, g, 0.2, dropout, 17)
     torch.testing.assert_close(out, attention_reference(h, a_src, a_dst, src, dst, 0.2, keep))
-    assert torch.autograd.gradcheck(lambda *t: ops.attend(*t, g, 0.2, dropout, 17), (h, a_src, a_dst))
+    assert torch.autograd.gradcheck(lambda *t: functional.attend(*t, g, 0.2, dropout, 17), (h, a_src, a_dst))
 
 
 def test_opcheck():
-    g = mgg.ops.attention_graph(random_graph(30, 150, seed=6))
+    g = mgg.functional.attention_graph(random_graph(30, 150, seed=6))
     rp = mgg.Plan(g).rank_plan(0, mgg.Config())
     table = torch.randn(30, 2 * 4, dtype=torch.float64)
     a_dst = torch.randn(30, 2, dtype=torch.float64)
@@ -106,14 +106,14 @@ def test_low_precision_storage(dtype):
     """Features and terms stored in dtype, softmax and sums in fp32: the output and the gradients
     of h, a_src and a_dst against the float64 reference of the inputs as stored, at tolerances
     derived from the storage and accumulation rounding (mgg.testing)."""
-    g = ops.attention_graph(random_graph(200, 3000, seed=8, skew=0.7))
+    g = functional.attention_graph(random_graph(200, 3000, seed=8, skew=0.7))
     src, dst = g.edge_index()
     gen = torch.Generator().manual_seed(3)
     h, a_src, a_dst = (
         torch.randn(*s, dtype=torch.float64, generator=gen).to(dtype) for s in ((200, 2, 16), (200, 2), (200, 2))
     )
     ins = [t.clone().requires_grad_() for t in (h, a_src, a_dst)]
-    got = ops.attend(*ins, g)
+    got = functional.attend(*ins, g)
     assert got.dtype == dtype
     assert_attention_matches_reference(got, h, a_src, a_dst, src, dst, 0.2)
     go = torch.randn(got.shape, dtype=torch.float64, generator=gen).to(dtype)
@@ -173,7 +173,9 @@ def test_cuda_agrees_with_cpu(device):
         ),
         (lambda: GATConv(4, 2)(torch.randn(5, 4), torch.tensor([[0], [9]])), MggError, "9"),
         (
-            lambda: ops.attend(torch.randn(5, 2, 3), torch.randn(5, 3), torch.randn(5, 2), random_graph(5, 8, seed=1)),
+            lambda: functional.attend(
+                torch.randn(5, 2, 3), torch.randn(5, 3), torch.randn(5, 2), random_graph(5, 8, seed=1)
+            ),
             MggError,
             "a_src, a_dst",
         ),

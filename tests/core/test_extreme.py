@@ -10,7 +10,6 @@ import torch
 
 import mgg
 from mgg import Config, Graph, MggError, Plan
-from mgg.steps import run_extreme
 from mgg.testing import random_graph
 
 AMAX = {"max": "amax", "min": "amin"}
@@ -52,7 +51,7 @@ def run_ranks(plan: Plan, x: torch.Tensor, reduce: str, config: Config = Config(
         rp = plan.rank_plan(r, config)
         lo, hi = int(plan.bounds[r]), int(plan.bounds[r + 1])
         x_remote = x[torch.from_numpy(rp.shard.halo_nodes)]
-        outs.append(run_extreme(x[lo:hi].contiguous(), x_remote.contiguous(), rp, reduce))
+        outs.append(rp.aggregate_extreme(x[lo:hi].contiguous(), x_remote.contiguous(), reduce))
     return torch.cat(outs)
 
 
@@ -181,7 +180,7 @@ def test_bad_input_is_refused_in_one_line():
         (lambda: torch.ops.mgg.aggregate_extreme(x, x.new_empty(0, 4), args, params, "lstm"), "'max' or 'min'"),
         (lambda: mgg.aggregate(x, g, reduce="lstm"), "reduce must be one of"),
         (lambda: mgg.aggregate(x, Plan(g), reduce="mean"), "applies when a Graph is passed"),
-        (lambda: run_extreme(x, x.new_empty(0, 4), Plan(g).rank_plan(0), "median"), "reduce must be one of"),
+        (lambda: Plan(g).rank_plan(0).aggregate_extreme(x, x.new_empty(0, 4), "median"), "reduce must be one of"),
         (lambda: mgg.make_plan(g, "max").aggregate_extreme(x[:5], "max"), "x has 5 rows"),
     ]
     for call, words in cases:

@@ -10,9 +10,7 @@ import torch
 
 import mgg
 from mgg import Config, Graph, MggError, Plan, make_plan
-from mgg.ops import run_peers, run_step
 from mgg.plan import STEP_FIELDS, STEP_PARAMS
-from mgg.steps import run_peers_once
 from mgg.testing import (
     CONFIGS,
     assert_exact_reference,
@@ -255,7 +253,7 @@ def test_multi_rank_plan_reassembles_and_differentiates(device, ranks):
         p = plan.shard(r)
         own = x[p.row_begin : p.row_end].clone().requires_grad_()
         halo = x[torch.from_numpy(p.halo_nodes).to(device)].clone().requires_grad_()
-        out = run_step(own, halo, plan.rank_plan(r, Config(3, 2, 2)))
+        out = plan.rank_plan(r, Config(3, 2, 2)).aggregate(own, halo)
         parts.append(out.detach())
         out.backward(go[p.row_begin : p.row_end])
         grad[p.row_begin : p.row_end] += own.grad
@@ -290,7 +288,7 @@ def test_peers_op_reads_each_pes_table(device, ranks, deterministic):
     tables = [x[int(plan.bounds[r]) : int(plan.bounds[r + 1])].clone().requires_grad_() for r in range(ranks)]
     out = torch.cat(
         [
-            run_peers(tables[r], tables, r, plan.rank_plan(r, Config(3, 2, 2)), "direct", deterministic)
+            plan.rank_plan(r, Config(3, 2, 2)).aggregate_peers(tables[r], tables, r, "direct", deterministic)
             for r in range(ranks)
         ]
     )
@@ -304,7 +302,7 @@ def test_peers_op_reads_each_pes_table(device, ranks, deterministic):
     tables = [xe[int(plan.bounds[r]) : int(plan.bounds[r + 1])] for r in range(ranks)]
     out = torch.cat(
         [
-            run_peers(tables[r], tables, r, plan.rank_plan(r, Config(3, 2, 2)), "direct", deterministic)
+            plan.rank_plan(r, Config(3, 2, 2)).aggregate_peers(tables[r], tables, r, "direct", deterministic)
             for r in range(ranks)
         ]
     )
@@ -324,8 +322,8 @@ def test_peers_once_reads_each_halo_row_once_and_sums_alike(dtype, deterministic
     x = torch.randn(150, 17, dtype=torch.float64).to(dtype)
     tables = [x[int(plan.bounds[r]) : int(plan.bounds[r + 1])] for r in range(3)]
     rps = [plan.rank_plan(r, Config(3, 2, 2)) for r in range(3)]
-    once = torch.cat([run_peers_once(tables[r], tables, r, rps[r], "direct", deterministic) for r in range(3)])
-    edge = torch.cat([run_peers(tables[r], tables, r, rps[r], "direct", deterministic) for r in range(3)])
+    once = torch.cat([rps[r].aggregate_peers_once(tables[r], tables, r, "direct", deterministic) for r in range(3)])
+    edge = torch.cat([rps[r].aggregate_peers(tables[r], tables, r, "direct", deterministic) for r in range(3)])
     assert_matches_reference(once, g, x)
     if deterministic or dtype == torch.bfloat16:
         assert torch.equal(once, edge)
@@ -333,7 +331,7 @@ def test_peers_once_reads_each_halo_row_once_and_sums_alike(dtype, deterministic
     plan = Plan(ge, 3)
     tables = [xe[int(plan.bounds[r]) : int(plan.bounds[r + 1])] for r in range(3)]
     out = torch.cat(
-        [run_peers_once(tables[r], tables, r, plan.rank_plan(r, Config(3, 2, 2)), "direct") for r in range(3)]
+        [plan.rank_plan(r, Config(3, 2, 2)).aggregate_peers_once(tables[r], tables, r, "direct") for r in range(3)]
     )
     assert_exact_reference(out, ge, xe)
 
@@ -445,17 +443,17 @@ def test_peers_op_bad_input():
     tables = [x[: int(plan.bounds[1])].contiguous(), x[int(plan.bounds[1]) :].contiguous()]
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="NVSHMEM get, which needs CUDA tensors"):
-            run_peers(tables[0], tables, 0, rp, "get-warp")
+            rp.aggregate_peers(tables[0], tables, 0, "get-warp")
     with pytest.raises(MggError, match="fetch must be one of"):
-        run_peers(tables[0], tables, 0, rp, "teleport")
+        rp.aggregate_peers(tables[0], tables, 0, "teleport")
     with pytest.raises(RuntimeError, match=r"my_pe 2 is outside \[0, 2\)"):
-        run_peers(tables[0], tables, 2, rp, "direct")
+        rp.aggregate_peers(tables[0], tables, 2, "direct")
     short = [tables[0], tables[1][:1]]  # PE 1's table lacks rows the plan reads
     if rp.shard.remote_offset.max() > 0:
         with pytest.raises(RuntimeError, match=r"remote_col\[\d+\] = \d+ is outside \[0, 1\) of PE 1"):
-            run_peers(tables[0], short, 0, rp, "direct")
+            rp.aggregate_peers(tables[0], short, 0, "direct")
     with pytest.raises(RuntimeError, match=r"peers\[1\] must be 2-D with the same dim"):
-        run_peers(tables[0], [tables[0], tables[1][:, :2].contiguous()], 0, rp, "direct")
+        rp.aggregate_peers(tables[0], [tables[0], tables[1][:, :2].contiguous()], 0, "direct")
 
 
 def _edge_storages(plan: Plan, device) -> dict:
@@ -514,7 +512,7 @@ def test_gpu_only_placements_are_refused_on_the_cpu_in_one_line():
     x = torch.randn(50, 4)
     tables = [x[: int(plan.bounds[1])].contiguous(), x[int(plan.bounds[1]) :].contiguous()]
     with pytest.raises(RuntimeError, match="fetch 'uva' reads pinned host memory from a GPU kernel") as e:
-        run_peers(tables[0], tables, 0, plan.rank_plan(0, Config()), "uva")
+        plan.rank_plan(0, Config()).aggregate_peers(tables[0], tables, 0, "uva")
     assert "use fetch 'direct'" in str(e.value).splitlines()[0]
     for make in (memory.pinned_table, memory.managed_table):
         with pytest.raises(MggError, match="needs a CUDA GPU and none is visible"):
@@ -529,5 +527,5 @@ def test_allgather_volume_in_the_plan_statistics():
     p = gathered.shard(1)
     assert p.num_remote_edges == 0 and p.transposed.num_rows == 300  # every node's gradient
     x = torch.randn(300, 7, dtype=torch.float64)
-    out = torch.cat([run_step(x, x.new_empty((0, 7)), gathered.rank_plan(r, Config(4, 2, 2))) for r in range(3)])
+    out = torch.cat([gathered.rank_plan(r, Config(4, 2, 2)).aggregate(x, x.new_empty((0, 7))) for r in range(3)])
     torch.testing.assert_close(out, dense_reference(g, x))

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import mgg
-from mgg import Graph, Plan, ops
+from mgg import Graph, Plan, functional
 from mgg.testing import (
     CONFIGS,
     assert_attention_matches_reference,
@@ -101,15 +101,15 @@ def test_exact_inputs_are_exact():
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_one_wrong_edge_fails_the_attention_oracle(dtype):
-    g = ops.attention_graph(random_graph(2000, 30000, seed=9, skew=0.9))
+    g = functional.attention_graph(random_graph(2000, 30000, seed=9, skew=0.9))
     gen = torch.Generator().manual_seed(5)
     h, a_src, a_dst = (
         torch.randn(*s, generator=gen, dtype=torch.float64).to(dtype) for s in ((2000, 2, 16), (2000, 2), (2000, 2))
     )
     src, dst = g.edge_index()
-    assert_attention_matches_reference(ops.attend(h, a_src, a_dst, g), h, a_src, a_dst, src, dst, 0.2)
+    assert_attention_matches_reference(functional.attend(h, a_src, a_dst, g), h, a_src, a_dst, src, dst, 0.2)
     for row in _rows(g).values():
         for how in MUTATIONS:
-            out = ops.attend(h, a_src, a_dst, mutate(g, row, how, k=1))
+            out = functional.attend(h, a_src, a_dst, mutate(g, row, how, k=1))
             with pytest.raises(AssertionError, match=f"out\\[{row}, "):
                 assert_attention_matches_reference(out, h, a_src, a_dst, src, dst, 0.2)

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 import mgg
-from mgg import Config, MggError, ops
+from mgg import Config, MggError, functional, ops
 from mgg.distributed import nvshmem
 from mgg.testing import assert_matches_reference, random_graph
 from tests import emulator
@@ -190,7 +190,7 @@ def test_attention_with_halo_rows_read_once_emulated(monkeypatch, fetch):
 
 def _attention_protocol(monkeypatch, dtype, fetch="direct", remote_reads="per-edge"):
     pes, heads, c = 3, 2, 5
-    g = ops.attention_graph(random_graph(150, 1500, seed=4, skew=0.5))  # directed, self-loops added
+    g = functional.attention_graph(random_graph(150, 1500, seed=4, skew=0.5))  # directed, self-loops added
     plan = mgg.Plan(g, pes)
     plan_t = mgg.Plan(g.transpose(), bounds=plan.bounds)
     b = plan.bounds
@@ -204,7 +204,7 @@ def _attention_protocol(monkeypatch, dtype, fetch="direct", remote_reads="per-ed
     seeds = (11, 12)
     ref = [t.clone().requires_grad_() for t in (h, a_src, a_dst)]
     with emulator.suspended():  # the float64 reference on the CPU kernels
-        ref_out = [ops.attend(*ref, g, dropout=0.5, seed=s).reshape(150, -1) for s in seeds]
+        ref_out = [functional.attend(*ref, g, dropout=0.5, seed=s).reshape(150, -1) for s in seeds]
         sum((o * w).sum() for o in ref_out).backward()
     h, a_src, a_dst, w = (t.to(dtype) for t in (h, a_src, a_dst, w))
     world, local, results = _FakeWorld(pes), threading.local(), {}

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from mgg import Config, Plan
-from mgg.ops import run_peers, run_step
 from mgg.plan import STEP_FIELDS
 from mgg.testing import assert_matches_reference, random_graph, requires_cuda
 from tests import emulator
@@ -35,11 +34,11 @@ def test_halo_and_peers_agree_and_large_blocks_tile_columns(dtype, device):
     for r in range(2):
         rp = plan.rank_plan(r, cfg)
         halo = x[torch.from_numpy(rp.shard.halo_nodes).to(device)].contiguous()
-        a = run_step(tables[r].contiguous(), halo, rp, deterministic=True)
-        b = run_peers(tables[r], tables, r, rp, "direct", deterministic=True)
+        a = rp.aggregate(tables[r].contiguous(), halo, deterministic=True)
+        b = rp.aggregate_peers(tables[r], tables, r, "direct", deterministic=True)
         torch.testing.assert_close(a, b, rtol=0, atol=0)  # the same kernel schedule, bit for bit
         outs.append(a)
-        fast.append(run_peers(tables[r], tables, r, rp, "direct"))
+        fast.append(rp.aggregate_peers(tables[r], tables, r, "direct"))
     assert_matches_reference(torch.cat(outs), g, x)
     assert_matches_reference(torch.cat(fast), g, x)
 
@@ -77,7 +76,7 @@ def test_bad_input_is_an_error_not_a_crash(device):
     with pytest.raises(RuntimeError, match="every plan tensor must be on cuda"):
         torch.ops.mgg.aggregate(x, x.new_empty((0, 8)), bad, params, False)
     with pytest.raises(RuntimeError, match="NVSHMEM is not initialised|not in NVSHMEM's symmetric heap"):
-        run_peers(x, [x, x], 0, Plan(g, 2).rank_plan(0, Config()), "get-warp")
+        Plan(g, 2).rank_plan(0, Config()).aggregate_peers(x, [x, x], 0, "get-warp")
     torch.cuda.synchronize()  # the context is still healthy
 
 
@@ -98,7 +97,7 @@ def test_every_config_of_the_search_space_launches(device):
             for dist in (DIST_STEPS[0], DIST_STEPS[-1]):
                 for wpb in (WPB_STEPS[0], WPB_STEPS[-1]):
                     rp = plan.rank_plan(0, Config(ps, dist, wpb))
-                    assert_matches_reference(run_step(x, x.new_empty((0, dim)), rp), g, x)
+                    assert_matches_reference(rp.aggregate(x, x.new_empty((0, dim))), g, x)
 
 
 @pytest.mark.gpu
@@ -120,7 +119,9 @@ def test_peer_tables_in_host_or_managed_memory(placement):
         make = memory.pinned_table if placement == "uva" else memory.managed_table
         peers = [t if q == r else make(t) for q, t in enumerate(own)]
         out.append(
-            run_peers(own[r], peers, r, plan.rank_plan(r, Config(8, 2, 4)), "uva" if placement == "uva" else "direct")
+            plan.rank_plan(r, Config(8, 2, 4)).aggregate_peers(
+                own[r], peers, r, "uva" if placement == "uva" else "direct"
+            )
         )
     assert_matches_reference(torch.cat(out), g, x)
     # rank 0's step with its own rows on the device and both peers' in pinned host memory: the
@@ -128,7 +129,7 @@ def test_peer_tables_in_host_or_managed_memory(placement):
     # (own rows through x, peers' rows landing on the host)
     mine = own[0].clone().requires_grad_()
     hosts = [memory.pinned_table(own[q]).requires_grad_() for q in (1, 2)]
-    y = run_peers(mine, [mine.detach(), *hosts], 0, plan.rank_plan(0, Config()), "uva")
+    y = plan.rank_plan(0, Config()).aggregate_peers(mine, [mine.detach(), *hosts], 0, "uva")
     y.sum().backward()
     assert all(h.grad is not None and h.grad.device.type == "cpu" for h in hosts)
     ones = torch.zeros(2000, 48)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mgg import Config, Plan
-from mgg.ops import attention_graph
+from mgg.functional import attention_graph
 from mgg.testing import UNIT_ROUNDOFF, random_graph
 from tests import emulator
 from tests.emulated_ops import SOURCES, attention

@@ -171,9 +171,9 @@ def test_layers_refuse_what_they_do_not_implement_in_one_line(make, err, msg):
 
 
 def test_aggregate_edges_gradients_pass_gradcheck():
-    """mgg.ops.aggregate_edges (learned edge weights): the gradients in x and in the weights, on a
+    """mgg.functional.aggregate_edges (learned edge weights): the gradients in x and in the weights, on a
     graph with duplicate edges, self-loops and isolated nodes, against finite differences."""
-    from mgg.ops import aggregate_edges
+    from mgg.functional import aggregate_edges
     from mgg.testing import quirky_edges
 
     ei = quirky_edges(40, 150)

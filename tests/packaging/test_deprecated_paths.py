@@ -1,15 +1,20 @@
 """The import paths of 0.1.0 that the package layout moved still work for one release, and each
 name taken through one warns with its new home."""
 
+import importlib
 import subprocess
 import sys
 
 import pytest
+import torch
 
 import mgg
-from mgg import data, partitioning
+from mgg import data, functional, ops, partitioning
+from mgg import plan as plan_package
 from mgg.data import stats, synthetic
 from mgg.partitioning import methods
+from mgg.plan import ranges as plan_ranges
+from mgg.plan import stats as plan_stats
 
 
 @pytest.mark.parametrize(
@@ -24,12 +29,22 @@ from mgg.partitioning import methods
         ("mgg.partition", "METHODS", partitioning.METHODS),
         ("mgg.partition", "Partition", partitioning.Partition),
         ("mgg.partition_cache", "PartitionCache", partitioning.PartitionCache),
-        ("mgg.partition_stats", "partition_stats", partitioning.partition_stats),
+        ("mgg.partition_stats", "partition_stats", plan_stats.partition_stats),
+        ("mgg.partitioning", "split_ranges", plan_ranges.split_ranges),
+        ("mgg.partitioning.ranges", "split_ranges", plan_ranges.split_ranges),
+        ("mgg.partitioning.stats", "partition_stats", plan_stats.partition_stats),
+        ("mgg.ops", "make_plan", functional.make_plan),
+        ("mgg.ops", "aggregate_edges", functional.aggregate_edges),
+        ("mgg.ops", "attention_graph", functional.attention_graph),
+        ("mgg.steps", "FETCH", ops.FETCH),
+        ("mgg.steps", "EXTREMES", ops.EXTREMES),
+        ("mgg.steps", "attention_table", ops.attention_table),
+        ("mgg.steps", "REMOTE_READS", plan_package.REMOTE_READS),
         ("mgg.partitioners", "metis_parts", methods.metis_parts),
     ],
 )
 def test_old_paths_give_the_same_objects_with_a_warning(old, name, new):
-    module = __import__(old, fromlist=[name])
+    module = importlib.import_module(old)
     with pytest.warns(DeprecationWarning, match=f"{old}.{name} moved to"):
         assert getattr(module, name) is new
 
@@ -70,3 +85,25 @@ def test_renamed_modules_and_names():
         assert p.partition(1) is p.shard(1)
     with pytest.warns(DeprecationWarning, match="RankPlan.shard"):
         assert p.rank_plan(1).partition is p.shard(1)
+
+
+def test_the_steps_of_a_rank_are_its_plans_methods_now():
+    """mgg.steps' functions (also taken through mgg.ops) run the RankPlan's methods, with a warning;
+    mgg.ops.aggregate and attend of mgg 0.1, called the old way, run mgg.functional's."""
+    g = mgg.Graph.from_edges([0, 1, 2, 2], [1, 0, 0, 1], 3)
+    plan = mgg.Plan(g, 2)
+    x = torch.arange(12.0).reshape(3, 4)
+    own = [x[: int(plan.bounds[1])], x[int(plan.bounds[1]) :]]
+    rp = plan.rank_plan(0)
+    for old in ("mgg.steps", "mgg.ops"):
+        module = __import__(old, fromlist=["run_peers"])
+        with pytest.warns(DeprecationWarning, match=f"{old}.run_peers moved to mgg.plan.RankPlan.aggregate_peers"):
+            got = module.run_peers(own[0], own, 0, rp, "direct")
+        assert torch.equal(got, rp.aggregate_peers(own[0], own, 0, "direct"))
+    steps = __import__("mgg.steps", fromlist=["run_step"])
+    with pytest.warns(DeprecationWarning, match="mgg.steps.run_step moved to mgg.plan.RankPlan.aggregate"):
+        assert torch.equal(steps.run_step(x, x.new_empty((0, 4)), mgg.Plan(g).rank_plan(0)), mgg.aggregate(x, g))
+    with pytest.warns(DeprecationWarning, match="mgg.ops.aggregate moved to mgg.functional.aggregate"):
+        assert torch.equal(ops.aggregate(x, g), mgg.aggregate(x, g))
+    with pytest.raises(AttributeError):
+        ops.no_such_name  # noqa: B018

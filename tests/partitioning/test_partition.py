@@ -12,10 +12,9 @@ import torch
 import mgg
 import mgg.data.synthetic  # mgg.data.synthetic.from_spec below: not imported by `import mgg`
 from mgg import Config, Graph, MggError, Partition, PlanError
-from mgg.ops import run_peers
 from mgg.partitioning import METHODS
 from mgg.partitioning.cache import PartitionCache
-from mgg.partitioning.stats import partition_stats
+from mgg.plan.stats import partition_stats
 from mgg.testing import random_graph
 
 
@@ -83,7 +82,9 @@ def test_aggregate_peers_over_a_relabelled_plan(method, p):
     xr = x[torch.from_numpy(res.perm)]
     b = res.bounds
     tables = [xr[b[r] : b[r + 1]].clone().requires_grad_() for r in range(p)]
-    out = torch.cat([run_peers(tables[r], tables, r, plan.rank_plan(r, Config(3, 2, 2)), "direct") for r in range(p)])
+    out = torch.cat(
+        [plan.rank_plan(r, Config(3, 2, 2)).aggregate_peers(tables[r], tables, r, "direct") for r in range(p)]
+    )
     a = g.to_torch_sparse(torch.float64)
     torch.testing.assert_close(res.to_user(out.detach()), a @ x)
     go = torch.randn(160, 11, dtype=torch.float64)

@@ -139,10 +139,10 @@ def test_once_mode_through_the_backend_on_threads_as_pes(monkeypatch):
     """DistPlans of the nvshmem backend with remote_reads='once' on 3 threads as PEs: an
     aggregation and GAT's attention (dropout 0.5) through the backend, forward and backward, equal
     one process's (the attention's gradients return through the outboxes)."""
-    from mgg import ops
+    from mgg import functional
 
     pes, heads, c = 3, 2, 4
-    g = ops.attention_graph(random_graph(120, 1500, seed=6, skew=0.5))
+    g = functional.attention_graph(random_graph(120, 1500, seed=6, skew=0.5))
     bounds = Plan(g, pes).bounds
     gen = torch.Generator().manual_seed(1)
     h, a_src, a_dst = (
@@ -150,7 +150,7 @@ def test_once_mode_through_the_backend_on_threads_as_pes(monkeypatch):
     )
     x = torch.randn(120, 5, dtype=torch.float64, generator=gen)
     ref = [t.clone().requires_grad_() for t in (h, a_src, a_dst, x)]
-    want = ops.attend(*ref[:3], g, dropout=0.5, seed=7)
+    want = functional.attend(*ref[:3], g, dropout=0.5, seed=7)
     want_agg = Plan(g).aggregate(ref[3])
     (want.pow(2).sum() + want_agg.pow(2).sum()).backward()
     world, local, got = _FakeWorld(pes), threading.local(), {}

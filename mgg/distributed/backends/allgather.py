@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ...ops import run_attend, run_extreme, run_step
 from ..comm import all_gather_rows, staged
 
 
@@ -74,17 +73,17 @@ class AllGatherBackend:
 
     def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:
         x_all = self.exchange(x_own)
-        return run_step(x_all, x_all.new_empty((0, x_all.size(1))), rp, deterministic)
+        return rp.aggregate(x_all, x_all.new_empty((0, x_all.size(1))), deterministic)
 
     def aggregate_extreme(self, x_own: torch.Tensor, rp, config, reduce: str) -> torch.Tensor:
         x_all = self.exchange(x_own)
-        return run_extreme(x_all, x_all.new_empty((0, x_all.size(1))), rp, reduce)
+        return rp.aggregate_extreme(x_all, x_all.new_empty((0, x_all.size(1))), reduce)
 
     def attend(
         self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple, row_offset: int
     ) -> torch.Tensor:
         t_all = self.exchange(table_own)
-        return run_attend(t_all, t_all.new_empty((0, t_all.size(1))), a_dst_own, rp, *args, row_offset=row_offset)
+        return rp.attend(t_all, t_all.new_empty((0, t_all.size(1))), a_dst_own, *args, row_offset=row_offset)
 
     def drop(self, config) -> None:
         """Nothing beyond the plan's own schedule."""

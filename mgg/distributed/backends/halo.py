@@ -8,7 +8,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ...ops import run_attend, run_extreme, run_step
 from ...plan import RankShard
 from ..comm import all_to_all_rows
 
@@ -93,19 +92,18 @@ class Halo:
         self._ids: dict = {}
 
     def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:
-        return run_step(x_own, self.exchange(x_own), rp, deterministic)
+        return rp.aggregate(x_own, self.exchange(x_own), deterministic)
 
     def aggregate_extreme(self, x_own: torch.Tensor, rp, config, reduce: str) -> torch.Tensor:
-        return run_extreme(x_own, self.exchange(x_own), rp, reduce)
+        return rp.aggregate_extreme(x_own, self.exchange(x_own), reduce)
 
     def attend(
         self, table_own: torch.Tensor, a_dst_own: torch.Tensor, rp, config, args: tuple, row_offset: int
     ) -> torch.Tensor:
-        return run_attend(
+        return rp.attend(
             table_own,
             self.exchange(table_own),
             a_dst_own,
-            rp,
             *args,
             ids=self._attention_ids(table_own.device),
             row_offset=row_offset,

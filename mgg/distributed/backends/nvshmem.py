@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ... import ops
 from ...errors import MggError
-from ...ops import check_fetch
 from ...plan import Plan
 from ...runtime.coordination import GroupCoordinator
 from ...runtime.remote_reads import AUTO, choose_remote_reads, estimate_ms
@@ -22,7 +22,7 @@ class Nvshmem:
     @staticmethod
     def start(group, fetch: str) -> None:
         """Checks the fetch policy and starts NVSHMEM over the group (once per process)."""
-        check_fetch(fetch)
+        ops.fetch_code(fetch)
         if fetch == "uva":
             raise MggError(
                 "fetch 'uva' reads pinned host tables within one process (python -m bench fetch); "
