@@ -1,5 +1,5 @@
 """python -m bench.accuracy: test accuracy of each model trained with mgg's layers and with PyG's
-layers through the same training script (mgg.train: same protocol, seeds, feature
+layers through the same training script (mgg.training.loop: same protocol, seeds, feature
 normalisation, loss, and test accuracy at the epoch of best validation accuracy; PyG's layers
 come in through TrainConfig.conv_module). Writes a CSV (one row per model, layers and seed, as
 each run finishes) and a markdown table of mean ± std over the seeds (population std, as
@@ -60,9 +60,9 @@ def run(ds, model: str, impl: str, seeds: list, epochs, device: str, progress: b
         progress: progress bars.
 
     Yields:
-        mgg.train.RunResult per seed, as each finishes.
+        mgg.training.loop.RunResult per seed, as each finishes.
     """
-    from mgg.train import TrainConfig, train_once
+    from mgg.training.loop import TrainConfig, train_once
 
     conv_module = None
     if impl == "pyg":
@@ -86,7 +86,7 @@ def table(rows: list[dict], dataset: str) -> str:
     lines = [
         f"## {dataset}: test accuracy (%), mean ± std over seeds, mgg's layers against PyG's",
         "",
-        "Same script (mgg.train), protocol, seeds and evaluation; test accuracy at the epoch of best "
+        "Same script (mgg.training.loop), protocol, seeds and evaluation; test accuracy at the epoch of best "
         "validation accuracy; std is the population std over seeds.",
         "",
         f"| model | mgg layers | PyG layers | mgg - PyG | within {TARGET_POINTS} points | protocol |",

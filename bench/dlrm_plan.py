@@ -2,7 +2,7 @@
 
     python -m bench.dlrm_plan [--batch 4096] [--cap 1000000] [--pes 1 2 4] [--reps 20]
 
-For Criteo-Kaggle-like batches (mgg.dlrm; 26 tables, one-hot and multi-hot of 8), times
+For Criteo-Kaggle-like batches (mgg.embedding.dlrm; 26 tables, one-hot and multi-hot of 8), times
 - `edges`: checking the 26 tables' inputs and merging them into one batch of the virtual table;
 - `step`: one PE's BatchStep (local/remote split, distinct rows, halo, block schedule) of the
   whole batch (the forward step; the backward step is built at the first backward);
@@ -20,9 +20,9 @@ import time
 import numpy as np
 import torch
 
-from mgg.dlrm import cardinalities, synthetic_batch
-from mgg.embedding_plan import BatchStep, bag_edges, merge
-from mgg.nn import ShardedEmbeddingBagCollection
+from mgg.embedding import ShardedEmbeddingBagCollection
+from mgg.embedding.dlrm import cardinalities, synthetic_batch
+from mgg.embedding.plan import BatchStep, bag_edges, merge
 
 
 def _median_ms(fn, reps: int) -> float:

@@ -33,7 +33,7 @@ from scipy.optimize import nnls
 from mgg import Plan
 from mgg.data import load_graph
 
-from .report import parse_rank_edges
+from .suites.common import parse_rank_edges
 
 
 def fit(rows: list[dict]) -> tuple[float, float, float]:

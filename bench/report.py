@@ -50,20 +50,6 @@ COLUMNS = [
 ]
 
 
-def format_rank_edges(stats: list[dict]) -> str:
-    """Plan.stats() as the CSV's rank_edges column: 'r0:LOCAL/REMOTE;r1:...'."""
-    return ";".join(f"r{s['rank']}:{s['local_edges']}/{s['remote_edges']}" for s in stats)
-
-
-def parse_rank_edges(s: str) -> list[tuple[int, int]]:
-    """The rank_edges column back as [(local, remote)] per rank."""
-    out = []
-    for part in filter(None, s.split(";")):
-        local, remote = part.split(":", 1)[1].split("/")
-        out.append((int(local), int(remote)))
-    return out
-
-
 class CsvLog:
     """The run's CSV, written row by row as cases are measured (flushed to disk at once), so a
     run cut off keeps every row it finished."""

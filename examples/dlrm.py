@@ -1,5 +1,5 @@
 """A small DLRM (bottom MLP, sharded embedding bags, dot interaction, top MLP) trained on
-Criteo-Kaggle-like synthetic clicks (mgg.dlrm), its 26 tables sharded over the ranks by
+Criteo-Kaggle-like synthetic clicks (mgg.embedding.dlrm), its 26 tables sharded over the ranks by
 mgg.nn.ShardedEmbeddingBagCollection.
 
     torchrun --standalone --nproc-per-node 2 examples/dlrm.py [--steps 60] [--backend halo]
@@ -21,8 +21,8 @@ import torch
 import torch.distributed as dist
 
 from mgg.distributed.process import exit_rank
-from mgg.dlrm import DLRM, EmbeddingBags, cardinalities, synthetic_batch
-from mgg.nn import ShardedEmbeddingBagCollection
+from mgg.embedding import ShardedEmbeddingBagCollection
+from mgg.embedding.dlrm import DLRM, EmbeddingBags, cardinalities, synthetic_batch
 
 
 def tables(sizes, dim, dtype):

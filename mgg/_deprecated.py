@@ -28,6 +28,13 @@ MOVED = {
     "mgg.partitioning.ranges": ("mgg.plan.ranges",),
     "mgg.partitioning.stats": ("mgg.plan.stats",),
     "mgg.steps": (),  # its functions became RankPlan's methods (STEPS) and its names went to NAMES' homes
+    "mgg.embedding_plan": ("mgg.embedding.plan", "mgg.embedding.rows"),
+    "mgg.nn.embedding": ("mgg.embedding.bags", "mgg.embedding.rows"),
+    "mgg.distributed.embedding": ("mgg.embedding.exchange", "mgg.embedding.rows"),
+    "mgg.distributed.embedding_nvshmem": ("mgg.embedding.nvshmem",),
+    "mgg.dlrm": ("mgg.embedding.dlrm",),
+    "mgg.train": ("mgg.training.loop",),
+    "mgg.distributed.trainer": ("mgg.training.torchrun", "mgg.distributed.comm"),
 }
 # names that also changed: old module, old name -> new name
 RENAMED = {
@@ -55,6 +62,8 @@ NAMES = {
     ("mgg.steps", "check_remote_reads"): ("mgg.plan", "check_remote_reads"),
     ("mgg.partitioning", "split_ranges"): ("mgg.plan", "split_ranges"),
     ("mgg.partitioning", "partition_stats"): ("mgg.plan", "partition_stats"),
+    ("mgg.nn", "ShardedEmbeddingBag"): ("mgg.embedding", "ShardedEmbeddingBag"),
+    ("mgg.nn", "ShardedEmbeddingBagCollection"): ("mgg.embedding", "ShardedEmbeddingBagCollection"),
     ("mgg.plan", "RankPartition"): ("mgg.plan", "RankShard"),
     ("mgg.plan", "GatheredPartition"): ("mgg.plan", "GatheredShard"),
 }

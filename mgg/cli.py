@@ -118,7 +118,7 @@ def cmd_train(args):
     import os
 
     from .plan import Config
-    from .train import TrainConfig, train
+    from .training import TrainConfig, train
 
     ds = _dataset(args)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
@@ -137,7 +137,7 @@ def cmd_train(args):
         deterministic=args.deterministic,
     )
     if distributed:
-        from .distributed.trainer import train as train_distributed
+        from .training.torchrun import train as train_distributed
 
         res = train_distributed(
             ds,

@@ -210,3 +210,17 @@ def torchrun(cmd: list, env: dict, timeout: float) -> subprocess.CompletedProces
         return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired as e:
         return subprocess.CompletedProcess(cmd, -9, e.stdout or "", f"timed out after {timeout:.0f} s")
+
+
+def format_rank_edges(stats: list[dict]) -> str:
+    """Plan.stats() as the CSV's rank_edges column: 'r0:LOCAL/REMOTE;r1:...'."""
+    return ";".join(f"r{s['rank']}:{s['local_edges']}/{s['remote_edges']}" for s in stats)
+
+
+def parse_rank_edges(s: str) -> list[tuple[int, int]]:
+    """The rank_edges column back as [(local, remote)] per rank."""
+    out = []
+    for part in filter(None, s.split(";")):
+        local, remote = part.split(":", 1)[1].split("/")
+        out.append((int(local), int(remote)))
+    return out

@@ -1,5 +1,5 @@
 """The `dlrm` suite (MGG Table 4, DLRM on Criteo Kaggle): sharded embedding-bag lookups of
-Criteo-Kaggle-like batches (mgg.dlrm: 26 tables of that data set's cardinalities, capped by
+Criteo-Kaggle-like batches (mgg.embedding.dlrm: 26 tables of that data set's cardinalities, capped by
 --dlrm-cap; power-law indices; pooling factor 1 and a multi-hot setting of 8) under torchrun with
 2 and 4 ranks (the --pes above 1), mgg's `halo` path (per-batch plan, distinct remote rows
 fetched once, the fused op) against the `alltoall` baseline of DLRM systems (indices to the

@@ -10,12 +10,12 @@ from mgg.runtime.targets import InprocTarget, LocalTarget
 
 from .. import cache
 from ..peers import check_run
-from ..report import format_rank_edges
 from .common import (
     Options,
     bytes_moved,
     elem_size,
     features,
+    format_rank_edges,
     impl_name,
     inproc_ranks,
     result_row,

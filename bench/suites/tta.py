@@ -1,5 +1,5 @@
 """The `tta` suite: time to a target validation accuracy. One model, one target, trained
-(a) full-graph with mgg's layers, (b) full-graph with PyG's layers, both through mgg.train's
+(a) full-graph with mgg's layers, (b) full-graph with PyG's layers, both through mgg.training.loop's
 step (start, train_step), and (c) mini-batch with PyG's layers on sampled neighborhoods
 from PyG's NeighborLoader: with pyg-lib's or torch-sparse's sampler where one is installed (impl
 `pyg-neighborloader`), else with mgg's (mgg.sampling.pyg, the same semantics in plain torch; impl
@@ -190,8 +190,8 @@ def train_to_target(
         dict(times (s per epoch), curve [(training s so far, val acc)], reached, time_to_target,
         peak_mb, prep_s).
     """
-    from mgg import train
     from mgg.nn import plans
+    from mgg.training import loop as train
 
     conv_module = None
     if impl != "mgg":

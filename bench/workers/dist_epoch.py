@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from bench import cache
-from bench.report import format_rank_edges
+from bench.suites.common import format_rank_edges
 from mgg.distributed import DistGraph
 from mgg.distributed.comm import allreduce_grads
 from mgg.distributed.process import exit_rank, init_from_env

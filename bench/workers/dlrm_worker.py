@@ -1,5 +1,5 @@
 """torchrun worker of the `dlrm` suite: sharded embedding-bag lookups of Criteo-Kaggle-like
-batches (mgg.dlrm) over the ranks, mgg's `halo` path against the `alltoall` baseline (torchrec's
+batches (mgg.embedding.dlrm) over the ranks, mgg's `halo` path against the `alltoall` baseline (torchrec's
 row-wise scheme on torch.distributed), and on GPUs with nvshmem4py mgg's `nvshmem` path.
 
     torchrun --standalone --nproc-per-node P bench/workers/dlrm_worker.py DIM BATCH CAP POOLING DEVICE WARMUP REPS OUT
@@ -24,9 +24,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from mgg.distributed.process import exit_rank
-from mgg.dlrm import cardinalities, synthetic_batch
-from mgg.embedding_plan import BatchStep, bag_edges, merge
-from mgg.nn import ShardedEmbeddingBagCollection
+from mgg.embedding import ShardedEmbeddingBagCollection
+from mgg.embedding.dlrm import cardinalities, synthetic_batch
+from mgg.embedding.plan import BatchStep, bag_edges, merge
 
 BATCHES = 3  # distinct batches cycled through while timing
 

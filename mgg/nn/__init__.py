@@ -1,8 +1,8 @@
-"""PyG-compatible GNN layers whose aggregation runs through mgg.aggregate, and sharded embedding
-bags (DLRM) over the same op."""
+"""PyG-compatible GNN layers whose aggregation runs through mgg's ops, and the models built of them.
+(The sharded embedding bags of mgg 0.1's mgg.nn are mgg.embedding's.)"""
 
+from .. import _deprecated
 from .conv import GCNConv, GINConv
-from .embedding import ShardedEmbeddingBag, ShardedEmbeddingBagCollection
 from .gat import GATConv
 from .models import GAT, GCN, GIN, SAGE
 from .sage import SAGEConv
@@ -16,6 +16,9 @@ __all__ = [
     "GIN",
     "SAGE",
     "GAT",
-    "ShardedEmbeddingBag",
-    "ShardedEmbeddingBagCollection",
 ]
+
+
+def __getattr__(name: str):
+    """mgg 0.1's names of this package that moved (mgg._deprecated)."""
+    return _deprecated.moved_from("mgg.nn", name)

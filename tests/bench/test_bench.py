@@ -555,7 +555,7 @@ def test_tta_target_must_be_model_equals_accuracy(tmp_path):
 
 
 def test_accuracy_script_writes_a_row_per_seed_and_the_table(tmp_path):
-    """bench.accuracy trains each model with mgg's and PyG's layers through mgg.train."""
+    """bench.accuracy trains each model with mgg's and PyG's layers through mgg.training.loop."""
     pytest.importorskip("torch_geometric")
     r = subprocess.run(
         [

@@ -2,7 +2,7 @@
 
 import pytest
 
-from mgg.train import TrainConfig, train
+from mgg.training.loop import TrainConfig, train
 
 
 @pytest.mark.slow
@@ -35,7 +35,7 @@ def test_sage_with_mgg_layers_follows_pyg_layers(cora):
     """The same script, seed and initial weights (SAGEConv draws PyG's): mgg's and PyG's layers
     train to the same validation accuracy curve, up to rounding."""
     pyg_nn = pytest.importorskip("torch_geometric.nn")
-    from mgg.train import train_once
+    from mgg.training.loop import train_once
 
     curves = {}
     for name, mod in (("mgg", None), ("pyg", pyg_nn)):
@@ -49,7 +49,7 @@ def test_sage_with_mgg_layers_follows_pyg_layers(cora):
 
 def test_on_epoch_ends_the_run_and_times_the_training_step(cora):
     pyg_nn = pytest.importorskip("torch_geometric.nn")
-    from mgg.train import train_once
+    from mgg.training.loop import train_once
 
     seen = []
     res = train_once(

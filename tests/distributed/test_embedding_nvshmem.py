@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from mgg.distributed import nvshmem
-from mgg.distributed.embedding_nvshmem import nvshmem_lookup
-from mgg.embedding_plan import bag_edges, row_bounds
+from mgg.embedding.nvshmem import nvshmem_lookup
+from mgg.embedding.plan import bag_edges, row_bounds
 from mgg.errors import MggError
 from mgg.plan import Config
 from mgg.testing import assert_same_formula

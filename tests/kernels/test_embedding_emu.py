@@ -6,7 +6,7 @@ and runs the compact backward step; fp32 against torch.nn.EmbeddingBag."""
 import pytest
 import torch
 
-from mgg.nn import ShardedEmbeddingBag, ShardedEmbeddingBagCollection
+from mgg.embedding import ShardedEmbeddingBag, ShardedEmbeddingBagCollection
 from mgg.plan import Config
 from tests import emulator
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mgg.embedding_plan import BatchStep, bag_edges, row_bounds
+from mgg.embedding import ShardedEmbeddingBag, ShardedEmbeddingBagCollection
+from mgg.embedding.plan import BatchStep, bag_edges, row_bounds
 from mgg.errors import MggError
-from mgg.nn import ShardedEmbeddingBag, ShardedEmbeddingBagCollection
 from mgg.testing import CONFIGS, assert_same_formula
 
 N, D = 53, 6

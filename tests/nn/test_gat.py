@@ -100,7 +100,7 @@ def test_attention_weights_match_pyg():
 def test_gat_trains_on_cora_like_pygs(cora):
     """examples/gat.py's model and protocol, 60 epochs, mgg's layers and PyG's from one seed:
     both learn (validation accuracy well above chance), within a few points of each other."""
-    from mgg.train import TrainConfig, train_once
+    from mgg.training.loop import TrainConfig, train_once
 
     ours = train_once(cora, TrainConfig(model="gat", epochs=60), 0, progress=False)
     theirs = train_once(cora, TrainConfig(model="gat", epochs=60, conv_module=pyg_nn), 0, progress=False)

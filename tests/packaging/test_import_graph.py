@@ -1,5 +1,7 @@
 """The layout stays a layering: no import circle among the modules of mgg/ and bench/ (imports
-inside functions count too), and the library never imports the repository's bench/ or tests/.
+inside functions count too), none among their folders either (a package and the modules beside it,
+mgg.nn -> mgg.distributed -> mgg.nn say, even where no two files form a circle), and the library
+never imports the repository's bench/ or tests/.
 
 The graph is read with ast, not by importing, so that a lazy import in a function that no test
 calls is seen as well."""
@@ -110,8 +112,26 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def folders(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph of the top-level entries of mgg/ and bench/ (mgg.nn, mgg.plan, mgg.cli, ...): an
+    edge where some module of one imports some module of the other."""
+
+    def entry(name: str) -> str:
+        parts = name.split(".")
+        return ".".join(parts[:2]) if parts[0] in PACKAGES else parts[0]
+
+    out: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        out.setdefault(entry(name), set()).update(entry(t) for t in targets if entry(t) != entry(name))
+    return out
+
+
 def test_no_import_circle():
     assert circles(import_graph()) == []
+
+
+def test_no_import_circle_between_folders():
+    assert circles(folders(import_graph())) == []
 
 
 def test_the_library_imports_neither_bench_nor_tests():
@@ -138,6 +158,13 @@ def test_a_circle_added_on_purpose_is_found(tmp_path):
     errors = tmp_path / "mgg" / "errors.py"
     errors.write_text(errors.read_text() + "\n\ndef _loop():\n    from .graph import Graph  # noqa: F401\n")
     assert ["mgg.errors", "mgg.graph"] in circles(import_graph(tmp_path))
+    assert circles(folders(import_graph(tmp_path))) != []
+    errors.write_text(errors.read_text().replace("from .graph import Graph", "import math"))
+    assert circles(folders(import_graph(tmp_path))) == []
+    stats = tmp_path / "mgg" / "data" / "stats.py"  # a folder loop no two files make: data -> nn -> ... -> data
+    stats.write_text(stats.read_text() + "\n\ndef _layers():\n    from ..nn import models  # noqa: F401\n")
+    assert circles(import_graph(tmp_path)) == []
+    assert any("mgg.data" in c and "mgg.nn" in c for c in circles(folders(import_graph(tmp_path))))
     bench_edge = tmp_path / "mgg" / "info.py"
     bench_edge.write_text(bench_edge.read_text() + "\n\ndef _bench():\n    import bench.cli  # noqa: F401\n")
     assert "bench.cli" in import_graph(tmp_path)["mgg.info"]

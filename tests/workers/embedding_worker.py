@@ -14,8 +14,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from mgg.distributed.process import exit_rank
+from mgg.embedding import ShardedEmbeddingBag, ShardedEmbeddingBagCollection
 from mgg.errors import MggError
-from mgg.nn import ShardedEmbeddingBag, ShardedEmbeddingBagCollection
 from mgg.testing import assert_same_formula
 
 D = 5

@@ -1,5 +1,5 @@
 """Full-graph training across the ranks of a torch.distributed group: each rank computes the
-logits of its own nodes with the same training loop as one process (mgg.train), the loss being
+logits of its own nodes with the same training loop as one process (mgg.training.loop), the loss being
 the global mean over training nodes, so the all-reduced weight gradients equal those of the
 single-process run."""
 
@@ -8,11 +8,10 @@ from __future__ import annotations
 import torch
 
 from ..data import NodeDataset
+from ..distributed.graph import DistGraph
+from ..distributed.process import init_from_env
 from ..errors import MggError
-from ..train import TrainConfig, summarize, train_once
-from .comm import all_reduce, allreduce_grads  # noqa: F401  (their home before comm.py)
-from .graph import DistGraph
-from .process import init_from_env
+from .loop import TrainConfig, summarize, train_once
 
 
 def train(
@@ -31,7 +30,7 @@ def train(
     if backend == "nvshmem" and not cfg.device.startswith("cuda"):
         raise MggError("the nvshmem backend runs on GPUs: add --device cuda (or use --backend halo)")
     if backend == "nvshmem":
-        from . import nvshmem
+        from ..distributed import nvshmem
 
         why = nvshmem.available()
         if why:

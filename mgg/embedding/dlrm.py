@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from .errors import MggError
+from ..errors import MggError
 
 # Criteo Kaggle (DLRM's --data-set=kaggle): rows of each of the 26 categorical features
 CRITEO_KAGGLE = (

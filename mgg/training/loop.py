@@ -1,5 +1,5 @@
 """Full-graph node-classification training (Kipf & Welling's protocol): one training loop for
-one process and for the ranks of a torch.distributed group (mgg.distributed.trainer), so that
+one process and for the ranks of a torch.distributed group (mgg.training.torchrun), so that
 torchrun reproduces the single-process run's model, optimiser set-up and loss."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .data import NodeDataset
-from .errors import MggError
-from .nn import models
-from .plan import Config
+from ..data import NodeDataset
+from ..errors import MggError
+from ..nn import models
+from ..plan import Config
 
 
 @dataclass
@@ -124,7 +124,7 @@ class Nodes:
     def sum(self, t: torch.Tensor) -> torch.Tensor:
         """t summed over the processes (in place)."""
         if self.dg is not None:
-            from .distributed.comm import all_reduce
+            from ..distributed.comm import all_reduce
 
             all_reduce(t, self.dg.group)
         return t
@@ -132,7 +132,7 @@ class Nodes:
     def sync_grads(self, model: torch.nn.Module) -> None:
         """Weight gradients summed over the processes."""
         if self.dg is not None:
-            from .distributed.comm import allreduce_grads
+            from ..distributed.comm import allreduce_grads
 
             allreduce_grads(model, self.dg.group)
 

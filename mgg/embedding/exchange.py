@@ -28,7 +28,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .. import ops
-from ..embedding_plan import BatchStep, Edges
+from .plan import BatchStep, Edges
+from .rows import scatter_rows, segment_max
 
 EMBEDDING_BACKENDS = ("halo", "alltoall", "nvshmem")
 
@@ -74,13 +75,6 @@ def _counts(local: torch.Tensor, group) -> torch.Tensor:
     return got.cpu()
 
 
-def _scatter_rows(index: torch.Tensor, values: torch.Tensor, rows: int, sparse: bool) -> torch.Tensor:
-    """The gradient of a table of `rows` rows whose rows `index` received `values`."""
-    if sparse:
-        return torch.sparse_coo_tensor(index.unsqueeze(0), values, (rows, values.size(1)), check_invariants=False)
-    return values.new_zeros((rows, values.size(1))).index_add_(0, index, values)
-
-
 class _HaloFetch(torch.autograd.Function):
     """weight (own rows) -> the halo rows of a batch step, from their owners."""
 
@@ -103,7 +97,7 @@ class _HaloFetch(torch.autograd.Function):
         (send_index,) = ctx.saved_tensors
         rc, sc = ctx.counts
         back = _a2a(grad.contiguous(), rc, sc, ctx.group)
-        return _scatter_rows(send_index, back, ctx.rows, ctx.sparse), None, None, None, None, None
+        return scatter_rows(send_index, back, ctx.rows, ctx.sparse), None, None, None, None, None
 
 
 class _StepLookup(torch.autograd.Function):
@@ -121,7 +115,7 @@ class _StepLookup(torch.autograd.Function):
         step = ctx.step
         own, halo = step.split_grad(step.grad_rows(grad, ctx.det))
         gw = (
-            _scatter_rows(step.local_rows.to(grad.device), own, ctx.rows, ctx.sparse)
+            scatter_rows(step.local_rows.to(grad.device), own, ctx.rows, ctx.sparse)
             if ctx.needs_input_grad[0]
             else None
         )
@@ -145,7 +139,7 @@ def halo_lookup(
 
     Args:
         weight: this rank's rows [bounds[rank+1] - bounds[rank], D].
-        edges: this rank's batch (mgg.embedding_plan.bag_edges; row ids are global).
+        edges: this rank's batch (mgg.embedding.plan.bag_edges; row ids are global).
         bounds: int64 [world + 1], the rows of each rank.
         mode: 'sum' / 'mean' go through the op; 'max' reduces the fetched rows with torch's
             scatter_reduce (the kernels have no max reduction).
@@ -160,15 +154,7 @@ def halo_lookup(
     own = F.embedding(step.local_rows.to(weight.device), weight, sparse=sparse)
     a = step.local_begin
     rows = torch.cat([halo_rows[:a], own, halo_rows[a:]])  # the distinct rows, in id order
-    return segment_max(rows, step.inverse.to(weight.device), step.bag.to(weight.device), edges.num_bags)
-
-
-def segment_max(rows: torch.Tensor, row_of_edge: torch.Tensor, bag: torch.Tensor, num_bags: int) -> torch.Tensor:
-    """Per bag, the elementwise max of its edges' rows (0 for an empty bag), with torch's
-    scatter_reduce (differentiable: the gradient goes to the maximal entries)."""
-    src = rows.index_select(0, row_of_edge)
-    out = rows.new_zeros((num_bags, rows.size(1)))
-    return out.scatter_reduce(0, bag.unsqueeze(1).expand_as(src), src, "amax", include_self=False)
+    return segment_max(rows.index_select(0, step.inverse.to(weight.device)), step.bag.to(weight.device), edges.num_bags)
 
 
 class _AllToAll(torch.autograd.Function):

@@ -25,9 +25,9 @@ from typing import Optional
 
 import torch
 
-from . import ops
-from .errors import MggError
-from .plan import ABSENT_PARAMS, ABSENT_STEP, STEP_FIELDS, Config, schedule_step
+from .. import ops
+from ..errors import MggError
+from ..plan import ABSENT_PARAMS, ABSENT_STEP, STEP_FIELDS, Config, schedule_step
 
 MODES = ("sum", "mean", "max")
 

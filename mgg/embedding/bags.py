@@ -3,7 +3,7 @@ torch.nn.EmbeddingBag with its rows split across PEs, and `ShardedEmbeddingBagCo
 several tables (DLRM has 26) sharded table-wise or row-wise and looked up in one call.
 
 A lookup is a bipartite aggregation (bags <- table rows) over edges that change every batch; each
-batch gets a plan of its own (mgg.embedding_plan.BatchStep, vectorised torch ops), and modes
+batch gets a plan of its own (mgg.embedding.plan.BatchStep, vectorised torch ops), and modes
 'sum' and 'mean' (with per_sample_weights: weighted sums) run through the mgg ops:
 
 - one process, one PE: mgg.ops.aggregate over the table;
@@ -13,8 +13,8 @@ batch gets a plan of its own (mgg.embedding_plan.BatchStep, vectorised torch ops
 - under torchrun (an initialised process group): each rank holds only its rows and looks up its
   own batch, with the `halo` backend (distinct remote rows fetched once by an all-to-all, then
   the op), the `nvshmem` backend (aggregate_peers reads peers' rows in place from symmetric
-  tables: mgg.distributed.embedding_nvshmem; not yet run on GPUs) or the `alltoall` baseline
-  (torchrec's row-wise scheme: mgg.distributed.embedding).
+  tables: mgg.embedding.nvshmem; not yet run on GPUs) or the `alltoall` baseline
+  (torchrec's row-wise scheme: mgg.embedding.exchange).
 
 Mode 'max' has no reduction in the kernels: it is computed with torch (scatter_reduce 'amax' over
 the rows the batch reads, fetched the same way), not through the mgg ops.
@@ -34,15 +34,10 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .. import ops
-from ..embedding_plan import MODES, BatchStep, Edges, bag_edges, merge, pe_slices, row_bounds
 from ..errors import MggError
 from ..plan import Config
-
-
-def _scatter_rows(index, values, rows: int, sparse: bool):
-    if sparse:
-        return torch.sparse_coo_tensor(index.unsqueeze(0), values, (rows, values.size(1)), check_invariants=False)
-    return values.new_zeros((rows, values.size(1))).index_add_(0, index, values)
+from .plan import MODES, BatchStep, Edges, bag_edges, merge, pe_slices, row_bounds
+from .rows import scatter_rows, segment_max
 
 
 class _PeersLookup(torch.autograd.Function):
@@ -66,7 +61,7 @@ class _PeersLookup(torch.autograd.Function):
         for s, (b0, b1, _, _) in zip(ctx.steps, ctx.slices, strict=True):
             values.append(s.grad_rows(grad[b0:b1], ctx.det))
             index.append(s.rows.to(grad.device))
-        gw = _scatter_rows(torch.cat(index), torch.cat(values), ctx.rows, ctx.sparse)
+        gw = scatter_rows(torch.cat(index), torch.cat(values), ctx.rows, ctx.sparse)
         return gw, None, None, None, None, None, None
 
 
@@ -98,11 +93,6 @@ class _WeightGrad(torch.autograd.Function):
         return g.view(ctx.shape), None, None
 
 
-def _segment_max(src: torch.Tensor, bag: torch.Tensor, num_bags: int) -> torch.Tensor:
-    out = src.new_zeros((num_bags, src.size(1)))
-    return out.scatter_reduce(0, bag.unsqueeze(1).expand_as(src), src, "amax", include_self=False)
-
-
 class _ShardedRows(torch.nn.Module):
     """A table of `num_rows` rows split into the contiguous ranges `bounds` (one per PE) and its
     lookup: what both modules share. Under an initialised process group (distributed=None: auto)
@@ -124,7 +114,7 @@ class _ShardedRows(torch.nn.Module):
         dtype,
     ):
         super().__init__()
-        from ..distributed.embedding import EMBEDDING_BACKENDS
+        from .exchange import EMBEDDING_BACKENDS
 
         if not isinstance(embedding_dim, int) or embedding_dim < 1:
             raise MggError(f"embedding_dim must be a positive integer, got {embedding_dim!r}")
@@ -147,7 +137,7 @@ class _ShardedRows(torch.nn.Module):
         lo, hi = (int(bounds[self.rank]), int(bounds[self.rank + 1])) if self.distributed else (0, num_rows)
         self.row_begin, self.row_end = lo, hi
         self.weight = torch.nn.Parameter(torch.empty((hi - lo, embedding_dim), device=device, dtype=dtype))
-        from ..distributed.embedding import Traffic
+        from .exchange import Traffic
 
         self.traffic = Traffic()
         if self.distributed and backend == "nvshmem":
@@ -160,13 +150,13 @@ class _ShardedRows(torch.nn.Module):
 
     def _lookup(self, edges: Edges, mode: str) -> torch.Tensor:
         """The bags [edges.num_bags, D] of edges (global row ids of this module's table)."""
-        from ..distributed import embedding as de
+        from . import exchange as de
 
         w, bounds = self.weight, self.bounds.cpu()
         if self.distributed:
             self.traffic = de.Traffic()
             if self.backend == "nvshmem":
-                from ..distributed.embedding_nvshmem import nvshmem_lookup
+                from .nvshmem import nvshmem_lookup
 
                 return nvshmem_lookup(
                     w,
@@ -199,7 +189,7 @@ class _ShardedRows(torch.nn.Module):
             )
         if mode == "max":  # torch, not the kernels (they have no max reduction)
             src = F.embedding(edges.idx.to(w.device), w, sparse=self.sparse)
-            return _segment_max(src, edges.bag.to(w.device), edges.num_bags)
+            return segment_max(src, edges.bag.to(w.device), edges.num_bags)
         if self.num_pes == 1:
             step = BatchStep(edges, bounds, 0, self.config, device=w.device)
             return de._StepLookup.apply(w, w.new_empty((0, w.size(1))), step, self.sparse, self.deterministic)

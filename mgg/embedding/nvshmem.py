@@ -23,9 +23,9 @@ from __future__ import annotations
 import torch
 
 from .. import ops
-from ..embedding_plan import BatchStep, Edges
+from ..distributed import nvshmem
 from ..errors import MggError
-from . import nvshmem
+from .plan import BatchStep, Edges
 
 
 class _Outbox:
@@ -134,7 +134,7 @@ def nvshmem_lookup(
         config: the plan's Config.
         fetch: how remote rows are read (mgg._C.FETCH).
         sparse: the table's gradient as a sparse COO tensor.
-        traffic: a mgg.distributed.embedding.Traffic that counts the remote rows the kernel
+        traffic: a mgg.embedding.exchange.Traffic that counts the remote rows the kernel
             reads (one per remote lookup: the kernel fetches per edge).
     """
     if mode == "max":
