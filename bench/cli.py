@@ -18,8 +18,8 @@ from mgg.partitioning import METHODS
 
 from . import report
 from .budget import Budget
+from .competitors import IMPLEMENTATIONS
 from .env import copy_bandwidth_gbps, environment
-from .peers import PEERS
 from .suites import SUITES, Options
 
 SMOKE = dict(
@@ -64,7 +64,7 @@ def parser():
     )
     ap.add_argument("--dims", nargs="+", type=int, default=[16, 64, 128, 256])
     ap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
-    ap.add_argument("--impls", nargs="+", choices=list(PEERS), default=list(PEERS))
+    ap.add_argument("--impls", nargs="+", choices=list(IMPLEMENTATIONS), default=list(IMPLEMENTATIONS))
     ap.add_argument("--pes", nargs="+", type=int, default=[1, 2, 4])
     ap.add_argument(
         "--partition",

@@ -3,7 +3,7 @@
     python -m bench model [--measured CSV] [--graphs rmat-reddit rmat-products] [--dims 16 64 128 256]
                           [--degrees generated|analytic] [--no-tuned] [--no-loo] [--out DIR]
 
-mgg.runtime.kernel_model is calibrated on the H200's times of the old block kernel (the `mgg`
+mgg.tuning.kernel_model is calibrated on the H200's times of the old block kernel (the `mgg`
 forward rows of bench/results/gpu-20261126-*/kernel-*.csv, fp32) and then predicts, from each
 graph's row pointers:
 - `h200-20261126`: the old kernel at the config it ran (measured_ms beside predicted_ms);
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mgg.runtime import kernel_model as km
+from mgg.tuning import kernel_model as km
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURED = "bench/results/gpu-20261126-*/kernel-*.csv"

@@ -85,8 +85,8 @@ def _geomean(xs):
 
 
 def speedups(rows: list[dict], suite: str, base: str = "mgg") -> dict:
-    """peer -> [(case, pass, peer_ms / base_ms)] for the suite's cases that have both; the peers
-    are the other implementations, not mgg's own variants (mgg-tuned beside mgg)."""
+    """competitor -> [(case, pass, competitor_ms / base_ms)] for the suite's cases that have both; the
+    competitors are the other implementations, not mgg's own variants (mgg-tuned beside mgg)."""
     by = defaultdict(dict)
     for r in rows:
         if r["suite"] == suite:
@@ -94,9 +94,9 @@ def speedups(rows: list[dict], suite: str, base: str = "mgg") -> dict:
     out = defaultdict(list)
     for (case, pass_), impls in sorted(by.items()):
         if base in impls:
-            for peer, ms in impls.items():
-                if peer != base and not peer.startswith("mgg"):
-                    out[peer].append((case, pass_, ms / impls[base]))
+            for competitor, ms in impls.items():
+                if competitor != base and not competitor.startswith("mgg"):
+                    out[competitor].append((case, pass_, ms / impls[base]))
     return out
 
 

@@ -22,9 +22,24 @@ MOVED = {
     "mgg.partitioners": ("mgg.partitioning.methods",),
     "mgg.distributed.halo": ("mgg.distributed.backends.halo",),
     "mgg.distributed.allgather": ("mgg.distributed.backends.allgather",),
-    "mgg.runtime.model": ("mgg.runtime.limits",),
-    "mgg.runtime.cache": ("mgg.runtime.config_cache",),
-    "mgg.nn.graph_cache": ("mgg.nn.plans",),
+    "mgg.runtime.model": ("mgg.tuning.limits",),
+    "mgg.runtime.cache": ("mgg.tuning.config_cache",),
+    "mgg.runtime": ("mgg.tuning",),  # the tuner's package: "runtime" is NVSHMEM's (ARCHITECTURE.md's glossary)
+    "mgg.runtime.cli": ("mgg.tuning.cli",),
+    "mgg.runtime.config_cache": ("mgg.tuning.config_cache",),
+    "mgg.runtime.coordination": ("mgg.tuning.coordination",),
+    "mgg.runtime.cost": ("mgg.tuning.cost",),
+    "mgg.runtime.kernel_model": ("mgg.tuning.kernel_model",),
+    "mgg.runtime.limits": ("mgg.tuning.limits",),
+    "mgg.runtime.online": ("mgg.tuning.online",),
+    "mgg.runtime.remote_reads": ("mgg.tuning.remote_reads",),
+    "mgg.runtime.report": ("mgg.tuning.report",),
+    "mgg.runtime.search": ("mgg.tuning.search",),
+    "mgg.runtime.targets": ("mgg.tuning.targets",),
+    "mgg.runtime.timing": ("mgg.tuning.timing",),
+    "mgg.nn.graph_cache": ("mgg.nn.graph_input",),
+    "mgg.nn.plans": ("mgg.nn.graph_input",),
+    "mgg.nn.conv": ("mgg.nn.gcn_conv", "mgg.nn.gin_conv", "mgg.nn.aggregating", "mgg.nn.linear"),
     "mgg.partitioning.ranges": ("mgg.plan.ranges",),
     "mgg.partitioning.stats": ("mgg.plan.stats",),
     "mgg.steps": (),  # its functions became RankPlan's methods (STEPS) and its names went to NAMES' homes
@@ -42,6 +57,7 @@ RENAMED = {
     ("mgg.datasets", "_lines"): "text_lines",
     ("mgg.partition", "_from_parts"): "from_parts",
     ("mgg.partition", "_compute"): "compute",
+    ("mgg.nn.conv", "_Aggregating"): "Aggregating",
 }
 
 

@@ -172,7 +172,7 @@ def cmd_train(args):
 
 def _print_tuning(summaries: list) -> None:
     """Each tuned layer's trajectory and chosen config (mgg train --autotune)."""
-    from .runtime.report import chosen_line, trajectory_table
+    from .tuning.report import chosen_line, trajectory_table
 
     for i, t in enumerate(summaries):
         if t["chosen"] is None:
@@ -184,7 +184,7 @@ def _print_tuning(summaries: list) -> None:
 
 
 def cmd_tune(args):
-    from .runtime.cli import run_tune
+    from .tuning.cli import run_tune
 
     run_tune(args)
 
@@ -261,7 +261,7 @@ def _fetch_names() -> list:
 
 def _remote_read_modes() -> list:
     from .plan import REMOTE_READS
-    from .runtime.remote_reads import AUTO
+    from .tuning.remote_reads import AUTO
 
     return [*REMOTE_READS, AUTO]
 

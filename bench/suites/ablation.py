@@ -9,7 +9,7 @@ from typing import Iterator
 from mgg import Config
 
 from .. import cache
-from ..peers import check_run
+from ..competitors import check_run
 from .common import (
     Options,
     bytes_moved,

@@ -30,7 +30,7 @@ from typing import Iterator
 
 import torch
 
-from mgg.runtime.timing import Timing, measure
+from mgg.tuning.timing import Timing, measure
 
 from .. import cache
 from .common import features, result_row, torchrun_command, verified, within_budget
@@ -144,7 +144,7 @@ def _nvshmem_times(opt, spec: str, dim: int, pes: int) -> dict:
 
 def fetch(opt) -> Iterator[dict]:
     """Rows of the fetch suite (see the module's docstring)."""
-    from ..peers import check_run
+    from ..competitors import check_run
 
     modes = [m for m in (opt.fetch_modes or MODES) if m in MODES]
     gpu = opt.device.type == "cuda"

@@ -1,4 +1,4 @@
-"""The kernel suite: forward and backward of mgg.aggregate against the peers, at the given config
+"""The kernel suite: forward and backward of mgg.aggregate against the competitors, at the given config
 and (impl mgg-tuned; on a GPU by default) at the config the tuner finds for the graph and dim."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import itertools
 import time
 from typing import Iterator
 
-from mgg.runtime.targets import LocalTarget
+from mgg.tuning.targets import LocalTarget
 
 from .. import cache
-from ..peers import PEERS, verify
+from ..competitors import IMPLEMENTATIONS, verify
 from .common import (
     Options,
     bytes_moved,
@@ -31,7 +31,8 @@ def kernel(opt: Options) -> Iterator[dict]:
         t0 = time.perf_counter()
         g, _ = cache.normalized(spec, opt.data_dir)
         x = features(g.num_nodes, dim, str(opt.device), opt.dtype)
-        prep = PEERS[impl](g, x, config=opt.config, plan=cache.plan(g)) if impl == "mgg" else PEERS[impl](g, x)
+        prepare = IMPLEMENTATIONS[impl]
+        prep = prepare(g, x, config=opt.config, plan=cache.plan(g)) if impl == "mgg" else prepare(g, x)
         prep_s = time.perf_counter() - t0
         if prep is None:
             continue
@@ -41,7 +42,7 @@ def kernel(opt: Options) -> Iterator[dict]:
         yield from _timed_rows(opt, spec, g, dim, impl, opt.config if impl == "mgg" else None, prep, prep_s)
         if impl == "mgg" and _tunes(opt) and not opt.prep_only:
             chosen = tuned(opt, LocalTarget(cache.plan(g)), x).chosen
-            prep = PEERS["mgg"](g, x, config=chosen, plan=cache.plan(g))
+            prep = IMPLEMENTATIONS["mgg"](g, x, config=chosen, plan=cache.plan(g))
             if verified(opt, f"kernel {spec} D={dim} mgg tuned {chosen.as_tuple()}", verify, prep, g, x):
                 yield from _timed_rows(opt, spec, g, dim, "mgg-tuned", chosen, prep, prep_s)
         opt.budget.done("kernel", time.perf_counter() - t0)

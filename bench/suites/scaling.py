@@ -6,10 +6,10 @@ import itertools
 import time
 from typing import Iterator
 
-from mgg.runtime.targets import InprocTarget, LocalTarget
+from mgg.tuning.targets import InprocTarget, LocalTarget
 
 from .. import cache
-from ..peers import check_run
+from ..competitors import check_run
 from .common import (
     Options,
     bytes_moved,

@@ -33,7 +33,7 @@ from typing import Iterator
 import torch
 import torch.nn.functional as F
 
-from mgg.runtime.timing import Timing
+from mgg.tuning.timing import Timing
 
 from ..memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 from .common import result_row, within_budget
@@ -190,14 +190,14 @@ def train_to_target(
         dict(times (s per epoch), curve [(training s so far, val acc)], reached, time_to_target,
         peak_mb, prep_s).
     """
-    from mgg.nn import plans
+    from mgg.nn import graph_input
     from mgg.training import loop as train
 
     conv_module = None
     if impl != "mgg":
         import torch_geometric.nn as conv_module
     cfg = train.TrainConfig(model=model, layers=layers, device=str(device), conv_module=conv_module)
-    plans.clear()  # mgg plans the graph within the run, as a fresh process would
+    graph_input.clear()  # mgg plans the graph within the run, as a fresh process would
     t0 = time.perf_counter()
     s = train.start(ds, cfg, seed)
     prep_s = time.perf_counter() - t0

@@ -1,6 +1,6 @@
 // Why the extension attaches to NVSHMEM after nvshmem4py has started it.
 //
-// nvshmem4py (mgg/distributed/nvshmem.py) owns NVSHMEM's runtime: nvshmem.core.init bootstraps
+// nvshmem4py (mgg/distributed/nvshmem/symmetric.py) owns NVSHMEM's runtime: nvshmem.core.init bootstraps
 // it through libnvshmem_host.so, the one host library that torch, nvshmem4py and this extension
 // all load (they share it by soname). But this extension links NVSHMEM's device library
 // statically (libnvshmem_device.a, device-linked with -rdc), and that archive defines
@@ -21,7 +21,7 @@
 // failure. detach() is the matching nvshmem_finalize(): it unregisters this module's state and
 // decrements the counter, so nvshmem4py's finalize afterwards does the collective teardown.
 // NVSHMEM checks the device library's version against the host library's only loosely (major,
-// and device minor not newer), so mgg/distributed/nvshmem.py demands the exact version first.
+// and device minor not newer), so mgg/distributed/nvshmem/symmetric.py demands the exact version first.
 #include <nvshmem.h>
 #include <nvshmemx.h>
 

@@ -1,4 +1,4 @@
-// The extension's side of NVSHMEM, whose runtime nvshmem4py owns (mgg/distributed/nvshmem.py):
+// The extension's side of NVSHMEM, whose runtime nvshmem4py owns (mgg/distributed/nvshmem/symmetric.py):
 // attaching this module's device state after nvshmem.core.init, and the host queries the ops
 // make before an NVSHMEM get. No NVSHMEM headers here, so host-only files include it freely.
 #pragma once

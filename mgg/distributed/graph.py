@@ -16,7 +16,7 @@ default MGG's ranges of the graph's own order, or a relabelling that cuts commun
 (METIS, hypergraph); users see their own node order either way.
 
 A bipartite graph (N_src sources, N_dst destinations; DistGraph(..., size=(N_src, N_dst))) is
-held as the square graph of max(N_src, N_dst) nodes, as on one process (mgg.nn.plans.bipartite_plan):
+held as the square graph of max(N_src, N_dst) nodes, as on one process (mgg.nn.graph_input.bipartite_plan):
 rank r's range [b_r, b_r+1) of that index space names the sources and the destinations it owns,
 the layers pad its sources with zero rows to the range and keep its destinations' rows of the
 output, and the backends move rows of the square graph as they do for any other."""
@@ -35,7 +35,7 @@ from ..ops import attention_table
 from ..partitioning import CACHED, METHODS, Partition
 from ..partitioning import partition as partition_nodes
 from ..plan import Config, Plan, check_remote_reads
-from ..runtime.remote_reads import AUTO
+from ..tuning.remote_reads import AUTO
 from .backends import BACKENDS as _KINDS
 from .comm import all_gather_rows
 
@@ -178,7 +178,7 @@ class DistGraph:
             rank's halo rows read once into a local table while its local edges are aggregated,
             RankPlan.aggregate_peers_once; on dense graphs many times fewer bytes over NVLink) or
             'auto' (each layer's shape measured at its first step in the modes the cost model
-            keeps, the faster kept: mgg.runtime.remote_reads). Other backends move each row once anyway.
+            keeps, the faster kept: mgg.tuning.remote_reads). Other backends move each row once anyway.
 
     The ranks own contiguous ranges of the relabelled graph, but every tensor a user hands in
     or gets back is in the user's node order: `local(t)` takes a per-node tensor and gives this

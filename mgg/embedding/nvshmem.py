@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from .. import ops
-from ..distributed import nvshmem
+from ..distributed.nvshmem import symmetric
 from ..errors import MggError
 from .plan import BatchStep, Edges
 
@@ -90,8 +90,8 @@ def _return_gradients(rt, step: BatchStep, halo_grad: torch.Tensor, rows: int, w
 class _NvshmemLookup(torch.autograd.Function):
     @staticmethod
     def forward(ctx, weight, step: BatchStep, range_rows: list, fetch: str, deterministic: bool, sparse: bool):
-        rt = nvshmem.runtime()
-        t = nvshmem._publish(rt, weight.detach(), range_rows, fetch)  # written before any PE reads
+        rt = symmetric.runtime()
+        t = symmetric.publish(rt, weight.detach(), range_rows, fetch)  # written before any PE reads
         me = rt.heap.my_pe()
         ctx.step, ctx.args, ctx.rows = step, (len(range_rows), deterministic, sparse), weight.size(0)
         return ops.aggregate_peers(t.own, t.peers, me, step.plan, step.params, ops.fetch_code(fetch), deterministic)
@@ -100,7 +100,7 @@ class _NvshmemLookup(torch.autograd.Function):
     def backward(ctx, grad):
         step, (world, det, sparse) = ctx.step, ctx.args
         own, halo = step.split_grad(step.grad_rows(grad, det))
-        rt = nvshmem.runtime()
+        rt = symmetric.runtime()
         from_peers = _return_gradients(rt, step, halo.contiguous(), ctx.rows, world)
         index = torch.cat([step.local_rows.to(grad.device), torch.arange(ctx.rows, device=grad.device)])
         values = torch.cat([own, from_peers])

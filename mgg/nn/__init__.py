@@ -2,8 +2,9 @@
 (The sharded embedding bags of mgg 0.1's mgg.nn are mgg.embedding's.)"""
 
 from .. import _deprecated
-from .conv import GCNConv, GINConv
 from .gat import GATConv
+from .gcn_conv import GCNConv
+from .gin_conv import GINConv
 from .models import GAT, GCN, GIN, SAGE
 from .sage import SAGEConv
 

@@ -4,7 +4,7 @@ head one pass computes the scores, the softmax and the weighted sum, reading eac
 its source term in one fetch, local and remote sources interleaved as in the aggregation kernels.
 
 Bipartite inputs ((x_src, x_dst), in_channels=(a, b), size) attend over the square plan of
-max(N_src, N_dst) nodes with zero-padded sources (mgg.nn.plans.bipartite_plan), on one process
+max(N_src, N_dst) nodes with zero-padded sources (mgg.nn.graph_input.bipartite_plan), on one process
 or over a bipartite DistGraph (each rank's shards);
 in_channels=-1 sizes the layer on its first call. Edge features (edge_dim, edge_attr) add a
 per-edge term to the scores: those scores and their softmax are computed per edge with torch ops
@@ -27,9 +27,10 @@ from ..errors import MggError
 from ..functional import aggregate_edges, attention_graph
 from ..graph import Graph
 from ..plan import Config
-from .conv import glorot, is_lazy, linear, refuse_script, split_input
+from .aggregating import refuse_script, split_input
+from .graph_input import bipartite_plan, cached_plan, is_distributed, pad_rows, plan_rows
+from .linear import glorot, is_lazy, linear
 from .message_passing import LayerBase, refuse_hooks
-from .plans import bipartite_plan, cached_plan, is_distributed, pad_rows, plan_rows
 
 _MIX = 0x9E3779B97F4A7C15
 _SEED_BITS = (1 << 62) - 1

@@ -11,8 +11,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MggError
-from . import conv as mgg_conv
 from .gat import GATConv
+from .gcn_conv import GCNConv
+from .gin_conv import GINConv
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class GCN(nn.Module):
         **conv_kwargs,
     ):
         super().__init__()
-        Conv = conv_module.GCNConv if conv_module is not None else mgg_conv.GCNConv
+        Conv = conv_module.GCNConv if conv_module is not None else GCNConv
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
         self.convs = nn.ModuleList(Conv(a, b, **conv_kwargs) for a, b in zip(dims[:-1], dims[1:], strict=True))
         self.dropout = dropout
@@ -97,7 +98,7 @@ class GIN(nn.Module):
         **conv_kwargs,
     ):
         super().__init__()
-        Conv = conv_module.GINConv if conv_module is not None else mgg_conv.GINConv
+        Conv = conv_module.GINConv if conv_module is not None else GINConv
         dims = [in_dim] + [hidden] * num_layers
         self.convs = nn.ModuleList(
             Conv(nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, b)), **conv_kwargs)

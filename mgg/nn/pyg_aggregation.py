@@ -12,7 +12,7 @@ import torch
 
 from ..errors import MggError
 from ..graph import Graph
-from .plans import is_adjacency, is_sparse_tensor, refuse_reversed_adjacency
+from .graph_input import is_adjacency, is_sparse_tensor, refuse_reversed_adjacency
 
 
 def resolve(name: str, aggr, aggr_kwargs: dict | None, in_channels: int) -> torch.nn.Module:

@@ -17,8 +17,9 @@ from ..errors import MggError
 from ..ops import EXTREMES
 from ..plan import Config
 from . import pyg_aggregation
-from .conv import _Aggregating, is_lazy, linear, split_input
-from .plans import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, plan_rows
+from .aggregating import Aggregating, split_input
+from .graph_input import bipartite_plan, cached_plan, is_sparse_tensor, pad_rows, plan_rows
+from .linear import is_lazy, linear
 
 AGGREGATIONS = ("mean", "add", "sum") + EXTREMES
 
@@ -33,7 +34,7 @@ def _widths(in_channels) -> tuple[int, int]:
     return pair
 
 
-class SAGEConv(_Aggregating):
+class SAGEConv(Aggregating):
     """out = W_l agg_{j -> i} x_j + b + W_r x_i, as torch_geometric.nn.SAGEConv; agg is the mean
     (default), the sum, or the elementwise max or min of the in-neighbors' rows (max/min: the
     gradient goes to the winning row, ties to the lowest; a torch sparse adjacency's values are

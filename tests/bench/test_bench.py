@@ -416,10 +416,10 @@ def test_plans_are_shared_across_dims_and_tune_evicts(monkeypatch, tmp_path):
 def test_kernel_suite_times_mgg_at_the_tuned_config_too(monkeypatch, tmp_path):
     """With kernel_tuned, the kernel suite tunes mgg per (graph, dim), checks the tuned config's
     result and times it as impl mgg-tuned with the chosen config; the summary compares both mgg
-    rows with the peers, never mgg with its own tuned variant."""
+    rows with the competitors, never mgg with its own tuned variant."""
     from bench import cache, report, suites
     from bench.budget import Budget
-    from mgg.runtime.limits import PS_STEPS
+    from mgg.tuning.limits import PS_STEPS
 
     monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path))
     monkeypatch.setattr(cache, "_PLANS", {})
@@ -441,7 +441,7 @@ def test_kernel_suite_times_mgg_at_the_tuned_config_too(monkeypatch, tmp_path):
     assert [r["pass"] for r in tuned] == ["fwd", "bwd"]
     assert all(int(r["ps"]) in PS_STEPS or int(r["ps"]) == 0 for r in tuned)
     sp = report.speedups(rows, "kernel", "mgg")
-    assert set(sp) == {"torch.sparse"}  # mgg-tuned is not one of mgg's peers
+    assert set(sp) == {"torch.sparse"}  # mgg-tuned is not one of mgg's competitors
     assert set(report.speedups(rows, "kernel", "mgg-tuned")) == {"torch.sparse"}
     assert not [r for r in suites.kernel(dataclasses.replace(opt, kernel_tuned=False)) if r["impl"] == "mgg-tuned"]
 
@@ -451,7 +451,7 @@ def test_a_peer_without_a_kernel_for_the_dtype_is_left_out_not_a_crash(monkeypat
     leaves that peer out instead of ending on NotImplementedError."""
     from bench import suites
     from bench.budget import Budget
-    from bench.peers import _sparse_mm_supports
+    from bench.competitors import _sparse_mm_supports
 
     monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path))
     cpu = torch.device("cpu")
@@ -504,14 +504,14 @@ def test_a_wrong_result_is_refused_not_timed(monkeypatch, tmp_path):
     """The kernel suite compares each implementation's forward and backward with the float64
     reference before timing it: one that drops an edge of the hub row is said to be wrong, never
     timed, and the summary lists it."""
-    from bench import peers, report, suites
+    from bench import competitors, report, suites
 
     monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path))
 
     def drops_an_edge(g, x, **_):
-        return peers.prepare_torch_sparse(_one_edge_dropped(g, int(torch.argmax(g.degree()))), x)
+        return competitors.prepare_torch_sparse(_one_edge_dropped(g, int(torch.argmax(g.degree()))), x)
 
-    monkeypatch.setitem(peers.PEERS, "drops-an-edge", drops_an_edge)
+    monkeypatch.setitem(competitors.IMPLEMENTATIONS, "drops-an-edge", drops_an_edge)
     opt = suites.Options(
         device=torch.device("cpu"),
         graphs=["rmat:800:6000"],
@@ -531,22 +531,22 @@ def test_a_wrong_result_is_refused_not_timed(monkeypatch, tmp_path):
 
 
 def test_check_samples_hub_rows_of_a_large_graph():
-    """On a graph larger than the sample, bench.peers.check compares the hub rows and a random
+    """On a graph larger than the sample, bench.competitors.check compares the hub rows and a random
     sample: a right result passes, one edge dropped from the hub row fails and is named by its row."""
-    from bench import peers
+    from bench import competitors
     from mgg.testing import dense_reference, random_graph
 
     g = random_graph(20000, 60000, seed=7, weighted=True, skew=0.5)
     x = torch.randn(20000, 8)
-    assert g.num_nodes > peers.HUBS + peers.SAMPLE
+    assert g.num_nodes > competitors.HUBS + competitors.SAMPLE
     right = dense_reference(g, x).float()
-    peers.check(right, g, x)
+    competitors.check(right, g, x)
     right[1, 1] = float("nan")  # a NaN anywhere, sampled or not, is refused
     with pytest.raises(AssertionError, match="1 non-finite entries"):
-        peers.check(right, g, x)
+        competitors.check(right, g, x)
     hub = int(torch.argmax(g.degree()))
     with pytest.raises(AssertionError, match=rf"that is out\[{hub}, "):
-        peers.check(dense_reference(_one_edge_dropped(g, hub), x).float(), g, x)
+        competitors.check(dense_reference(_one_edge_dropped(g, hub), x).float(), g, x)
 
 
 def test_tta_target_must_be_model_equals_accuracy(tmp_path):

@@ -488,7 +488,7 @@ def test_node_dataset_from_pyg():
 
 def test_layers_accept_edge_index_subclass_and_sparse_tensor():
     from mgg.nn import GCNConv
-    from mgg.nn.plans import to_graph
+    from mgg.nn.graph_input import to_graph
 
     pyg = pytest.importorskip("torch_geometric")
     torch.manual_seed(0)
@@ -532,7 +532,7 @@ def test_layers_accept_torch_sparse_sparse_tensor():
 
 def test_layers_refuse_other_inputs_in_one_line():
     from mgg import MggError
-    from mgg.nn.plans import to_graph
+    from mgg.nn.graph_input import to_graph
 
     with pytest.raises(MggError, match="edge_index must be a tensor .* SparseTensor .* got list"):
         to_graph([[0, 1], [1, 0]], 2)

@@ -51,7 +51,7 @@ def test_nvshmem_lookup_with_threads_as_pes(monkeypatch, mode, weighted, sparse)
     grad = torch.randn(3 * PES, D, generator=g, dtype=torch.float64)
     bounds = row_bounds(N, PES)
     world, local, results = _FakeWorld(PES), threading.local(), {}
-    monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
+    monkeypatch.setattr(nvshmem.symmetric, "runtime", lambda: local.rt)
 
     def pe_main(pe):
         local.rt = nvshmem.Runtime(_Heap(world, pe))

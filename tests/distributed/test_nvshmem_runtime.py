@@ -119,7 +119,7 @@ def _layer_protocol(monkeypatch, tmp_path, partition, dtype, fetch="direct", dim
     range_rows = [int(n) for n in np.diff(b)]
     xs = [torch.randn(200, dim, dtype=torch.float64).to(dtype) for _ in range(layers)]
     world, local, results = _FakeWorld(pes), threading.local(), {}
-    monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
+    monkeypatch.setattr(nvshmem.symmetric, "runtime", lambda: local.rt)
 
     def pe_main(pe):
         local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
@@ -208,7 +208,7 @@ def _attention_protocol(monkeypatch, dtype, fetch="direct", remote_reads="per-ed
         sum((o * w).sum() for o in ref_out).backward()
     h, a_src, a_dst, w = (t.to(dtype) for t in (h, a_src, a_dst, w))
     world, local, results = _FakeWorld(pes), threading.local(), {}
-    monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
+    monkeypatch.setattr(nvshmem.symmetric, "runtime", lambda: local.rt)
 
     def pe_main(pe):
         local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
@@ -331,8 +331,8 @@ def test_start_use_and_shutdown_in_nvshmem4py_order(one_rank_group, monkeypatch)
     core = _FakeCore()
     lib = _FakeLib(core)
     nvshmem.check_versions(core, lib)
-    monkeypatch.setattr(nvshmem, "_runtime", None)
-    monkeypatch.setattr(nvshmem.atexit, "register", lambda fn: None)
+    monkeypatch.setattr(nvshmem.symmetric, "_runtime", None)
+    monkeypatch.setattr(nvshmem.symmetric.atexit, "register", lambda fn: None)
     nvshmem.start(core, lib, device=object())
     g = random_graph(40, 300, seed=3)
     rp = mgg.Plan(g).rank_plan(0, Config(2, 1, 2))
@@ -365,7 +365,7 @@ def test_start_up_failures_are_one_line(one_rank_group, monkeypatch):
     with pytest.raises(MggError, match="nvshmem4py loaded NVSHMEM 3.5.0 but mgg was built with NVSHMEM 3.4.5") as e:
         nvshmem.check_versions(_FakeCore(version="3.5.0"), _FakeLib(None))
     assert "\n" not in str(e.value)
-    monkeypatch.setattr(nvshmem, "_runtime", None)
+    monkeypatch.setattr(nvshmem.symmetric, "_runtime", None)
     core = _FakeCore(status_after_init=1)  # NVSHMEM swallowed a setup error: only bootstrapped
     with pytest.raises(MggError, match="only bootstrapped"):
         nvshmem.start(core, _FakeLib(core), device=object())
@@ -418,7 +418,7 @@ def _remote_reads_protocol(monkeypatch, dtype, fetch, deterministic, modes=REMOT
     results = {}
     for mode in modes:
         world, local, out = _FakeWorld(pes), threading.local(), {}
-        monkeypatch.setattr(nvshmem, "runtime", lambda local=local: local.rt)
+        monkeypatch.setattr(nvshmem.symmetric, "runtime", lambda local=local: local.rt)
 
         def pe_main(pe, mode=mode, world=world, local=local, out=out):
             local.rt = nvshmem.Runtime(_FakeHeap(world, pe))
@@ -474,10 +474,10 @@ def test_fetches_across_nodes_are_refused_in_one_line(fetch):
 
     class Runtime:
         def next_table(self, dim, dtype, range_rows):
-            return nvshmem._Table(heap, max(range_rows), dim, dtype, range_rows)
+            return nvshmem.symmetric.Table(heap, max(range_rows), dim, dtype, range_rows)
 
     rows = torch.ones(3, 4)
     with pytest.raises(MggError, match=f"fetch '{fetch}' needs every PE reachable by loads") as e:
-        nvshmem._publish(Runtime(), rows, [3, 2], fetch)
+        nvshmem.symmetric.publish(Runtime(), rows, [3, 2], fetch)
     assert "\n" not in str(e.value) and "halo or allgather backend" in str(e.value)
     assert not bool(heap.tables[0].any())  # nothing written into the symmetric table

@@ -205,11 +205,11 @@ def test_config_lattice_full(tmp_path, ps, dist, wpb):
 @pytest.mark.parametrize("n_src,n_dst", [(70, 45), (40, 90)], ids=["more-sources", "more-targets"])
 @pytest.mark.parametrize("source,completion", [("table", "loadstore"), ("get-warp", "proxy")])
 def test_bipartite_layers_plan_through_the_kernels(tmp_path, n_src, n_dst, source, completion):
-    """A bipartite input (x_src, x_dst) as SAGEConv/GINConv/GATConv plan it (mgg.nn.plans.bipartite_plan:
+    """A bipartite input (x_src, x_dst) as SAGEConv/GINConv/GATConv plan it (mgg.nn.graph_input.bipartite_plan:
     the square graph of max(N_src, N_dst) nodes, x_src padded with zero rows) through the
     kernels on 1, 2 and 4 ranks: the first N_dst rows equal the float64 mean of each target's
     sources (torch's index_add over the edges, the outside oracle), targets without sources 0."""
-    from mgg.nn.plans import bipartite_plan
+    from mgg.nn.graph_input import bipartite_plan
 
     gen = torch.Generator().manual_seed(n_src)
     ei = torch.stack(

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from mgg import Config, Graph, Plan
-from mgg.runtime.remote_reads import remote_read_bytes
 from mgg.testing import assert_matches_reference
+from mgg.tuning.remote_reads import remote_read_bytes
 from tests import emulator
 from tests.emulated_ops import aggregate, aggregate_extreme
 

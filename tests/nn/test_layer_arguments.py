@@ -12,20 +12,20 @@ import mgg.nn as mnn
 def test_plan_is_cached_per_input(cora):
     """(The cache starts empty: other tests may have filled it to its bound, where a new plan
     replaces the oldest and the count stays.)"""
-    from mgg.nn import plans
+    from mgg.nn import graph_input
 
-    plans.clear()
+    graph_input.clear()
     conv = mnn.GCNConv(4, 4)
     ei = cora.graph.edge_index()
     x = torch.randn(cora.graph.num_nodes, 4)
     conv(x, ei)
-    assert len(plans._CACHE) == 1
+    assert len(graph_input._CACHE) == 1
     conv(x, ei)
-    assert len(plans._CACHE) == 1
+    assert len(graph_input._CACHE) == 1
     ei2 = ei.clone()
     ei2[0, 0] = 5  # a different graph is planned anew
     conv(x, ei2)
-    assert len(plans._CACHE) == 2
+    assert len(graph_input._CACHE) == 2
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,33 @@ def test_old_paths_give_the_same_objects_with_a_warning(old, name, new):
         assert getattr(module, name) is new
 
 
+@pytest.mark.parametrize(
+    "old, name, new_module, new_name",
+    [
+        ("mgg.embedding_plan", "BatchStep", "mgg.embedding.plan", "BatchStep"),
+        ("mgg.nn.embedding", "ShardedEmbeddingBag", "mgg.embedding.bags", "ShardedEmbeddingBag"),
+        ("mgg.nn", "ShardedEmbeddingBagCollection", "mgg.embedding", "ShardedEmbeddingBagCollection"),
+        ("mgg.dlrm", "DLRM", "mgg.embedding.dlrm", "DLRM"),
+        ("mgg.train", "train", "mgg.training.loop", "train"),
+        ("mgg.nn.plans", "cached_plan", "mgg.nn.graph_input", "cached_plan"),
+        ("mgg.nn.graph_cache", "cached_plan", "mgg.nn.graph_input", "cached_plan"),
+        ("mgg.nn.conv", "GCNConv", "mgg.nn.gcn_conv", "GCNConv"),
+        ("mgg.nn.conv", "GINConv", "mgg.nn.gin_conv", "GINConv"),
+        ("mgg.nn.conv", "split_input", "mgg.nn.aggregating", "split_input"),
+        ("mgg.nn.conv", "_Aggregating", "mgg.nn.aggregating", "Aggregating"),
+        ("mgg.nn.conv", "linear", "mgg.nn.linear", "linear"),
+        ("mgg.runtime", "MggSearch", "mgg.tuning", "MggSearch"),
+        ("mgg.runtime.search", "MggSearch", "mgg.tuning.search", "MggSearch"),
+        ("mgg.runtime.kernel_model", "Gpu", "mgg.tuning.kernel_model", "Gpu"),
+    ],
+)
+def test_moved_wings_give_the_same_objects_with_a_warning(old, name, new_module, new_name):
+    new = getattr(importlib.import_module(new_module), new_name)
+    module = importlib.import_module(old)
+    with pytest.warns(DeprecationWarning, match=f"{old}.{name} moved to"):
+        assert getattr(module, name) is new
+
+
 def test_partition_stays_the_function():
     import mgg.partition  # noqa: F401  (the alias module: it must not replace the function)
 
@@ -59,7 +86,7 @@ def test_partition_stays_the_function():
 
 def test_importing_mgg_warns_nothing():
     r = subprocess.run(
-        [sys.executable, "-W", "error", "-c", "import mgg, mgg.nn, mgg.distributed, mgg.runtime"],
+        [sys.executable, "-W", "error", "-c", "import mgg, mgg.nn, mgg.distributed, mgg.tuning"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -70,7 +97,7 @@ def test_importing_mgg_warns_nothing():
 def test_renamed_modules_and_names():
     from mgg import plan as plan_module
     from mgg.distributed.backends import halo
-    from mgg.runtime import limits
+    from mgg.tuning import limits
 
     for old, name, new in (
         ("mgg.runtime.model", "grid", limits.grid),

@@ -10,8 +10,8 @@ import torch.distributed as dist
 from ... import ops
 from ...errors import MggError
 from ...plan import Plan
-from ...runtime.coordination import GroupCoordinator
-from ...runtime.remote_reads import AUTO, choose_remote_reads, estimate_ms
+from ...tuning.coordination import GroupCoordinator
+from ...tuning.remote_reads import AUTO, choose_remote_reads, estimate_ms
 from .. import nvshmem
 
 

@@ -1,5 +1,6 @@
-"""MGG's runtime (§6): the resource model, the cost model (eq. 2-3), the cross-iteration config
-search, the steps it tunes, how ranks agree, the online tuner, the config cache."""
+"""The tuner (MGG §6, which calls it the runtime): the resource model, the cost model (eq. 2-3),
+the cross-iteration config search, the steps it tunes, how ranks agree, the online tuner, the
+config cache."""
 
 from .config_cache import ConfigCache
 from .cost import CostModel, LatencyModel, RankShape

@@ -1,4 +1,4 @@
-"""The implementations a suite compares: mgg and its peers. Each prepares once per (graph, x)
+"""The implementations a suite compares: mgg and its competitors. Each prepares once per (graph, x)
 and returns callables for the forward and the backward (gradient w.r.t. the features), and
 `verify` checks both results before anything is timed (a wrong result is never reported).
 
@@ -131,7 +131,7 @@ def prepare_pyg(graph: Graph, x: torch.Tensor, **_) -> Optional[Prepared]:
     return _autograd_pair(f, x)
 
 
-PEERS = {"mgg": prepare_mgg, "torch.sparse": prepare_torch_sparse, "cupy": prepare_cupy, "pyg": prepare_pyg}
+IMPLEMENTATIONS = {"mgg": prepare_mgg, "torch.sparse": prepare_torch_sparse, "cupy": prepare_cupy, "pyg": prepare_pyg}
 
 
 def sample_rows(graph: Graph, seed: int = 0) -> torch.Tensor:

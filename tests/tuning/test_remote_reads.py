@@ -1,4 +1,4 @@
-"""The choice between the nvshmem backend's remote-read modes (mgg/runtime/remote_reads.py): the
+"""The choice between the nvshmem backend's remote-read modes (mgg/tuning/remote_reads.py): the
 faster mode by the slowest rank's measured step time, every mode run alike on every rank (the
 steps are collective), and the backend's `auto` mode on threads as PEs keeping the choice."""
 
@@ -11,10 +11,10 @@ import torch
 from mgg import Config, Plan
 from mgg.distributed import nvshmem
 from mgg.distributed.graph import DistPlan
-from mgg.runtime import remote_reads
-from mgg.runtime.coordination import Coordinator
-from mgg.runtime.remote_reads import choose_remote_reads, estimate_ms, remote_read_bytes
 from mgg.testing import random_graph
+from mgg.tuning import remote_reads
+from mgg.tuning.coordination import Coordinator
+from mgg.tuning.remote_reads import choose_remote_reads, estimate_ms, remote_read_bytes
 from tests.distributed.test_nvshmem_runtime import _FakeHeap, _FakeWorld, run_pes
 
 
@@ -112,7 +112,7 @@ def test_auto_mode_on_threads_as_pes_keeps_the_measured_choice(monkeypatch, fast
     bounds = Plan(g, pes).bounds
     x = torch.randn(150, 6, dtype=torch.float64)
     world, local, results, chosen = _FakeWorld(pes), threading.local(), {}, {}
-    monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
+    monkeypatch.setattr(nvshmem.symmetric, "runtime", lambda: local.rt)
     monkeypatch.setattr(remote_reads, "time_once", _timer({"per-edge": 2.0, "once": 2.0, fast: 1.0}))
     ran = []
     real = nvshmem.aggregate
@@ -154,7 +154,7 @@ def test_once_mode_through_the_backend_on_threads_as_pes(monkeypatch):
     want_agg = Plan(g).aggregate(ref[3])
     (want.pow(2).sum() + want_agg.pow(2).sum()).backward()
     world, local, got = _FakeWorld(pes), threading.local(), {}
-    monkeypatch.setattr(nvshmem, "runtime", lambda: local.rt)
+    monkeypatch.setattr(nvshmem.symmetric, "runtime", lambda: local.rt)
 
     def pe_main(pe):
         local.rt = nvshmem.Runtime(_FakeHeap(world, pe))

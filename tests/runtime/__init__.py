@@ -1,1 +1,0 @@
-"""mgg.runtime: the tuner, its cost and resource models, the config cache."""

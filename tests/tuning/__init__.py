@@ -1,0 +1,1 @@
+"""mgg.tuning: the tuner, its cost and resource models, the config cache."""
