@@ -43,7 +43,16 @@ FLAGS = [
     f"-I{CSRC / 'tests' / 'simt' / 'include'}",
     f"-I{CUDA_HOME / 'include'}",
 ]
-SIMT = ["fiber.cpp", "scheduler.cpp", "runtime.cpp", "nvshmem.cpp", "async_copy.cpp", "counters.cpp", "symbols.cpp"]
+SIMT = [
+    "fiber.cpp",
+    "scheduler.cpp",
+    "stall.cpp",
+    "runtime.cpp",
+    "nvshmem.cpp",
+    "async_copy.cpp",
+    "counters.cpp",
+    "symbols.cpp",
+]
 # target -> its translation units: (source, force-include simt.h)
 TARGETS = {
     "simt_selftest": [(CSRC / "tests" / "simt" / f, False) for f in SIMT + ["selftest.cpp"]],

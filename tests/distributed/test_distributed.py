@@ -1,12 +1,18 @@
 """Several processes (gloo, CPU) give the logits and gradients of the single-process run, for
 every partition method (the ranks own a relabelled graph; tensors go in and come out in the
 user's node order); the worker (dist_worker.py) is shared with the GPU tests of the nvshmem
-backend (test_nvshmem.py)."""
+backend (test_nvshmem.py). One torchrun launch per rank count runs the worker runs of every
+selected test, and one process every single-process reference (the `launched` fixture): torch's
+start-up in each rank is most of a run's time."""
 
+import json
 import os
 import pickle
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
 
 import pytest
 import torch
@@ -63,6 +69,83 @@ def compare(ref_path, dist_path):
     return ref, got
 
 
+@dataclass(frozen=True)
+class Run:
+    """A run of the worker: KIND on `nproc` ranks under torchrun (None: in one process, the reference
+    of the runs of that kind) with more arguments after KIND OUT; own_cache: a partition cache of its
+    own, so that the partition is computed by this run, never read from another's."""
+
+    kind: str
+    nproc: Optional[int] = None
+    args: tuple = ()
+    own_cache: bool = False
+
+
+def launch(runs: list, folder: Path, nproc: Optional[int]) -> dict:
+    """Runs `runs` (all on `nproc` ranks, or all single) one after the other in one launch of the worker
+    (--batch); a run that fails ends its launch, and the runs after it start again in another. Run -> the
+    path of its result, or why it has none (the launch's end and its stderr)."""
+    cmd = (
+        [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--standalone"]
+        if nproc
+        else [sys.executable]
+    )
+    out = {run: folder / f"run{i}.pkl" for i, run in enumerate(runs)}
+    results, todo = {}, list(runs)
+    while todo:
+        spec = folder / f"launch{len(results)}.json"
+        entries = []
+        for run in todo:
+            env = {"MGG_PARTITION_CACHE": str(folder / f"partitions{runs.index(run)}")} if run.own_cache else {}
+            single = [] if nproc else ["--single"]
+            entries.append({"argv": [run.kind, str(out[run]), *single, *run.args], "env": env})
+        spec.write_text(json.dumps(entries))
+        try:
+            r = subprocess.run(
+                cmd + [WORKER, "--batch", str(spec)], capture_output=True, text=True, timeout=TIMEOUT, env=worker_env()
+            )
+            end, err, again = f"exit status {r.returncode}", r.stderr, True
+        except subprocess.TimeoutExpired as e:  # the rest would take as long: not started again
+            err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr or ""
+            end, again = f"stopped at its time limit of {TIMEOUT:.0f} s", False
+        results.update({run: out[run] for run in todo if out[run].exists()})
+        left = [run for run in todo if run not in results]
+        if left:
+            results[left[0]] = f"the launch ended ({end}) while running {left[0]}:\n{err[-3000:]}"
+            if not again:
+                results.update({run: f"not run: the launch before it ended ({end})" for run in left[1:]})
+                left = []
+        todo = left[1:]
+    return results
+
+
+def selected_runs(request) -> list:
+    """The runs named by this module's selected tests (parameter `run`), and their references."""
+    runs = []
+    for item in request.session.items:
+        run = getattr(item, "callspec", None) and item.callspec.params.get("run")
+        if item.module is request.module and isinstance(run, Run):
+            runs += [r for r in (run, Run(run.kind)) if r not in runs]
+    return runs
+
+
+@pytest.fixture(scope="module")
+def launched(request, tmp_path_factory):
+    """Run -> the path of its result. The first ask for a rank count (or for a reference) launches every
+    run of that count (every reference) of the selected tests."""
+    results = {}
+
+    def get(run: Run) -> Path:
+        if run not in results:
+            runs = [r for r in selected_runs(request) if r.nproc == run.nproc]
+            runs += [] if run in runs else [run]
+            results.update(launch(runs, tmp_path_factory.mktemp(f"ranks{run.nproc or 1}"), run.nproc))
+        assert isinstance(results[run], Path), results[run]
+        return results[run]
+
+    return get
+
+
 def references(tmp_path_factory, *extra):
     """kind -> the path of the single-process result of that worker kind (run with extra
     arguments), each computed once."""
@@ -77,67 +160,72 @@ def references(tmp_path_factory, *extra):
     return get
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    return references(tmp_path_factory)
+def ranks_match(run: Run, launched) -> None:
+    compare(launched(Run(run.kind)), launched(run))
 
 
-@pytest.mark.parametrize("partition", PARTITIONS)
-@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin"])
-@pytest.mark.parametrize("nproc", [2, 4])
-def test_ranks_match_single_process(tmp_path, reference, kind, nproc, partition):
-    dist_path = tmp_path / "dist.pkl"
-    run_worker(
-        [kind, str(dist_path), "--partition", partition],
-        nproc,
-        env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")},
-    )
-    compare(reference(kind), dist_path)
+@pytest.mark.parametrize(
+    "run",
+    [
+        Run(kind, nproc, ("--partition", partition), own_cache=True)
+        for nproc in (2, 4)
+        for kind in ("cora-gcn", "directed-gin")
+        for partition in PARTITIONS
+    ],
+    ids=lambda r: f"{r.nproc}-{r.kind}-{r.args[1]}",
+)
+def test_ranks_match_single_process(launched, run):
+    ranks_match(run, launched)
 
 
-@pytest.mark.parametrize("kind", ["cora-sage", "cora-gat"])
-@pytest.mark.parametrize("nproc", [2, 4])
-def test_layer_ranks_match_single_process(tmp_path, reference, kind, nproc):
+@pytest.mark.parametrize(
+    "run",
+    [Run(kind, nproc) for nproc in (2, 4) for kind in ("cora-sage", "cora-gat")],
+    ids=lambda r: f"{r.nproc}-{r.kind}",
+)
+def test_layer_ranks_match_single_process(launched, run):
     """SAGE, and GAT with attention dropout 0.5: every rank draws the single process's mask."""
-    dist_path = tmp_path / "dist.pkl"
-    run_worker([kind, str(dist_path)], nproc)
-    compare(reference(kind), dist_path)
+    ranks_match(run, launched)
 
 
-@pytest.mark.parametrize("kind", ["directed-sage-max", "directed-sage-min"])
-@pytest.mark.parametrize("backend,nproc", [("halo", 2), ("halo", 4), ("allgather", 2)])
-def test_max_min_ranks_match_single_process(tmp_path, reference, kind, backend, nproc):
+@pytest.mark.parametrize(
+    "run",
+    [
+        Run(kind, nproc, ("--backend", backend))
+        for backend, nproc in (("halo", 2), ("halo", 4), ("allgather", 2))
+        for kind in ("directed-sage-max", "directed-sage-min")
+    ],
+    ids=lambda r: f"{r.args[1]}-{r.nproc}-{r.kind}",
+)
+def test_max_min_ranks_match_single_process(launched, run):
     """SAGE with max and min aggregation (the max/min op over each rank's own and halo rows, or
     the gathered table) on a directed graph with hub rows: logits and gradients of one process."""
-    dist_path = tmp_path / "dist.pkl"
-    run_worker([kind, str(dist_path), "--backend", backend], nproc)
-    compare(reference(kind), dist_path)
+    ranks_match(run, launched)
 
 
-@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin", "cora-sage", "cora-gat"])
-@pytest.mark.parametrize("nproc", [2, 4])
-def test_allgather_ranks_match_single_process(tmp_path, reference, kind, nproc):
-    """The allgather backend (CAGNET 1D), over a partition other than the range split (GAT: the
-    range split, where the dropout mask's global ids are the user's)."""
-    dist_path = tmp_path / "dist.pkl"
-    part = "range" if kind == "cora-gat" else PARTITIONS[-1]
-    run_worker(
-        [kind, str(dist_path), "--backend", "allgather", "--partition", part],
-        nproc,
-        env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")},
-    )
-    compare(reference(kind), dist_path)
+@pytest.mark.parametrize(
+    "run",
+    [
+        # GAT: the range split, where the dropout mask's global ids are the user's
+        Run(kind, nproc, ("--backend", "allgather", "--partition", "range" if kind == "cora-gat" else PARTITIONS[-1]))
+        for nproc in (2, 4)
+        for kind in ("cora-gcn", "directed-gin", "cora-sage", "cora-gat")
+    ],
+    ids=lambda r: f"{r.nproc}-{r.kind}",
+)
+def test_allgather_ranks_match_single_process(launched, run):
+    """The allgather backend (CAGNET 1D), over a partition other than the range split."""
+    ranks_match(run, launched)
 
 
-def test_precomputed_partition_matches(tmp_path, reference):
+@pytest.mark.parametrize(
+    "run",
+    [Run("directed-gin", 2, ("--partition", PARTITIONS[-1], "--precomputed"), own_cache=True)],
+    ids=lambda r: f"{r.nproc}-{r.kind}",
+)
+def test_precomputed_partition_matches(launched, run):
     """DistGraph(partition=an mgg.Partition) computed by the caller (here a seeded one)."""
-    dist_path = tmp_path / "dist.pkl"
-    run_worker(
-        ["directed-gin", str(dist_path), "--partition", PARTITIONS[-1], "--precomputed"],
-        2,
-        env={"MGG_PARTITION_CACHE": str(tmp_path / "partitions")},
-    )
-    compare(reference("directed-gin"), dist_path)
+    ranks_match(run, launched)
 
 
 def test_partition_error_reaches_every_rank(tmp_path):

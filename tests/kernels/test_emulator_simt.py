@@ -25,6 +25,8 @@ CASES = [
     "copy-never-waited",
     "copy-misaligned",
     "copy-to-global",
+    "endless-loop",
+    "stalled-lane",
 ]
 
 

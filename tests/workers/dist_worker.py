@@ -4,13 +4,21 @@ torchrun each rank computes its rows and rank 0 writes the assembled result.
 
     python dist_worker.py KIND OUT --single [--device cuda]
     torchrun --standalone --nproc-per-node N dist_worker.py KIND OUT [--backend nvshmem] [--partition metis] ...
+    [torchrun ...] dist_worker.py --batch RUNS.json
 
 With --partition the ranks own the nodes of a relabelled graph (mgg.partition); the worker still
-hands DistGraph tensors in the user's node order and gathers the results back into it.
+hands DistGraph tensors in the user's node order and gathers the results back into it. --batch runs
+the runs RUNS.json lists ([{"argv": [KIND, OUT, ...], "env": {NAME: VALUE}}, ...]) one after the
+other in one process group (or one process, all --single), each under its environment variables: one
+start of torch per rank, however many runs (test_distributed.py's launches).
 """
 
 import argparse
+import json
+import os
 import pickle
+import sys
+from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
@@ -85,7 +93,7 @@ def run(args, dg=None):
     return first, identical
 
 
-def main():
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser()
     ap.add_argument("kind")
     ap.add_argument("out")
@@ -111,12 +119,17 @@ def main():
     ap.add_argument(
         "--precomputed", action="store_true", help="partition here (seed 5) and hand DistGraph the mgg.Partition"
     )
-    args = ap.parse_args()
+    return ap
+
+
+def run_and_write(args):
+    """One run: the single process's result, or (in the process group) every rank's, written by rank 0."""
     if args.single:
         (res, identical) = run(args)
         pickle.dump((*res, identical), open(args.out, "wb"))
         return
-    dist.init_process_group("gloo")
+    if not dist.is_initialized():
+        dist.init_process_group("gloo")
     g = case(args.kind)[0]
     part = (
         mgg.partition(g, dist.get_world_size(), args.partition, seed=5, cache=False)
@@ -136,6 +149,30 @@ def main():
             with open(out, "wb") as f:
                 pickle.dump((logits, xgrad, wgrads, all(flags)), f)
         dist.barrier()
+
+
+@contextmanager
+def environment(env: dict):
+    """os.environ with `env` set, as it was afterwards."""
+    before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+
+
+def main():
+    argv = sys.argv[1:]
+    runs = [{"argv": argv}] if argv[:1] != ["--batch"] else json.loads(open(argv[1]).read())
+    ap = parser()
+    for r in runs:
+        with environment(r.get("env", {})):
+            run_and_write(ap.parse_args(r["argv"]))
 
 
 if __name__ == "__main__":

@@ -118,6 +118,13 @@ void Fiber::yield() {
 #endif
 }
 
+bool Fiber::on_stack(const void* p) const {
+  const auto* c = static_cast<const char*>(p);
+  return stack_ && c >= stack_ && c < stack_ + kStackBytes;
+}
+
+Fiber* last_resumed() { return running; }
+
 void Fiber::finish() {
 #if SIMT_ASAN
   __sanitizer_start_switch_fiber(nullptr, scheduler_bottom, scheduler_size);

@@ -22,6 +22,8 @@ class Fiber {
   void yield();
   // From inside the fiber, as its last act: back to the scheduler for good.
   [[noreturn]] void finish();
+  // Whether `p` lies on this fiber's stack (the stall watchdog: is the interrupted code a lane's?).
+  bool on_stack(const void* p) const;
 
  private:
   void* sp_ = nullptr;
@@ -30,5 +32,8 @@ class Fiber {
   void (*entry_)() = nullptr;
   friend void fiber_main();
 };
+
+// The fiber resume() last switched to: the one running unless the scheduler runs.
+Fiber* last_resumed();
 
 }  // namespace simt

@@ -16,6 +16,7 @@
 
 #include "fiber.h"
 #include "simt.h"
+#include "stall.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -330,7 +331,9 @@ bool run_block(const Position& proto, size_t smem) {
     run->runnable.pop_back();
     current = &t;
     running_warp_steps = &run->warp_steps[t.warp];
+    stall::resuming();
     t.fiber.resume();
+    if (stall::fired.load(std::memory_order_acquire)) stop(stall::report(kernel_name(run->kernel), t.warp, t.lane));
     if (run->failed) break;
     if (t.state == State::kExited) {
       exited(t);
@@ -466,6 +469,7 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t smem, Body 
   r.rng.seed(seed * 0x9e3779b97f4a7c15ull + ++launches);
   while (static_cast<int>(pool.size()) < r.threads) pool.push_back(std::make_unique<Thread>());
   run = &r;
+  stall::launch_begins(kernel);
   std::vector<dim3> order;
   for (unsigned z = 0; z < grid.z; ++z) {
     for (unsigned y = 0; y < grid.y; ++y) {
@@ -481,6 +485,7 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t smem, Body 
     proto.block = b;
     if (!(ok = run_block(proto, smem))) break;
   }
+  stall::launch_ends();
   for (const Region& s : launch_shared) SIMT_UNPOISON(s.base, s.capacity);
   launch_shared.clear();
   run = nullptr;

@@ -159,6 +159,20 @@ __global__ void chunk_loop(const int* values, int edges, bool one_short, int* ou
   out[threadIdx.x] = sum;
 }
 
+// chunk_loop with plain loads, as kernels/aggregate_kernel.cuh's add_direct skips its chunk's loads
+// and shuffles when it has no edges: with `one_short` the loop spins without a call into the
+// emulator, which the step budget cannot see.
+__global__ void silent_chunk_loop(const int* values, int edges, bool one_short, int* out) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  int sum = 0;
+  for (int c = 0, n = 0; c < edges; c += n) {
+    line_of_interest = __LINE__ + 1;
+    n = edges - c < 32 ? edges - c - one_short : 32;
+    for (int i = 0; i < n; ++i) sum += i == lane ? values[c + i] : 0;
+  }
+  out[threadIdx.x] = sum;
+}
+
 // Each lane of each warp accesses float `lane * stride` (a 16-byte vector at `lane * stride`
 // floats for op 3) of shared memory, lanes below `active` only: op 0 loads, 1 stores, 2 adds
 // atomically.
@@ -355,6 +369,23 @@ bool endless_loop_case() {
   return expect_report(launched(), {"watchdog: warp ", "selftest::chunk_loop did not finish", here_line()});
 }
 
+// The stall watchdog: a lane spinning without a call into the emulator is interrupted and the launch
+// stopped, the report naming the kernel and the lane; the next launch runs as before.
+bool stalled_lane_case() {
+  std::vector<int> values(40, 1), out(64);
+  simt::set_stall_seconds(0.5);
+  MGG_LAUNCH(2, 64, 0, nullptr, silent_chunk_loop)(values.data(), 40, true, out.data());
+  if (!expect_report(launched(), {"watchdog: lane ", "of selftest::silent_chunk_loop ran ", "selftest.cpp:"})) {
+    return false;
+  }
+  MGG_LAUNCH(2, 64, 0, nullptr, silent_chunk_loop)(values.data(), 40, false, out.data());
+  if (launched() != cudaSuccess || out[0] != 2 || out[8] != 1 || out[63] != 1) {
+    std::printf("the launch after a stall failed:\n%s\n", simt::last_report().c_str());
+    return false;
+  }
+  return true;
+}
+
 bool copy_never_waited_case() {
   alignas(16) static float table[128] = {};
   std::vector<float> out(32);
@@ -445,6 +476,7 @@ int main(int argc, char** argv) {
       {"shared-banks", shared_banks_case},           {"read-before-wait", read_before_wait_case},
       {"copy-never-waited", copy_never_waited_case}, {"copy-misaligned", copy_misaligned_case},
       {"copy-to-global", copy_to_global_case},       {"endless-loop", endless_loop_case},
+      {"stalled-lane", stalled_lane_case},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::printf("usage: %s CASE, CASE one of:", argv[0]);

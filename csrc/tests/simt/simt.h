@@ -88,12 +88,18 @@ void block_op(Op op, const Site& site, const GroupCall* call = nullptr);
 // thread's warp. A warp that takes more than the step budget in one block is in a loop that does
 // not end (a chunk loop whose edge count comes out 0, say): the launch stops with a report that
 // names the kernel, the block, the warp and the site of its last step, where the GPU would hang.
-// A loop that makes no such call is left to the caller's timeout (tests/emulator.py). The tests'
-// kernels take at most about 1.1 million steps per warp and block; at about 10 million steps a
-// second the budget is reached in seconds.
+// The tests' kernels take at most about 1.1 million steps per warp and block; at about 10 million
+// steps a second the budget is reached in seconds.
 constexpr uint64_t kStepBudget = uint64_t{1} << 26;
 // The budget per warp and block of the next launches (kStepBudget until set).
 void set_step_budget(uint64_t steps);
+// A loop that makes no such call (a chunk loop whose edge count comes out 0 skips its loads and
+// shuffles) never returns to the scheduler. The stall watchdog (stall.cpp) interrupts a lane that
+// has run kStallSeconds of CPU time since it was resumed, and the launch stops with a report that
+// names the kernel, the block, the warp, the lane and the function and line it was interrupted in.
+// The tests' lanes run for microseconds between two calls.
+constexpr double kStallSeconds = 10;
+void set_stall_seconds(double seconds);  // for the launches from now on (kStallSeconds until set)
 // The steps of the warp that runs now and the budget (launches run one at a time); the count is
 // inline, as every lane's every load counts.
 extern uint64_t* running_warp_steps;
