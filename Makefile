@@ -5,7 +5,7 @@ TORCH   ?= torch==2.14.1
 PIP      = $(VENV)/bin/pip
 STAMP    = $(VENV)/.mgg-installed
 
-.PHONY: train test test-isa lint format bench-smoke gpu-wheels gpu-build clean
+.PHONY: train test test-full test-rest test-isa lint format bench-smoke gpu-wheels gpu-build clean
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -19,8 +19,20 @@ $(STAMP): $(VENV)/bin/python pyproject.toml setup.py $(wildcard csrc/*.cpp csrc/
 train: $(STAMP)
 	$(VENV)/bin/mgg train --dataset cora
 
+# `make test`: every test but the cases marked `full` (tests/conftest.py: the long tests and the
+# inner cases of the big matrices), on two processes (pytest-xdist; a test file stays in one, so its
+# module fixtures run once). `make test-full`: every case. CI runs `make test` and then `make
+# test-rest` (the `full` cases), so that between them each case runs once.
+PYTEST = $(VENV)/bin/python -m pytest tests -q -n $(TEST_WORKERS) --dist loadfile
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest tests -q
+	$(PYTEST) -m "not full"
+
+test-full: $(STAMP)
+	$(PYTEST)
+
+test-rest: $(STAMP)
+	$(PYTEST) -m full
 
 # The float comparisons (mgg against PyG, torch and the float64 references, the oracles) once more
 # under other instruction sets and in random order, so that a tolerance that holds on one CPU only

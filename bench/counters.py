@@ -12,7 +12,7 @@ over every rank's step. Machine-independent: no GPU, no timing.
     python -m bench.counters --ncu-metrics   # the Nsight Compute metrics the columns mirror
 
 The classes of the range kernel's loads (kernels/aggregate_kernel.cuh; regions named by
-tests/emulated_ops.py), one CSV row per case and class:
+simt/emulated_ops.py), one CSV row per case and class:
 - `rows`: the source rows, read in place in 16-byte pieces by lane groups (or copied from peers
   into the landing buffers, copy-*);
 - `index`: the index stream, each part's column ids, weights and (peer sources) owner PEs, a
@@ -41,7 +41,7 @@ load sites) and a plot. The default
 graphs keep Reddit's and products' degree profiles at about 13K edges, so the default run
 emulates in minutes. Columns that Nsight Compute also reports carry its metric names
 (bench/gpu_verify.sh's `ncu` stage collects them on a GPU). Needs the repository checkout (the
-emulator is tests/emulator.py) and g++ with the CUDA headers.
+emulator is simt/emulator.py) and g++ with the CUDA headers.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ ROW_ENDS_SITE = "MGG_SHARED_LOAD(ends"  # the row ends' shared loads in kernels/
 
 def region_class(region: str) -> str:
     """rows, index, row_ends, ranges, landed (shared memory read through a load site) or other (a
-    region name of tests/emulated_ops.py's cases; csrc/tests/simt/counters.cpp's row_region names
+    region name of simt/emulated_ops.py's cases; csrc/tests/simt/counters.cpp's row_region names
     the same source tables)."""
     if region == "shared":
         return "landed"
@@ -233,8 +233,8 @@ def measure(spec: str, dim: int, dtype: str, source: str, ranks: int, work: Path
     from bench import cache
     from mgg import Config
     from mgg.testing import assert_matches_reference
-    from tests import emulator
-    from tests.emulated_ops import aggregate
+    from simt import emulator
+    from simt.emulated_ops import aggregate
 
     g, _ = cache.graph(spec)  # made once per spec, as the plan (the cases differ in D, dtype, source)
     plan = cache.plan(g, ranks)
@@ -385,7 +385,7 @@ def main(argv=None) -> int:
     if args.ncu_metrics:
         print(",".join(list(NCU.values()) + NCU_EXTRA))
         return 0
-    if str(ROOT) not in sys.path:  # tests.emulator, from the checkout
+    if str(ROOT) not in sys.path:  # simt.emulator, from the checkout
         sys.path.insert(0, str(ROOT))
     rows = []
     cases = [(g, d, t, s) for g in args.graphs for t in args.dtypes for s in args.sources for d in args.dims]

@@ -32,6 +32,7 @@ from scipy.optimize import nnls
 
 from mgg import Plan
 from mgg.data import load_graph
+from mgg.tuning.hardware import H100_SXM
 
 from .suites.common import parse_rank_edges
 
@@ -139,7 +140,7 @@ def main(argv=None) -> int:
     ap.add_argument("--graph", required=True)
     ap.add_argument("--dim", type=int, required=True)
     ap.add_argument("--gpus", type=int, default=8)
-    ap.add_argument("--nvlink-gbps", type=float, default=450.0)
+    ap.add_argument("--nvlink-gbps", type=float, default=H100_SXM.nvlink_bytes_per_s / 1e9)
     ap.add_argument("--eta", type=float, default=0.7)
     ap.add_argument("--data-dir", default=None)
     args = ap.parse_args(argv)

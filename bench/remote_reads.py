@@ -8,7 +8,7 @@
 
 Two parts, both written to remote-reads-<date>.{csv,md,png}:
 
-- counted: every rank's steps run by the CUDA kernels under the SIMT emulator (tests/emulator.py,
+- counted: every rank's steps run by the CUDA kernels under the SIMT emulator (simt/emulator.py,
   fp32) on small stand-ins with the degree profiles of Reddit and products, each result checked
   against the float64 reference (per-edge: A @ x; once: the gathered rows are x's halo rows)
   before its counters are read. Bytes from peers: direct loads from peers' tables, or the rows
@@ -79,7 +79,7 @@ MODELLED = [
 
 def _loads(folder: Path) -> dict:
     """A rank's loads summed per region (over the sites that read it)."""
-    from tests import emulator
+    from simt import emulator
 
     out: dict = {}
     for (_, region), v in emulator.counters_of(folder)["loads"].items():
@@ -112,7 +112,7 @@ def counted(spec: str, ranks: int, dim: int, source: str, work: Path) -> list[di
     from bench import cache
     from mgg import Config
     from mgg.testing import assert_matches_reference
-    from tests.emulated_ops import aggregate
+    from simt.emulated_ops import aggregate
 
     g, _ = cache.graph(spec)
     plan = cache.plan(g, ranks)
@@ -326,7 +326,7 @@ def main(argv=None) -> int:
     ap.add_argument("--model-dims", nargs="+", type=int, default=[16, 32, 64, 128, 256])
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = ap.parse_args(argv)
-    if str(ROOT) not in sys.path:  # tests.emulator, from the checkout
+    if str(ROOT) not in sys.path:  # simt.emulator, from the checkout
         sys.path.insert(0, str(ROOT))
     cases = [(g, p, s) for g in args.graphs for p in args.ranks for s in args.sources]
     counted_rows, model_rows = [], []

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from bench import cubins, sass
 from bench.cubins import short_name
+from mgg.tuning.kernel_model import RANGE_KERNEL
 
 COLUMNS = [
     "source",
@@ -43,8 +44,9 @@ COLUMNS = [
 ]
 
 # arch -> the most registers per thread an aggregation range kernel may hold there:
-# kernels/aggregate_kernel.cuh's kBlockRegisters (kBlocksPerSm blocks of 512 threads per SM).
-REGISTER_BOUND = {"90": 64}
+# kernels/aggregate_kernel.cuh's kBlockRegisters (kBlocksPerSm blocks of 512 threads per SM), which
+# the kernel model assumes (RANGE_KERNEL.regs, written there once).
+REGISTER_BOUND = {"90": RANGE_KERNEL.regs}
 
 
 def bounded(row: dict) -> bool:

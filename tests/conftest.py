@@ -1,4 +1,7 @@
-"""Fixtures of mgg's tests; helpers (generated graphs, references, devices) are in mgg.testing."""
+"""Fixtures of mgg's tests, and which cases `make test` runs; helpers (generated graphs, references,
+devices) are in mgg.testing."""
+
+from collections import defaultdict
 
 import pytest
 
@@ -58,7 +61,37 @@ def device(request):
     if request.param != "emu":
         yield request.param
         return
-    from tests import emulator
+    from simt import emulator
 
     with emulator.emulated_ops(seed=1):
         yield "cpu"
+
+
+# The matrices `make test` samples: of each parametrised test in these files, every SAMPLE-th case
+# from the first, and the last, run in `make test`; the cases between are marked `full`, and `make
+# test-full` (and CI) runs them too. A long test that is not a matrix is marked `full` where it is
+# defined. docs/testing.md lists both.
+MATRICES = (
+    "tests/kernels/test_emulator_aggregate.py",
+    "tests/kernels/test_emulator_attention.py",
+    "tests/kernels/test_emulator_extreme.py",
+    "tests/kernels/test_emulator_counters.py",
+    "tests/distributed/test_distributed.py",
+    "tests/distributed/test_bipartite_dist.py",
+    "tests/distributed/test_embedding_dist.py",
+    "tests/nn/test_compile.py",
+)
+
+SAMPLE = 4
+
+
+def pytest_collection_modifyitems(config, items):
+    cases = defaultdict(list)
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        if path in MATRICES and hasattr(item, "callspec"):
+            cases[(path, item.originalname)].append(item)
+    for group in cases.values():
+        for i, item in enumerate(group[:-1]):
+            if i % SAMPLE:
+                item.add_marker(pytest.mark.full)

@@ -43,9 +43,12 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-WARP = 32
+from .. import _C
+from . import hardware
+
+WARP = _C.limits["warp"]
 VECTOR_BYTES = 16  # one LDG.E.128 per lane
-PASS_COLUMNS = 256  # columns one pass covers (grid.y = ceil(D / 256)), both kernels
+PASS_COLUMNS = _C.limits["max_tile"]  # columns one pass covers (grid.y = ceil(D / 256)), both kernels
 SECTOR_BYTES = 32  # the memory system's access granularity
 SCHEDULERS_PER_SM = 4  # warp instructions issued per SM per clock (sm_90)
 LAUNCH_S = 4e-6  # one kernel launch back to back on a stream (assumed; negligible at these sizes)
@@ -62,32 +65,34 @@ class Gpu:
     dram_bytes_per_s: float  # achievable: a device-to-device copy's rate
     l2_bytes: int
     l2_bytes_per_s: float  # L2 -> SM rate for hits
-    regs_per_sm: int = 64 * 1024
-    max_warps_per_sm: int = 64
-    max_blocks_per_sm: int = 32
+    regs_per_sm: int
+    max_warps_per_sm: int
+    max_blocks_per_sm: int
     shfl_cycles: int = 30  # latency of one warp shuffle in a dependent chain (assumed)
 
 
-_GH100_BOOST_HZ = 1.98e9  # H100 SXM5 and H200 alike
 _H200_COPY = 4.2053e12  # bench/results/gpu-20261126-*/call2-kernel.log: "device copy bandwidth 4205.3 GB/s"
 _L2_BYTES_PER_CLOCK = 5120  # NVIDIA's A100 whitepaper figure for L2 reads, assumed for GH100 (not published)
-H200 = Gpu(
-    name="NVIDIA H200",
-    sms=132,
-    clock_hz=_GH100_BOOST_HZ,
-    hbm_bytes_per_s=4.8e12,
-    dram_bytes_per_s=_H200_COPY,
-    l2_bytes=50 * 2**20,
-    l2_bytes_per_s=_L2_BYTES_PER_CLOCK * _GH100_BOOST_HZ,
-)
-# H100 SXM5: the same die, clocks and L2 as the H200, HBM3 at 3.35 TB/s; its copy rate is not
-# measured: assumed the H200's measured share of its peak (87.6%).
-H100_SXM = replace(
-    H200,
-    name="NVIDIA H100 SXM",
-    hbm_bytes_per_s=3.35e12,
-    dram_bytes_per_s=3.35e12 * _H200_COPY / 4.8e12,
-)
+
+
+def _gpu(spec: hardware.GpuSpec, dram_bytes_per_s: float) -> Gpu:
+    return Gpu(
+        name=spec.name,
+        sms=spec.sms,
+        clock_hz=spec.boost_clock_hz,
+        hbm_bytes_per_s=spec.hbm_bytes_per_s,
+        dram_bytes_per_s=dram_bytes_per_s,
+        l2_bytes=spec.l2_bytes,
+        l2_bytes_per_s=_L2_BYTES_PER_CLOCK * spec.boost_clock_hz,
+        regs_per_sm=spec.regs_per_sm,
+        max_warps_per_sm=spec.max_warps_per_sm,
+        max_blocks_per_sm=spec.max_blocks_per_sm,
+    )
+
+
+H200 = _gpu(hardware.H200, _H200_COPY)
+# H100 SXM5: its copy rate is not measured: assumed the H200's measured share of its peak (87.6%).
+H100_SXM = _gpu(hardware.H100_SXM, hardware.H100_SXM.hbm_bytes_per_s * _H200_COPY / hardware.H200.hbm_bytes_per_s)
 GPUS = {"h200": H200, "h100": H100_SXM}
 
 
@@ -111,7 +116,8 @@ class Kernel:
 # paired at D = 256), about 32 instructions per unrolled gather copy (kernel_review/REPORT.md 1.4, 1.6).
 OLD_BLOCK_KERNEL = Kernel("block", rows_in_flight=1, regs=94, instr_per_step=32)
 # issue 43's target: K = 4, <= 64 registers (32 warps per SM), <= 15 instructions per edge step.
-RANGE_KERNEL = Kernel("range", rows_in_flight=4, regs=64, instr_per_step=15)
+# regs: kernels/aggregate_kernel.cuh's kBlockRegisters on sm_90, which CI holds (bench/resources.py reads it here)
+RANGE_KERNEL = Kernel("range", rows_in_flight=_C.limits["rows_in_flight"], regs=64, instr_per_step=15)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Optional
 
 from .. import _C
 from ..plan import DIST_RANGE, PS_RANGE, WPB_RANGE, Config
+from .hardware import H100_SXM
 
 
 def _powers(lo: int, hi: int) -> tuple:
@@ -36,14 +37,15 @@ REG_ALLOC_UNIT = 256  # registers are allocated to a warp in units of 256 (sm_50
 class DeviceLimits:
     name: str = "cpu"
     sm_count: int = 1
-    smem_per_block: int = 48 * 1024  # without opt-in
-    smem_per_block_optin: int = 227 * 1024
-    smem_per_sm: int = 228 * 1024
-    max_threads_per_block: int = 1024
-    max_warps_per_sm: int = 64
-    max_blocks_per_sm: int = 32
+    # an H100's per-SM and per-block limits (hardware.py) unless the device says otherwise
+    smem_per_block: int = H100_SXM.smem_per_block  # without opt-in
+    smem_per_block_optin: int = H100_SXM.smem_per_block_optin
+    smem_per_sm: int = H100_SXM.smem_per_sm
+    max_threads_per_block: int = H100_SXM.max_threads_per_block
+    max_warps_per_sm: int = H100_SXM.max_warps_per_sm
+    max_blocks_per_sm: int = H100_SXM.max_blocks_per_sm
     static_smem: int = 1024  # the kernels' own static shared memory (the block-get kernel's table)
-    regs_per_sm: int = 64 * 1024  # 32-bit registers in an SM's register file
+    regs_per_sm: int = H100_SXM.regs_per_sm  # 32-bit registers in an SM's register file
     # registers per thread of the aggregation kernel (None: the most its __launch_bounds__ allow,
     # regs_per_sm over the widest block a config asks for; ptxas gives the fused NVSHMEM-get
     # kernels exactly that on sm_90 today: bench/resources.py)
@@ -78,17 +80,18 @@ class DeviceLimits:
         if device.type != "cuda":
             return DeviceLimits(saturating_warps=1)
         p = torch.cuda.get_device_properties(device)
-        optin = getattr(p, "shared_memory_per_block_optin", 227 * 1024)
+        h = H100_SXM  # for what this torch does not report
+        optin = getattr(p, "shared_memory_per_block_optin", h.smem_per_block_optin)
         return DeviceLimits(
             name=p.name,
             sm_count=p.multi_processor_count,
-            smem_per_block=getattr(p, "shared_memory_per_block", 48 * 1024),
+            smem_per_block=getattr(p, "shared_memory_per_block", h.smem_per_block),
             smem_per_block_optin=optin,
             smem_per_sm=getattr(p, "shared_memory_per_multiprocessor", optin),
-            max_threads_per_block=getattr(p, "max_threads_per_block", 1024),
-            max_warps_per_sm=getattr(p, "max_threads_per_multi_processor", 2048) // 32,
-            max_blocks_per_sm=getattr(p, "max_blocks_per_multi_processor", 32),
-            regs_per_sm=getattr(p, "regs_per_multiprocessor", 64 * 1024),
+            max_threads_per_block=getattr(p, "max_threads_per_block", h.max_threads_per_block),
+            max_warps_per_sm=getattr(p, "max_threads_per_multi_processor", h.max_warps_per_sm * 32) // 32,
+            max_blocks_per_sm=getattr(p, "max_blocks_per_multi_processor", h.max_blocks_per_sm),
+            regs_per_sm=getattr(p, "regs_per_multiprocessor", h.regs_per_sm),
         )
 
 

@@ -24,11 +24,12 @@ import torch
 from ..plan import REMOTE_READS, RankShard
 from .coordination import Coordinator
 from .cost import SLACK
+from .hardware import H100_SXM
 from .timing import time_once
 
 AUTO = "auto"  # DistGraph(remote_reads="auto"): chosen by choose_remote_reads at a layer's first step
-HBM_BYTES_PER_S = 3.35e12  # H100 SXM5, HBM3 (NVIDIA's datasheet)
-NVLINK_BYTES_PER_S = 450e9  # NVLink 4: 900 GB/s bidirectional per GPU, one direction
+HBM_BYTES_PER_S = H100_SXM.hbm_bytes_per_s
+NVLINK_BYTES_PER_S = H100_SXM.nvlink_bytes_per_s
 
 
 def remote_read_bytes(shard: RankShard, dim: int, element_size: int) -> dict:

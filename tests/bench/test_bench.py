@@ -12,9 +12,10 @@ import torch
 
 from bench.report import COLUMNS
 from bench.suites.tta import minibatch_impl
-from tests import emulator
+from simt import emulator
 
 
+@pytest.mark.full  # make test-full (tests/conftest.py)
 def test_smoke_all_suites(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "bench", "all", "--smoke", "--quiet", "--out", str(tmp_path)],
@@ -104,6 +105,7 @@ def test_sanitize_case_checks_every_result_on_the_cpu():
     )
 
 
+@pytest.mark.full  # make test-full (tests/conftest.py)
 def test_scaling_and_dist_with_a_partition(tmp_path):
     """--partition: the plans (in process) and the ranks (under torchrun) own a relabelled graph,
     and the impl names say by which method."""
@@ -141,6 +143,7 @@ def test_scaling_and_dist_with_a_partition(tmp_path):
     assert two and all(row["rank_edges"].count(";") == 1 for row in two)
 
 
+@pytest.mark.full  # make test-full (tests/conftest.py)
 def test_partition_compare_writes_csv_and_markdown(tmp_path):
     r = subprocess.run(
         [

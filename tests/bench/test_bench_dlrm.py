@@ -5,9 +5,12 @@ import csv
 import subprocess
 import sys
 
+import pytest
+
 from bench.report import COLUMNS
 
 
+@pytest.mark.full  # make test-full (tests/conftest.py)
 def test_dlrm_suite_smoke(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "bench", "dlrm", "--smoke", "--quiet", "--out", str(tmp_path)],

@@ -132,6 +132,7 @@ def test_train_short_run():
     assert_above_chance(r.stdout, CORA_CLASSES)
 
 
+@pytest.mark.full  # make test-full (tests/conftest.py)
 def test_train_on_every_dataset_kind(tmp_path):
     """One resolution for every kind: an OGB directory by name (its split as given), PyG's
     Reddit raw files, a Planetoid set in PyG's layout, an .npz dataset. Their labels are random,

@@ -5,7 +5,7 @@ import pytest
 from mgg.training.loop import TrainConfig, train
 
 
-@pytest.mark.slow
+@pytest.mark.full  # make test-full (tests/conftest.py)
 def test_gcn_cora_accuracy(cora):
     res = train(cora, TrainConfig(model="gcn"), progress=False)
     assert len(res["runs"]) == 5

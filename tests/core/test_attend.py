@@ -4,7 +4,7 @@
 GATConv's dropout mask, and bad input. GATConv against PyG's layer is in test_gat.py; the
 distributed backends in test_distributed.py (halo, allgather) and test_nvshmem_runtime.py
 (nvshmem, threads as PEs). The device-parametrised tests also run "emu": the CUDA host code and
-kernels under the SIMT emulator on CPU tensors (tests/emulator.py), on smaller graphs unless
+kernels under the SIMT emulator on CPU tensors (simt/emulator.py), on smaller graphs unless
 MGG_EMU_FULL=1."""
 
 import pytest
@@ -20,8 +20,8 @@ from mgg.testing import (
     quirky_edges,
     random_graph,
 )
-from tests import emulator
-from tests.emulator import gpu_and_emulated, with_devices_emulated
+from simt import emulator
+from simt.emulator import gpu_and_emulated, with_devices_emulated
 
 
 def test_dropout_mask_is_the_one_the_op_applies():

@@ -2,7 +2,7 @@
 on every available device (one body for CPU and CUDA): autograd registered on the ops, opcheck,
 torch.compile, multi-rank plans, deterministic mode, and bad input. Tests marked
 with_devices_emulated run a third time, "emu": the CUDA host code and kernels under the SIMT
-emulator on CPU tensors (tests/emulator.py)."""
+emulator on CPU tensors (simt/emulator.py)."""
 
 import numpy as np
 import pytest
@@ -21,8 +21,8 @@ from mgg.testing import (
     random_graph,
     with_devices,
 )
-from tests import emulator
-from tests.emulator import with_devices_emulated
+from simt import emulator
+from simt.emulator import with_devices_emulated
 
 F = {name: i for i, name in enumerate(STEP_FIELDS)}
 

@@ -14,7 +14,7 @@ import mgg
 from mgg import Config, MggError, functional, ops
 from mgg.distributed import nvshmem
 from mgg.testing import assert_matches_reference, random_graph
-from tests import emulator
+from simt import emulator
 from tests.distributed.test_distributed import PARTITIONS
 
 
@@ -98,7 +98,7 @@ FETCHES = ["direct", "get-thread", "get-warp", "get-block"]
 @pytest.mark.parametrize("fetch,p2p", [(f, False) for f in FETCHES] + [("get-warp", True), ("get-block", True)])
 def test_layer_protocol_with_threads_as_pes_emulated(monkeypatch, tmp_path, fetch, p2p):
     """The same protocol with each PE's aggregate_peers run by the CUDA host code and kernels
-    under the SIMT emulator (tests/emulator.py), fp32, on the metis partition, reading peers' rows
+    under the SIMT emulator (simt/emulator.py), fp32, on the metis partition, reading peers' rows
     directly or by NVSHMEM gets (the PEs' tables as symmetric heaps; a get lands at the quiet),
     or, with every PE reachable by loads (p2p, as on one node), by the kernels' own copies."""
     before = emulator.CALLS["aggregate_peers"]
@@ -154,7 +154,7 @@ def test_attention_protocol_with_threads_as_pes(monkeypatch):
 @pytest.mark.parametrize("fetch,p2p", [(f, False) for f in FETCHES] + [("get-warp", True)])
 def test_attention_protocol_with_threads_as_pes_emulated(monkeypatch, fetch, p2p):
     """The same protocol with each PE's attend_peers, attend_peers_dst and attend_peers_src run by
-    the CUDA host code and kernels under the SIMT emulator (tests/emulator.py), fp32, against the
+    the CUDA host code and kernels under the SIMT emulator (simt/emulator.py), fp32, against the
     float64 reference of the CPU kernels, reading peers' rows directly or by NVSHMEM gets (over
     the proxy, or over loads: p2p)."""
     names = ("attend_peers", "attend_peers_dst", "attend_peers_src")

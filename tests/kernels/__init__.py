@@ -1,2 +1,2 @@
 """The CUDA kernels (csrc/kernels, csrc/ops/cuda): on a GPU, and on the CPU under the SIMT emulator
-(tests/emulator.py, csrc/tests/simt and csrc/tests/emu)."""
+(simt/emulator.py, csrc/tests/simt and csrc/tests/emu)."""

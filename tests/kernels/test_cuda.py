@@ -2,7 +2,7 @@
 narrowing under the shared-memory limit, the launch limits, and errors that leave the CUDA
 context healthy. Each test runs on the GPU ("cuda", skipped without one; run on the H100/H200 by
 bench/gpu_verify.sh) and emulated ("emu": the same op calls on CPU tensors through the CUDA
-host code and kernels under the SIMT emulator, tests/emulator.py), except what needs a GPU's
+host code and kernels under the SIMT emulator, simt/emulator.py), except what needs a GPU's
 memory or context (marked cuda only)."""
 
 import pytest
@@ -11,8 +11,8 @@ import torch
 from mgg import Config, Plan
 from mgg.plan import STEP_FIELDS
 from mgg.testing import assert_matches_reference, random_graph, requires_cuda
-from tests import emulator
-from tests.emulator import gpu_and_emulated
+from simt import emulator
+from simt.emulator import gpu_and_emulated
 
 F = {name: i for i, name in enumerate(STEP_FIELDS)}
 

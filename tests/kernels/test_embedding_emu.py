@@ -1,5 +1,5 @@
 """Per-batch embedding plans through the CUDA path of the mgg ops, run by the SIMT emulator on
-the CPU (tests/emulator.py): the kernels' own source aggregates bags from a table whose rows are
+the CPU (simt/emulator.py): the kernels' own source aggregates bags from a table whose rows are
 not the output rows (a non-square step), reads peers' rows by (PE, offset) with aggregate_peers,
 and runs the compact backward step; fp32 against torch.nn.EmbeddingBag."""
 
@@ -8,7 +8,7 @@ import torch
 
 from mgg.embedding import ShardedEmbeddingBag, ShardedEmbeddingBagCollection
 from mgg.plan import Config
-from tests import emulator
+from simt import emulator
 
 pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 N, D = 45, 7

@@ -1,5 +1,5 @@
 """The aggregation kernels' own CUDA source (csrc/kernels/) run by the SIMT emulator on the CPU
-(tests/emulator.py): the range kernel and its fixup with every source (halo table, peer
+(simt/emulator.py): the range kernel and its fixup with every source (halo table, peer
 pointers, NVSHMEM get at thread, warp and block scope, completed over loads/stores or by a
 proxy), fp32/fp16/bf16, P = 1, 2, 4 from real mgg.Plan objects, against the float64 reference
 (mgg.testing.assert_matches_reference), and bit for bit from one warp schedule to another (every
@@ -13,8 +13,8 @@ import torch
 
 from mgg import Config, Graph, Plan
 from mgg.testing import CONFIGS, assert_exact_reference, assert_matches_reference, exact_inputs, random_graph
-from tests import emulator
-from tests.emulated_ops import SOURCES, aggregate
+from simt import emulator
+from simt.emulated_ops import SOURCES, aggregate
 
 pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 

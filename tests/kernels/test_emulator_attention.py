@@ -1,5 +1,5 @@
 """GAT's attention kernels' own CUDA source (csrc/kernels/attention_kernel.cuh) run by the SIMT
-emulator (tests/emulator.py): the forward pass, d a_dst and the source-gradient pass, for every
+emulator (simt/emulator.py): the forward pass, d a_dst and the source-gradient pass, for every
 source (halo table, peer pointers, NVSHMEM get at thread, warp and block scope, completed over
 loads/stores or by a proxy), fp32/fp16/bf16, P = 1, 2, 4 from real mgg.Plan objects, against the
 CPU executor in float64 on the same plan lists."""
@@ -10,8 +10,8 @@ import torch
 from mgg import Config, Plan
 from mgg.functional import attention_graph
 from mgg.testing import UNIT_ROUNDOFF, random_graph
-from tests import emulator
-from tests.emulated_ops import SOURCES, attention
+from simt import emulator
+from simt.emulated_ops import SOURCES, attention
 
 pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 

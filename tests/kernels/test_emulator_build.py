@@ -1,4 +1,4 @@
-"""The emulator's build cache (tests/emulator.py): a binary is rebuilt when any source it compiles
+"""The emulator's build cache (simt/emulator.py): a binary is rebuilt when any source it compiles
 changes, so every file its translation units include (transitively, by quoted #include) must be
 one that names the build. A header left out would let the tests run a stale binary."""
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import emulator
+from simt import emulator
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

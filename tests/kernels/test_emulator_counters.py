@@ -34,8 +34,8 @@ from mgg import Config, Graph, Plan
 from mgg.plan import STEP_FIELDS, STEP_PARAMS
 from mgg.testing import assert_matches_reference
 from mgg.tuning.remote_reads import remote_read_bytes
-from tests import emulator
-from tests.emulated_ops import aggregate, aggregate_extreme
+from simt import emulator
+from simt.emulated_ops import aggregate, aggregate_extreme
 
 pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 

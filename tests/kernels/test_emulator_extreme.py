@@ -1,5 +1,5 @@
 """The max/min kernel's own CUDA source (csrc/kernels/extreme_kernel.cuh, through the CUDA op's
-host code ops/device_aggregate.h) run by the SIMT emulator on the CPU (tests/emulator.py's
+host code ops/device_aggregate.h) run by the SIMT emulator on the CPU (simt/emulator.py's
 torch.ops.mgg_emu): every rank of real multi-rank plans, fp32/fp16/bf16, graphs with hub rows
 (thousands of edges: many edge chunks per warp), rows without in-edges and duplicate edges (ties),
 widths that cut the columns into several tiles, warps per block 1 to 16 and several scheduling
@@ -12,9 +12,9 @@ import torch
 
 from mgg import Config, Graph, Plan
 from mgg.testing import random_graph
-from tests import emulator
+from simt import emulator
+from simt.emulated_ops import aggregate_extreme
 from tests.core.test_extreme import empty_hub_graph, oracle
-from tests.emulated_ops import aggregate_extreme
 
 pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 
@@ -93,7 +93,7 @@ def test_kernel_equals_cpu_executor(case, dtype, reduce):
 
 @pytest.mark.parametrize("case", ["hub-rows", "distinct-hub-rows", "four-ranks-wpb16", "dim300-tiles", "ties"])
 def test_runner_under_sanitizers_equals_cpu_executor(tmp_path, case):
-    """The same kernel by the runner (tests/emulated_ops.py's aggregate_extreme: the emulator
+    """The same kernel by the runner (simt/emulated_ops.py's aggregate_extreme: the emulator
     built with ASan and UBSan, out NaN-filled and arg poisoned first, so an unwritten element or
     an out-of-bounds read shows), bf16 and fp32, max and min: out and arg equal the CPU op's."""
     make, dim, ranks, config, kind = CASES[case]

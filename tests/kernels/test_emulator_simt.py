@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests import emulator
+from simt import emulator
 
 pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 

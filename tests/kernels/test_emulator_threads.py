@@ -1,4 +1,4 @@
-"""Emulated ops (tests/emulator.py's emulated_ops) launched from several Python threads, as the
+"""Emulated ops (simt/emulator.py's emulated_ops) launched from several Python threads, as the
 protocol tests run PEs: each launch must use the launching thread's `__shared__` storage and
 nothing of a thread that has exited (its thread_local blocks are freed with it). Run in a child
 process under glibc's malloc checks, where a write into a freed block fails the process."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import emulator
+from simt import emulator
 
 pytestmark = pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
 
@@ -18,7 +18,7 @@ MALLOC_DEBUG = Path("/lib/x86_64-linux-gnu/libc_malloc_debug.so.0")
 
 CHILD = """
 import threading, torch, mgg
-from tests import emulator
+from simt import emulator
 from mgg import Config, Plan
 from mgg.testing import random_graph
 g = random_graph(120, 900, seed=3, weighted=True)
@@ -47,7 +47,7 @@ def test_launches_from_threads_that_exited():
         os.environ,
         MALLOC_CHECK_="3",
         MALLOC_PERTURB_="165",
-        PYTHONPATH=os.pathsep.join([str(emulator.ROOT), os.environ.get("PYTHONPATH", "")]),  # tests.emulator
+        PYTHONPATH=os.pathsep.join([str(emulator.ROOT), os.environ.get("PYTHONPATH", "")]),  # simt.emulator
     )
     if MALLOC_DEBUG.exists():
         env["LD_PRELOAD"] = str(MALLOC_DEBUG)

@@ -97,6 +97,7 @@ def test_attention_weights_match_pyg():
     assert ours(x, ei, return_attention_weights=False).shape == out.shape  # PyG: False returns the tensor
 
 
+@pytest.mark.full  # make test-full (tests/conftest.py)
 def test_gat_trains_on_cora_like_pygs(cora):
     """examples/gat.py's model and protocol, 60 epochs, mgg's layers and PyG's from one seed:
     both learn (validation accuracy well above chance), within a few points of each other."""

@@ -31,6 +31,7 @@ class _Sage(torch.nn.Module):
         return self.c2(x, edge_index)
 
 
+@pytest.mark.full  # make test-full (tests/conftest.py)
 def test_sage_trains_on_neighborloader_minibatches_as_with_pygs_layers(cora):
     """GraphSAGE's mini-batch protocol through PyG's own NeighborLoader: 2 hops of 10 sampled
     in-neighbors around shuffled batches of 64 training seeds, a new edge_index every batch;
@@ -79,6 +80,7 @@ class _LearnedWeightGCN(torch.nn.Module):
         return self.c2(x, edge_index, w)
 
 
+@pytest.mark.full  # make test-full (tests/conftest.py)
 def test_gcn_learns_its_edge_weights_as_with_pygs_layers(cora):
     ei = cora.graph.edge_index()
     acc, moved = {}, {}

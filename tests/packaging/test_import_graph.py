@@ -1,7 +1,7 @@
 """The layout stays a layering: no import circle among the modules of mgg/ and bench/ (imports
 inside functions count too), none among their folders either (a package and the modules beside it,
 mgg.nn -> mgg.distributed -> mgg.nn say, even where no two files form a circle), and the library
-never imports the repository's bench/ or tests/.
+never imports the repository's bench/ or tests/, nor bench/ tests/ (the SIMT emulator both use is simt/).
 
 The graph is read with ast, not by importing, so that a lazy import in a function that no test
 calls is seen as well."""
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("mgg", "bench")
+PACKAGES = ("mgg", "bench", "simt")
 GENERATED = ("mgg._C", "mgg._build")  # the extension and its build record: modules, though no .py here
 
 
@@ -146,6 +146,18 @@ def test_the_library_imports_neither_bench_nor_tests():
     assert wrong == []
 
 
+def test_bench_and_the_emulator_import_no_tests():
+    graph = import_graph()
+    wrong = sorted(
+        (name, target)
+        for name, targets in graph.items()
+        if name.split(".")[0] in ("bench", "simt")
+        for target in targets
+        if target.split(".")[0] == "tests"
+    )
+    assert wrong == []
+
+
 def test_a_circle_added_on_purpose_is_found(tmp_path):
     """The check itself: a copy of the tree with one lazy import that closes a loop fails it."""
     for package in PACKAGES:
@@ -168,3 +180,8 @@ def test_a_circle_added_on_purpose_is_found(tmp_path):
     bench_edge = tmp_path / "mgg" / "info.py"
     bench_edge.write_text(bench_edge.read_text() + "\n\ndef _bench():\n    import bench.cli  # noqa: F401\n")
     assert "bench.cli" in import_graph(tmp_path)["mgg.info"]
+    counters = tmp_path / "bench" / "counters.py"  # bench reaching into tests/ is an edge the check sees
+    counters.write_text(
+        counters.read_text() + "\n\ndef _tests():\n    from tests.kernels import test_cuda  # noqa: F401\n"
+    )
+    assert "tests.kernels" in import_graph(tmp_path)["bench.counters"]

@@ -170,6 +170,7 @@ def _committed_model():
         return {(r["graph"], int(r["D"]), r["dtype"], r["kernel"]): r for r in csv.DictReader(f)}
 
 
+@pytest.mark.full  # make test-full (tests/conftest.py)
 def test_the_calibration_reproduces_the_measured_old_kernel():
     """Calibrated on the committed H200 rows (the presets' analytic degrees: seconds, not minutes),
     every row within the issue's 15%; the fit agrees with the committed calibration (made on the

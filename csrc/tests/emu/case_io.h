@@ -1,4 +1,4 @@
-// A case of the emulated-kernel runner (runner.cpp), as tests/emulator.py writes it: a folder
+// A case of the emulated-kernel runner (runner.cpp), as simt/emulator.py writes it: a folder
 // with case.txt (one `key value` per line; `array NAME TYPE COUNT` for NAME.bin, raw
 // little-endian) and, after the run, the outputs as NAME.bin and status.txt. Torch-free.
 #pragma once

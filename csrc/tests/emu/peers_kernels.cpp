@@ -5,7 +5,7 @@
 
 namespace mgg::kernels {
 namespace {
-alignas(16) thread_local unsigned char smem[227 * 1024];
+alignas(16) thread_local unsigned char smem[simt::kSharedOptin];
 const bool registered = (simt::register_dynamic_shared([] { return smem; }, sizeof smem), true);
 }  // namespace
 }  // namespace mgg::kernels

@@ -17,7 +17,7 @@
 namespace mgg::kernels {
 // The kernels' `extern __shared__ unsigned char smem[]`: one array as large as the H100's
 // opt-in limit, which each block sees NaN-filled up to its launched size and poisoned beyond.
-constexpr size_t kSharedCapacity = 227 * 1024;
+constexpr size_t kSharedCapacity = simt::kSharedOptin;
 alignas(16) thread_local unsigned char smem[kSharedCapacity];
 }  // namespace mgg::kernels
 

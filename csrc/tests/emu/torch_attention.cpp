@@ -1,7 +1,7 @@
 // The attention ops' CUDA path on CPU tensors, under the SIMT emulator: mgg_emu::attend,
 // attend_backward and attend_peers(_dst, _src), the op bodies of ops/device_attention.h (the CUDA
 // op file's) on the emulated device (torch_device.h) with the real launchers and kernels. Their
-// schemas are inferred from the op bodies (positional arguments, as tests/emulator.py passes them).
+// schemas are inferred from the op bodies (positional arguments, as simt/emulator.py passes them).
 #include <torch/library.h>
 
 #include "../../ops/device_attention.h"

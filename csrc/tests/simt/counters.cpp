@@ -103,7 +103,7 @@ std::string region_of(uintptr_t a) {
   return "other";
 }
 
-// The source tables among the runner's regions (tests/emulated_ops.py names them; bench/counters.py's
+// The source tables among the runner's regions (simt/emulated_ops.py names them; bench/counters.py's
 // region_class reads the same names): this rank's table, the halo's, and each PE's (peer0, peer1, ...).
 bool row_region(const std::string& region) {
   return region == "table" || region == "remote_table" || region.rfind("peer", 0) == 0;

@@ -9,13 +9,7 @@
 namespace simt {
 namespace {
 
-// The H100's limits (CUDA programming guide, compute capability 9.0; H100 SXM5: 132 SMs).
-constexpr int kSms = 132;
-constexpr int kSharedPerBlock = 48 * 1024;  // without the opt-in
-constexpr int kSharedOptin = 227 * 1024;    // cudaDevAttrMaxSharedMemoryPerBlockOptin
-constexpr int kSharedPerSm = 228 * 1024;
-constexpr int kRegistersPerBlock = 64 * 1024;
-constexpr int kMaxThreads = 1024;
+// The device's limits are simt.h's (an H100's).
 // What every emulated kernel states about itself (nvcc's numbers are not known here): the
 // widest block an mgg kernel launches (its 512-thread launch bound, and one warp more for the
 // proxy path's fetch warp, peers.cu's aggregate_blocks_fetchwarp_kernel), a register count that

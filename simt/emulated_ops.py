@@ -1,4 +1,4 @@
-"""The mgg ops' CUDA kernels run by the SIMT emulator on real mgg plans (tests/emulator.py):
+"""The mgg ops' CUDA kernels run by the SIMT emulator on real mgg plans (simt/emulator.py):
 each rank's step written as a runner case the way the op files fill kernels::Step and
 kernels::Attention, every rank of a Plan run in one runner process, the outputs returned as
 tensors in the order of the graph's rows."""
@@ -12,7 +12,7 @@ import torch
 
 from mgg import Config, Plan
 from mgg.plan import STEP_FIELDS
-from tests import emulator
+from simt import emulator
 
 F = {name: i for i, name in enumerate(STEP_FIELDS)}
 SOURCES = ["table", "direct", "get-thread", "get-warp", "get-block"]  # table: halo buffer (or none: one rank)

@@ -9,6 +9,7 @@ build cache (default ~/.cache/mgg/emulator)."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -101,6 +102,15 @@ def build(target: str) -> Path:
     if exe.exists():
         return exe
     cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:  # one process compiles (pytest -n 2's workers wait for it)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not exe.exists():
+            _compile(target, cache, exe)
+    return exe
+
+
+def _compile(target: str, cache: Path, exe: Path) -> None:
+    """Compiles `target`'s translation units (the ones not in `cache` yet) and links `exe`."""
 
     def compile_unit(unit) -> str:
         src, shim = unit
@@ -125,7 +135,6 @@ def build(target: str) -> Path:
     )
     tmp.rename(exe)
     _prune(cache.parent, keep=3)
-    return exe
 
 
 def _prune(root: Path, keep: int) -> None:
