@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mgg import Config, Plan
+from mgg import Config, Plan, ops
 from mgg.plan import STEP_FIELDS
 from simt import emulator
 
@@ -261,12 +261,12 @@ def attention(
         fwd = []
         for r, (lo, hi) in enumerate(rng):
             args, params = plan.rank_plan(r, config).op_args("cpu", peers=True, transposed=False)
-            out, stats = torch.ops.mgg.attend_peers(
+            out, stats = ops.attend_peers(
                 [f64(t) for t in own], r, f64(a_dst[lo:hi]), args, params, *common, offsets, FETCH_DIRECT
             )
             fwd.append((args, params, out, stats))
         terms = [
-            torch.ops.mgg.attention_terms(f64(grad[lo:hi]), out, f64(a_dst[lo:hi]), stats, heads)
+            ops.attention_terms(f64(grad[lo:hi]), out, f64(a_dst[lo:hi]), stats, heads)
             for (lo, hi), (_, _, out, stats) in zip(rng, fwd, strict=True)
         ]
         term_heaps, term_bytes = _peer_tables([t.float() for t in terms])
@@ -278,7 +278,7 @@ def attention(
             part = {k: s[k] for k in ("local_rowptr", "local_col", "remote_rowptr", "remote_col", "remote_pe")}
             deg = _degrees([s["local_rowptr"], s["remote_rowptr"]])
             vals = _pe_values(source, completion, r, plan.num_ranks, heap_bytes)
-            d_dst = torch.ops.mgg.attend_peers_dst(
+            d_dst = ops.attend_peers_dst(
                 [f64(t) for t in own], r, terms[r], args, params, *common, offsets, FETCH_DIRECT
             )
             cases.append(
@@ -302,9 +302,7 @@ def attention(
             results.append([("d_dst", (hi - lo, heads), h.dtype, d_dst, deg)])
             args_t, params_t = plan_t.rank_plan(r, config).op_args("cpu", peers=True, transposed=False)
             st = _step(args_t)
-            grad_ref = torch.ops.mgg.attend_peers_src(
-                f64(own[r]), terms, r, args_t, params_t, *common, offsets, FETCH_DIRECT
-            )
+            grad_ref = ops.attend_peers_src(f64(own[r]), terms, r, args_t, params_t, *common, offsets, FETCH_DIRECT)
             part_t = {k: st[k] for k in ("local_rowptr", "local_col", "remote_rowptr", "remote_col", "remote_pe")}
             vals_t = _pe_values(source, completion, r, plan.num_ranks, term_bytes)
             cases.append(
@@ -323,9 +321,9 @@ def attention(
             args, params = rp.op_args("cpu", peers=False, transposed=True)
             remote = table[torch.from_numpy(rp.shard.halo_nodes)].contiguous()
             x, xr, ad, g = f64(own[r]), f64(remote), f64(a_dst[lo:hi]), f64(grad[lo:hi])
-            out, stats = torch.ops.mgg.attend(x, xr, ad, args, params, *common, None, lo)
-            terms = torch.ops.mgg.attention_terms(g, out, ad, stats, heads)
-            d_x, d_xr, d_dst = torch.ops.mgg.attend_backward(g, x, xr, ad, out, stats, args, params, *common, None, lo)
+            out, stats = ops.attend(x, xr, ad, args, params, *common, None, lo)
+            terms = ops.attention_terms(g, out, ad, stats, heads)
+            d_x, d_xr, d_dst = ops.attend_backward(g, x, xr, ad, out, stats, args, params, *common, None, lo)
             s, st = _step(args[: len(F)]), _step(args[len(F) :])
             part = {k: s[k] for k in ("local_rowptr", "local_col", "remote_rowptr", "remote_col")}
             deg = _degrees([s["local_rowptr"], s["remote_rowptr"]])

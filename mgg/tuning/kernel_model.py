@@ -43,12 +43,22 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from .. import _C
-from . import hardware
+if __package__:
+    from . import hardware
+else:  # loaded as a file on its own, numpy only (the review's scripts): hardware.py is beside it
+    import importlib.util as _util
+    import sys as _sys
+    from pathlib import Path as _Path
 
-WARP = _C.limits["warp"]
+    _spec = _util.spec_from_file_location("_mgg_hardware", _Path(__file__).with_name("hardware.py"))
+    hardware = _sys.modules[_spec.name] = _util.module_from_spec(_spec)  # (dataclasses look it up there)
+    _spec.loader.exec_module(hardware)
+
+# csrc/core/limits.h's kWarp, kVecBytes and kMaxTile (this module needs numpy only, so it cannot ask
+# mgg._C; tests/tuning/test_kernel_model.py holds them equal)
+WARP = 32
 VECTOR_BYTES = 16  # one LDG.E.128 per lane
-PASS_COLUMNS = _C.limits["max_tile"]  # columns one pass covers (grid.y = ceil(D / 256)), both kernels
+PASS_COLUMNS = 256  # columns one pass covers (grid.y = ceil(D / 256)), both kernels
 SECTOR_BYTES = 32  # the memory system's access granularity
 SCHEDULERS_PER_SM = 4  # warp instructions issued per SM per clock (sm_90)
 LAUNCH_S = 4e-6  # one kernel launch back to back on a stream (assumed; negligible at these sizes)
@@ -117,7 +127,8 @@ class Kernel:
 OLD_BLOCK_KERNEL = Kernel("block", rows_in_flight=1, regs=94, instr_per_step=32)
 # issue 43's target: K = 4, <= 64 registers (32 warps per SM), <= 15 instructions per edge step.
 # regs: kernels/aggregate_kernel.cuh's kBlockRegisters on sm_90, which CI holds (bench/resources.py reads it here)
-RANGE_KERNEL = Kernel("range", rows_in_flight=_C.limits["rows_in_flight"], regs=64, instr_per_step=15)
+# rows_in_flight: limits.h's kRowsInFlight (held equal by the tests)
+RANGE_KERNEL = Kernel("range", rows_in_flight=4, regs=64, instr_per_step=15)
 
 
 @dataclass(frozen=True)

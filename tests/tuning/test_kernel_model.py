@@ -216,6 +216,18 @@ def test_the_module_needs_numpy_only():
     assert importlib.util.find_spec("numpy")
 
 
+def test_the_kernel_constants_are_the_kernels():
+    """kernel_model's copies of csrc/core/limits.h (it cannot import mgg._C): the warp, a pass's
+    columns and the rows in flight; its GPUs are mgg/tuning/hardware.py's."""
+    from mgg import _C
+    from mgg.tuning import hardware
+
+    assert km.WARP == _C.limits["warp"] and km.PASS_COLUMNS == _C.limits["max_tile"]
+    assert km.RANGE_KERNEL.rows_in_flight == _C.limits["rows_in_flight"]
+    assert (km.H200.sms, km.H200.hbm_bytes_per_s) == (hardware.H200.sms, hardware.H200.hbm_bytes_per_s)
+    assert km.H100_SXM.hbm_bytes_per_s == hardware.H100_SXM.hbm_bytes_per_s
+
+
 def test_python_m_bench_model_is_a_subcommand(capsys):
     from bench import cli
 

@@ -72,7 +72,7 @@ def make_model(dg, tuners=None):
 
 def train(model, x, y, n, dg) -> list:
     """STEPS of plain SGD on the global mean loss; the logits of this rank's rows at every step."""
-    from mgg.training.torchrun import allreduce_grads
+    from mgg.distributed.comm import allreduce_grads
 
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     out = []
