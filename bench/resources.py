@@ -175,7 +175,7 @@ def main(argv=None) -> int:
     if not (bad or over):
         bounded_rows = [r for r in rows if bounded(r) and str(r["arch"]) in REGISTER_BOUND]
         print(
-            f"bench.resources: no kernel spills ({len(rows)} kernel/arch pairs); {len(bounded_rows)} blocks kernels "
+            f"bench.resources: no kernel spills ({len(rows)} kernel/arch pairs); {len(bounded_rows)} range kernels "
             f"within REGISTER_BOUND"
         )
     if sass.ARCH not in args.archs:
