@@ -21,7 +21,7 @@ train: $(STAMP)
 
 # `make test`: every test but the cases marked `full` (tests/conftest.py: the long tests and the
 # inner cases of the big matrices), on two processes (pytest-xdist; a test file stays in one, so its
-# module fixtures run once). `make test-full`: every case. CI runs `make test` and then `make
+# module fixtures run once). `make test-full`: every case. CI runs `make test` and, beside it, `make
 # test-rest` (the `full` cases), so that between them each case runs once.
 PYTEST = $(VENV)/bin/python -m pytest tests -q -n $(TEST_WORKERS) --dist loadfile
 TEST_WORKERS ?= 2
