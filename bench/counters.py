@@ -53,6 +53,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .report import CsvLog
+
 ROOT = Path(__file__).resolve().parent.parent
 # emulator field -> the Nsight Compute metric of the same quantity (global loads, per kernel launch)
 NCU = {
@@ -387,19 +389,18 @@ def main(argv=None) -> int:
         return 0
     if str(ROOT) not in sys.path:  # simt.emulator, from the checkout
         sys.path.insert(0, str(ROOT))
-    rows = []
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"counters-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    log = CsvLog(Path(f"{stem}.csv"), COLUMNS)  # row by row: a run cut off keeps the cases it counted
     cases = [(g, d, t, s) for g in args.graphs for t in args.dtypes for s in args.sources for d in args.dims]
     with tempfile.TemporaryDirectory() as tmp:
         for i, (g, d, t, s) in enumerate(cases):
             print(f"[{i + 1}/{len(cases)}] {g} D={d} {t} {s}", flush=True)
-            rows += measure(g, d, t, s, args.ranks, Path(tmp) / str(i))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"counters-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-    with open(f"{stem}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+            for row in measure(g, d, t, s, args.ranks, Path(tmp) / str(i)):
+                log.add(row)
+    log.close()
+    rows = log.rows
     table = markdown(rows)
     if args.before:
         with open(args.before, newline="") as f:

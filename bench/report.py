@@ -54,17 +54,18 @@ class CsvLog:
     """The run's CSV, written row by row as cases are measured (flushed to disk at once), so a
     run cut off keeps every row it finished."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, columns: list = COLUMNS):
         self.path = Path(path)
         self.rows: list[dict] = []
+        self.columns = columns
         self._f = open(self.path, "w", newline="")
-        self._w = csv.DictWriter(self._f, COLUMNS, extrasaction="ignore")
+        self._w = csv.DictWriter(self._f, columns, extrasaction="ignore")
         self._w.writeheader()
         self._f.flush()
 
     def add(self, row: dict) -> None:
         self.rows.append(row)
-        self._w.writerow({k: row.get(k, "") for k in COLUMNS})
+        self._w.writerow({k: row.get(k, "") for k in self.columns})
         self._f.flush()
         os.fsync(self._f.fileno())
 
