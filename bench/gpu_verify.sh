@@ -19,10 +19,20 @@
 # $OUT/running.log: a call cut off keeps everything finished so far and the log of the stage it
 # was in. All stages run even if an earlier one failed; the exit status says whether all passed.
 # MGG_STAGE_SCALE multiplies every stage's timeout.
+#
+# The rehearsal, on the CPU machine before asking for a GPU (the same stages, nothing launched):
+#   PY=.venv/bin/python bash bench/gpu_verify.sh --dry-run versions deps build graphs cuda kernel ...
+# prints each stage's command and checks what it names: its tests collect (pytest --collect-only,
+# at least one selected), its modules import, the carried build and wheels are there.
 set -u
+DRY=0
+if [ "${1:-}" = "--dry-run" ]; then
+  DRY=1
+  shift
+fi
 DEST=${OUT:-gpu-out}                          # what comes back
 OUT=${MGG_VERIFY_DIR:-/tmp/mgg-verify}        # every stage's logs, CSVs and plots
-mkdir -p "$DEST" "$OUT"
+[ $DRY = 1 ] || mkdir -p "$DEST" "$OUT"
 PY=${PY:-python3}
 export PYTHONPATH="$PWD:/tmp/mgg-site${PYTHONPATH:+:$PYTHONPATH}"  # the checkout, then carried wheels
 # the GPU image sets TORCH_CUDA_ARCH_LIST=9.0a, which would not match the carried sm_90 build
@@ -44,6 +54,11 @@ stage() {  # stage NAME SECONDS CMD...
   local name=$1 secs=$2
   shift 2
   secs=$(awk "BEGIN {print int($secs * $SCALE)}")
+  if [ $DRY = 1 ]; then
+    echo "== $name (timeout ${secs}s): $*"
+    rehearse "$@" || { echo "== $name: REHEARSAL FAILED"; status=1; }
+    return
+  fi
   echo "== $name (timeout ${secs}s): $*" | tee -a "$OUT/stages.txt"
   local t0=$SECONDS
   # a child bash, so that a stage can be one of the functions below (exported before the stages run)
@@ -181,6 +196,49 @@ ncu_kernel() {  # Nsight Compute on one kernel-stage case, mgg's kernels and the
   done
 }
 
+has_module() { $PY -c "import importlib.util as u, sys; sys.exit(u.find_spec(sys.argv[1]) is None)" "$1"; }
+
+rehearse() {  # rehearse CMD...: what a stage's command names, checked on the CPU (--dry-run)
+  local out
+  case "$1" in
+    "$PY")
+      [ "${2:-}" = "-m" ] || return 0
+      if [ "$3" = pytest ]; then  # the same selection, collected (no report written)
+        local a args=()
+        for a in "$@"; do [[ $a == --junitxml=* ]] || args+=("$a"); done
+        out=$("${args[@]}" --collect-only 2>&1) || { echo "$out" | tail -n 5; return 1; }
+        echo "   $(echo "$out" | grep -E "tests? collected|selected" | tail -n 1)"
+        return 0
+      fi
+      has_module "$3" || { echo "   no module $3"; return 1; }
+      echo "   module $3 imports"
+      if [ "$3" = bench ]; then  # the harness's options, parsed as it would parse them
+        shift 3
+        $PY -c "import sys; from bench.cli import parser; parser().parse_args(sys.argv[1:])" "$@" || return 1
+        echo "   its options parse"
+      fi
+      if [ "$3" = torch.distributed.run ]; then  # and the module it starts: the word after its -m
+        shift 3
+        while [ $# -gt 0 ] && [ "$1" != -m ]; do shift; done
+        has_module "${2:-}" || { echo "   no module ${2:-} for torchrun"; return 1; }
+        echo "   module $2 imports"
+      fi ;;
+    versions | deps | so_name | so_tag) echo "   (on the GPU machine)" ;;
+    build)
+      local gz
+      gz="mgg_C-*-sm${TORCH_CUDA_ARCH_LIST//[.; ]/}.so.gz"
+      # shellcheck disable=SC2086
+      ls gpu/$gz 2>/dev/null || echo "   no carried gpu/$gz: the GPU machine compiles (about 40 s; make gpu-build)"
+      ls wheels/*.whl 2>/dev/null | sed 's/^/   /' || echo "   no wheels/ (make gpu-wheels): the nvshmem stages will say nvshmem4py is missing" ;;
+    bad_schedule) rehearse "$PY" -m pytest -q -p no:cacheprovider \
+      "tests/kernels/test_cuda.py::test_bad_schedule_is_an_error_on_the_gpu[cuda]" ;;
+    sanitize) has_module bench.sanitize_case && echo "   module bench.sanitize_case imports" ;;
+    ncu_counters) $PY -m bench.counters --ncu-metrics >/dev/null && echo "   bench.counters --ncu-metrics runs" ;;
+    ncu_kernel) has_module bench.suites.kernel && echo "   module bench.suites.kernel imports" ;;
+    *) echo "   nothing to check for $1" ;;
+  esac
+}
+
 export PY OUT DEST TAG
 export -f versions deps so_name so_tag build sanitize ncu_counters ncu_kernel bad_schedule
 
@@ -192,7 +250,7 @@ for s in "$@"; do
     build) stage build 420 build ;;
     cuda) stage cuda 300 $PYTEST -m gpu tests/core/test_op.py tests/core/test_attend.py tests/kernels/test_cuda.py \
       --junitxml="$OUT/cuda.xml" ;;
-    graphs) graphs ;;
+    graphs) if [ $DRY = 1 ]; then echo "== graphs: $KERNEL_GRAPHS in the background"; else graphs; fi ;;
     bad-schedule) stage bad-schedule 180 bad_schedule ;;
     nvshmem-one) stage nvshmem-one 180 $PYTEST tests/distributed/test_nvshmem.py -k "2 and cora and match_single" ;;
     # the whole file ran past 369 s on an H200 (about 19 s a torchrun): three stages
@@ -242,7 +300,7 @@ for s in "$@"; do
       stage scaling 420 $PY -m bench scaling --graphs rmat-reddit rmat-products --dims 64 --pes 1 2 3 4 6 8 \
         --budget-s 360 --out "$OUT" --tag "$TAG-scaling" --quiet
       for g in rmat-reddit rmat-products; do
-        stage "project-$g" 120 $PY -m bench.project "$(ls -t "$OUT"/scaling-*"$TAG"-scaling*.csv | head -1)" \
+        stage "project-$g" 120 $PY -m bench.project "$(ls -t "$OUT"/scaling-*"$TAG"-scaling*.csv 2>/dev/null | head -1)" \
           --graph $g --dim 64
       done ;;
     *) echo "unknown stage $s"; status=1 ;;
