@@ -33,22 +33,36 @@ def _npz_has_features(path: Path) -> bool:
 
 def load_npz_dataset(path) -> NodeDataset:
     """An .npz holding a graph (any layout load_npz reads) plus x, y, train_mask, val_mask and
-    test_mask (boolean or 0/1 masks, or index lists: split_mask)."""
+    test_mask (boolean or 0/1 masks, or index lists: split_mask). x is a [nodes, features] matrix
+    of numbers; its rows give the node count of an edge_index graph without num_nodes (as in
+    PyG's Data), so nodes past the largest id that have no edges are kept."""
     path = Path(path)
-    g = load_npz(path)
     with open_npz(path) as z:
         missing = [k for k in _NPZ_FEATURES if k not in z.files]
         if missing:
             raise GraphError(f"{path}: a dataset .npz needs fields {', '.join(_NPZ_FEATURES)}; missing {missing}")
-        n = g.num_nodes
         fields = {k: z[k] for k in _NPZ_FEATURES}  # each read once: a field is decompressed per access
+        counted_by_x = "edge_index" in z.files and "num_nodes" not in z.files and "format" not in z.files
+    x = fields["x"]
+    if x.ndim != 2 or x.dtype.kind not in "biuf":
+        raise GraphError(
+            f"{path}: field x must be a [nodes, features] matrix of numbers, got {x.dtype} {list(x.shape)}"
+        )
+    try:
+        g = load_npz(path, num_nodes=x.shape[0])
+    except GraphError as e:
+        if counted_by_x and "num_nodes" in str(e):
+            raise GraphError(f"{e}: the node count is the rows of field x") from None
+        raise
+    n = g.num_nodes
     for k in ("x", "y"):  # masks may be index lists (split_mask)
         a = fields[k]
         if a.ndim == 0 or a.shape[0] != n:
             raise GraphError(f"{path}: field {k} has shape {list(a.shape)}, expected {n} rows (the graph's nodes)")
     masks = [split_mask(fields[k], n, f"{path}: field {k}") for k in _NPZ_FEATURES[2:]]
-    x = torch.from_numpy(np.asarray(fields["x"], np.float32))
-    return NodeDataset(path.stem, g, x, labels(fields["y"], f"{path}: field y"), *masks)
+    return NodeDataset(
+        path.stem, g, torch.from_numpy(np.asarray(x, np.float32)), labels(fields["y"], f"{path}: field y"), *masks
+    )
 
 
 # ---- PyG Reddit ------------------------------------------------------------------------------------
@@ -221,6 +235,7 @@ def _read_csv(path: Path, dtype, what: str) -> np.ndarray:
     if a is not None:
         return a
     width = None
+    whole = np.issubdtype(dtype, np.integer)
     for ln, s in text_lines(path):
         t = s.split(",")
         width = width or len(t)
@@ -228,6 +243,8 @@ def _read_csv(path: Path, dtype, what: str) -> np.ndarray:
             [float(v) for v in t]
         except ValueError:
             raise GraphError(f"{path}:{ln}: {what}: non-numeric entry in {s[:80]!r}") from None
+        if whole and not all(v.strip().lstrip("+-").isdigit() for v in t):
+            raise GraphError(f"{path}:{ln}: {what}: expected integers, got {s[:80]!r}")
         if len(t) != width:
             raise GraphError(f"{path}:{ln}: {what}: expected {width} comma-separated fields, got {len(t)}")
     raise GraphError(f"{path}: {what}: cannot parse ({err})")
@@ -263,6 +280,8 @@ def _ogb_raw(root: Path, meta: dict, features: bool) -> _OgbRaw:
                 lab = z["node_label"]
     else:
         e = _read_csv(raw / "edge.csv.gz", np.int64, "edges 'src,dst'")
+        if e.size == 0:
+            raise GraphError(f"{raw / 'edge.csv.gz'}: no edges")
         if e.shape[1] != 2:
             raise GraphError(f"{raw / 'edge.csv.gz'}: expected 2 columns 'src,dst', got {e.shape[1]}")
         ei = np.ascontiguousarray(e.T)
@@ -280,6 +299,10 @@ def _ogb_raw(root: Path, meta: dict, features: bool) -> _OgbRaw:
         lab = None
         if features and (raw / "node-label.csv.gz").is_file():
             lab = _read_csv(raw / "node-label.csv.gz", np.float64, "node labels")
+        for f, a, want in (("node-feat", nf, n), ("node-label", lab, n), ("edge-feat", ef, ei.shape[1])):
+            if a is not None and a.shape[0] != want:
+                whose = "num-node-list.csv.gz says" if want == n else "edge.csv.gz has"
+                raise GraphError(f"{raw / f}.csv.gz: {a.shape[0]:,} rows, but {whose} {want:,}")
     if meta["add_inverse_edge"]:
         if meta["binary"]:
             raise GraphError(f"{raw}: add_inverse_edge is not defined for the binary layout (as in OGB)")

@@ -11,7 +11,10 @@ styles)."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
+import io
+import lzma
 import re
 import warnings
 import zipfile
@@ -30,20 +33,56 @@ from ..graph import MAX_NODES, Graph, node_count_problem
 from .arrays import sorted_unique
 
 _COMMENT = ("#", "%", "//")
-# What reading a damaged file raises: truncated or corrupt gzip streams and zip archives
-# (zlib.error and BadZipFile are not OSErrors), and text that is not UTF-8.
-UNREADABLE = (OSError, EOFError, UnicodeDecodeError, zlib.error, zipfile.BadZipFile)
+# What reading a damaged file raises: truncated or corrupt compressed streams and zip archives
+# (zlib.error, LZMAError and BadZipFile are not OSErrors), and text that is not UTF-8.
+UNREADABLE = (OSError, EOFError, UnicodeDecodeError, zlib.error, lzma.LZMAError, zipfile.BadZipFile)
+
+# Compressed text, told apart by its magic bytes whatever the file's name: gzip, bzip2, xz.
+_DECOMPRESS = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma.open}
+# What holds a graph file but is not one: refused, saying what to do.
+_CONTAINERS = {
+    b"PK\x03\x04": "a zip archive: extract the graph file from it first",
+    b"7z\xbc\xaf\x27\x1c": "a 7z archive: extract the graph file from it first",
+    b"\x28\xb5\x2f\xfd": "zstd-compressed, which is not read here: decompress it (zstd -d) or use gzip",
+}
 
 
-# ---- text files --------------------------------------------------------------------------------
-def _open_text(path: Path):
-    """A text stream over a plain or gzip-compressed file (told apart by the gzip magic bytes); a
-    UTF-8 byte-order mark (files saved on Windows) is skipped."""
+def _show(s: str, limit: int = 80) -> str:
+    """A line as an error message quotes it: its repr, cut at `limit` characters."""
+    return repr(s) if len(s) <= limit else repr(s[:limit]) + f"... ({len(s):,} characters)"
+
+
+def _open_binary(path: Path):
+    """The file's bytes, decompressed where its magic bytes say gzip, bzip2 or xz."""
     with open(path, "rb") as f:
-        magic = f.read(2)
-    if magic == b"\x1f\x8b":
-        return gzip.open(path, "rt", encoding="utf-8-sig", newline=None)
-    return open(path, "rt", encoding="utf-8-sig", newline=None)
+        magic = f.read(6)
+    for m, opener in _DECOMPRESS.items():
+        if magic.startswith(m):
+            return opener(path, "rb")
+    for m, what in _CONTAINERS.items():
+        if magic.startswith(m):
+            raise GraphError(f"{path}: {what}")
+    return open(path, "rb")
+
+
+def _open_text(path: Path):
+    """A text stream over a plain, gzip-, bzip2- or xz-compressed file (told apart by the magic
+    bytes). UTF-8, its byte-order mark (files saved on Windows) skipped; UTF-16 where a UTF-16
+    byte-order mark says so; a byte that is not UTF-8 (a Latin-1 comment) becomes U+FFFD, so a
+    comment never stops a file and a number holding one is named by its line. A tar archive (a
+    SuiteSparse .tar.gz) is refused, saying so."""
+    f = _open_binary(path)
+    try:
+        head = f.read(512)
+        f.seek(0)
+    except UNREADABLE:
+        f.close()
+        raise
+    if head[257:262] == b"ustar":
+        f.close()
+        raise GraphError(f"{path}: a tar archive: extract the graph file from it first (tar -xf)")
+    encoding = "utf-16" if head[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
+    return io.TextIOWrapper(f, encoding=encoding, errors="replace", newline=None)
 
 
 def text_lines(path: Path):
@@ -56,11 +95,23 @@ def text_lines(path: Path):
         raise GraphError(f"{path}: cannot read ({e.__class__.__name__}: {e})") from None
 
 
+def _uncommented(s: str) -> str:
+    """A line without its trailing comment ('0 1  # from x' is '0 1', as numpy's reader reads it)."""
+    for c in _COMMENT:
+        k = s.find(c)
+        if k >= 0:
+            s = s[:k].rstrip()
+    return s
+
+
 def _data_lines(path: Path, start: int = 0):
-    """(line number, fields) of the lines that are neither blank nor comments, after line `start`."""
+    """(line number, text) of the lines that are neither blank nor comments, after line `start`,
+    without their trailing comments."""
     for ln, s in text_lines(path):
         if ln > start and s and not s.startswith(_COMMENT):
-            yield ln, s
+            s = _uncommented(s)
+            if s:
+                yield ln, s
 
 
 def _line_of_row(path: Path, row: int, start: int = 0) -> tuple[int, str]:
@@ -103,7 +154,7 @@ def _first_data_line(path: Path, start: int = 0):
         if s.startswith(_COMMENT):
             seen.add(s[:2] if s.startswith("//") else s[0])
             continue
-        return ln - 1, ln, s.split(), seen
+        return ln - 1, ln, _uncommented(s).split(), seen
     return None
 
 
@@ -147,16 +198,16 @@ def _read_table_slow(path: Path, start: int = 0, extra_columns: bool = False):
         if width is None:
             width, first = len(t), ln
             if width not in (2, 3):
-                raise GraphError(f"{path}:{ln}: expected 'src dst' or 'src dst weight', got {s!r}")
+                raise GraphError(f"{path}:{ln}: expected 'src dst' or 'src dst weight', got {_show(s)}")
         elif len(t) != width:
-            raise GraphError(f"{path}:{ln}: expected 'src dst' or 'src dst weight' like line {first}, got {s!r}")
+            raise GraphError(f"{path}:{ln}: expected 'src dst' or 'src dst weight' like line {first}, got {_show(s)}")
         try:
             ids = [_int_field(t[0]), _int_field(t[1])]
             val = float(t[2]) if width == 3 else None
         except ValueError:
-            raise GraphError(f"{path}:{ln}: non-numeric entry in {s!r}") from None
+            raise GraphError(f"{path}:{ln}: non-numeric entry in {_show(s)}") from None
         if None in ids or min(ids) < 0:
-            raise GraphError(f"{path}:{ln}: node ids must be non-negative integers, got {s!r}")
+            raise GraphError(f"{path}:{ln}: node ids must be non-negative integers, got {_show(s)}")
         if max(ids) >= 2**63:
             raise GraphError(f"{path}:{ln}: node id {max(ids)} is beyond 64 bits")
         a.append(ids[0])
@@ -193,16 +244,15 @@ def _check_ids(path: Path, a, b, start: int, num_nodes: Optional[int], relabel: 
     if a.size and min(a.min(), b.min()) < lo:
         k = int(np.flatnonzero((a < lo) | (b < lo))[0])
         ln, s = _line_of_row(path, k, start)
-        raise GraphError(
-            f"{path}:{ln}: node ids must be {'positive (1-based)' if one_based else 'non-negative'} integers, got {s!r}"
-        )
+        kind = "positive (1-based)" if one_based else "non-negative"
+        raise GraphError(f"{path}:{ln}: node ids must be {kind} integers, got {_show(s)}")
     if num_nodes is not None and a.size and max(a.max(), b.max()) >= num_nodes + lo:
         k = int(np.flatnonzero((a >= num_nodes + lo) | (b >= num_nodes + lo))[0])
         ln, s = _line_of_row(path, k, start)
         raise GraphError(
-            f"{path}:{ln}: node id past {num_nodes} (ids count from 1) in {s!r}"
+            f"{path}:{ln}: node id past {num_nodes} (ids count from 1) in {_show(s)}"
             if one_based
-            else f"{path}:{ln}: node id >= num_nodes {num_nodes} in {s!r}"
+            else f"{path}:{ln}: node id >= num_nodes {num_nodes} in {_show(s)}"
         )
     if relabel or num_nodes is not None or not a.size:
         return
@@ -218,7 +268,7 @@ def _check_weights(path: Path, w: Optional[np.ndarray], start: int) -> None:
     the line of the first."""
     if w is not None and not np.isfinite(w).all():
         ln, s = _line_of_row(path, int(np.flatnonzero(~np.isfinite(w))[0]), start)
-        raise GraphError(f"{path}:{ln}: the edge weight is not a finite float32 number in {s!r}")
+        raise GraphError(f"{path}:{ln}: the edge weight is not a finite float32 number in {_show(s)}")
 
 
 def _relabel(a, b):
@@ -348,7 +398,7 @@ def load_edge_list(
 
 # ---- Matrix Market -------------------------------------------------------------------------------
 _MM_FIELDS = ("real", "integer", "pattern", "double")
-_MM_SYMMETRY = ("general", "symmetric", "skew-symmetric")
+_MM_SYMMETRY = ("general", "symmetric", "skew-symmetric", "hermitian")  # hermitian: of real values, symmetric
 
 
 def load_mtx(path) -> Graph:
@@ -376,6 +426,10 @@ def load_mtx(path) -> Graph:
         raise GraphError(f"{path}:1: field '{field}' is not supported (expected {', '.join(_MM_FIELDS[:3])})")
     if symmetry not in _MM_SYMMETRY:
         raise GraphError(f"{path}:1: symmetry '{symmetry}' is not supported (expected {', '.join(_MM_SYMMETRY)})")
+    if field == "pattern" and symmetry in ("skew-symmetric", "hermitian"):  # the format does not allow it
+        raise GraphError(f"{path}:1: a 'pattern' file has no values, so it cannot be '{symmetry}'")
+    if symmetry == "hermitian":  # a real hermitian matrix is symmetric (scipy.io.mmread reads it so)
+        symmetry = "symmetric"
     size = None
     for ln, s in lines:
         if s and not s.startswith("%"):
@@ -388,7 +442,9 @@ def load_mtx(path) -> Graph:
     try:
         rows, cols, nnz = (int(x) for x in s.split())
     except ValueError:
-        raise GraphError(f"{path}:{size_ln}: expected the size line 'rows cols entries', got {s!r}") from None
+        raise GraphError(f"{path}:{size_ln}: expected the size line 'rows cols entries', got {_show(s)}") from None
+    if min(rows, cols, nnz) < 0:
+        raise GraphError(f"{path}:{size_ln}: the size line 'rows cols entries' has a negative number: {_show(s)}")
     if rows != cols:
         raise GraphError(f"{path}:{size_ln}: a graph's matrix must be square, got {rows} x {cols}")
     why = node_count_problem(rows)
@@ -400,7 +456,7 @@ def load_mtx(path) -> Graph:
     i, j, w, start = _read_table(path, size_ln, comment="%")
     if (2 if w is None else 3) != width:
         ln, s = _line_of_row(path, 0, size_ln)
-        raise GraphError(f"{path}:{ln}: a '{field}' file has {width} fields per entry, got {s!r}")
+        raise GraphError(f"{path}:{ln}: a '{field}' file has {width} fields per entry, got {_show(s)}")
     if i.size != nnz:
         raise GraphError(f"{path}:{size_ln}: the size line declares {nnz} entries, the file has {i.size}")
     _check_ids(path, i, j, size_ln, rows, relabel=False, one_based=True)
@@ -410,7 +466,7 @@ def load_mtx(path) -> Graph:
         off = i != j
         if symmetry == "skew-symmetric" and not off.all():
             ln, s = _line_of_row(path, int(np.flatnonzero(~off)[0]), size_ln)
-            raise GraphError(f"{path}:{ln}: a skew-symmetric matrix has no diagonal entries, got {s!r}")
+            raise GraphError(f"{path}:{ln}: a skew-symmetric matrix has no diagonal entries, got {_show(s)}")
         i, j = np.concatenate([i, j[off]]), np.concatenate([j, i[off]])
         if w is not None:
             w = np.concatenate([w, -w[off] if symmetry == "skew-symmetric" else w[off]])
@@ -451,10 +507,12 @@ def count_field(z, key: str, path: Path) -> int:
     return int(a[0])
 
 
-def load_npz(path) -> Graph:
+def load_npz(path, num_nodes: Optional[int] = None) -> Graph:
     """A scipy.sparse .npz (save_npz, any format: csr, csc, coo, bsr, dia), or an .npz with arrays
     rowptr+col[+weight] or edge_index[+edge_weight, num_nodes]. A sparse matrix is the
-    aggregation matrix: entry (i, j) means row i gathers node j (the edge j -> i)."""
+    aggregation matrix: entry (i, j) means row i gathers node j (the edge j -> i). num_nodes: the
+    node count of an edge_index file without a num_nodes field (a dataset's: its feature rows;
+    else the largest id + 1)."""
     path = Path(path)
     with open_npz(path) as z:
         keys = set(z.files)
@@ -466,7 +524,7 @@ def load_npz(path) -> Graph:
             ei = z["edge_index"]
             if ei.ndim != 2 or ei.shape[0] != 2:
                 raise GraphError(f"{path}: field edge_index must have shape [2, E], got {list(ei.shape)}")
-            n = count_field(z, "num_nodes", path) if "num_nodes" in keys else None
+            n = count_field(z, "num_nodes", path) if "num_nodes" in keys else num_nodes
             if ei.dtype == np.int64 and ei.size and 0 <= ei.min() and ei.max() < 2**31:
                 ei = ei.astype(np.int32)  # half the memory while the CSR is built
             return Graph.from_edges(

@@ -18,6 +18,27 @@ from .formats import text_lines
 from .node_dataset import NodeDataset, mask_of
 
 
+def _adjacency_lists(graph, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) of ind.NAME.graph, a dict (checked by the caller) of node id -> list of neighbour
+    ids, ids non-negative integers (as Kipf's files and PyG's loader have them); anything else is
+    named."""
+    src, dst = [], []
+    for u, nbrs in graph.items():
+        if not isinstance(nbrs, (list, tuple, set, np.ndarray)):
+            raise GraphError(f"{path}: node {u!r} has neighbours {_short(nbrs)}, expected a list of node ids")
+        for v in (u, *nbrs):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
+                raise GraphError(f"{path}: node ids must be non-negative integers, got {v!r} (node {u!r})")
+        src.extend([u] * len(nbrs))
+        dst.extend(nbrs)
+    return np.asarray(src, np.int64), np.asarray(dst, np.int64)
+
+
+def _short(obj) -> str:
+    r = repr(obj)
+    return r if len(r) <= 40 else r[:40] + "..."
+
+
 def _read_pickle(path: Path):
     try:
         with open(path, "rb") as f:
@@ -115,8 +136,7 @@ def load_planetoid(root, name: str) -> NodeDataset:
     feats[test_index] = feats[order]  # row k of tx belongs to the k-th listed test node
     labels_1h[test_index] = labels_1h[order]
     n = feats.shape[0]
-    src = np.fromiter((u for u, nbrs in graph.items() for _ in nbrs), np.int64)
-    dst = np.fromiter((v for nbrs in graph.values() for v in nbrs), np.int64)
+    src, dst = _adjacency_lists(graph, p["graph"])
     if src.size and max(src.max(), dst.max()) >= n:
         raise GraphError(f"{p['graph']}: node id {max(src.max(), dst.max())} >= {n} feature rows")
     keep = src != dst

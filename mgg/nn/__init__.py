@@ -5,6 +5,7 @@ from .. import _deprecated
 from .gat import GATConv
 from .gcn_conv import GCNConv
 from .gin_conv import GINConv
+from .graph_input import clear as clear_plans
 from .models import GAT, GCN, GIN, SAGE
 from .sage import SAGEConv
 
@@ -17,6 +18,7 @@ __all__ = [
     "GIN",
     "SAGE",
     "GAT",
+    "clear_plans",
 ]
 
 

@@ -92,10 +92,18 @@ def is_distributed(edge_index) -> bool:
     return getattr(edge_index, "plan_for", None) is not None
 
 
+class NoNodes:
+    """The plan of a graph without nodes: aggregating over it gives an empty output, as PyG's
+    layers give for an empty input (x of 0 rows), where an mgg Graph has at least one node."""
+
+    distributed = False
+    num_rows = 0
+
+
 def plan_rows(plan) -> int:
     """The rows a plan's op reads and writes in this process: a one-rank Plan's nodes, a
     DistPlan's range (this rank's)."""
-    return plan.num_rows if getattr(plan, "distributed", False) else plan.graph.num_nodes
+    return plan.num_rows if getattr(plan, "distributed", False) or isinstance(plan, NoNodes) else plan.graph.num_nodes
 
 
 @torch.compiler.disable  # the graph's plan is built on the host, eagerly, outside a compiled region
@@ -146,6 +154,10 @@ def cached_plan(
         flow,
         wdt,
     )
+    if num_nodes == 0:
+        if edge_index.numel() if isinstance(edge_index, torch.Tensor) and not is_adjacency(edge_index) else False:
+            raise MggError(f"edge_index has {edge_index.size(-1)} edges but x has no rows (no nodes)")
+        return NoNodes()
     hit = _CACHE.get(key)
     if hit is not None:
         refs, plan = hit
@@ -167,6 +179,8 @@ def run_plan(
     tunes together), else with `config`. Both speak mgg.plan.Aggregation. reduce 'sum' is the
     plan's weighted sum; 'max' or 'min' (mgg.ops.EXTREMES) run the max/min op with `config`
     (the tuner tunes the sum's kernels)."""
+    if isinstance(plan, NoNodes):
+        return x * 0  # 0 rows: nothing to gather, and no kernel to launch
     if reduce != "sum":
         return plan.aggregate_extreme(x, reduce, config)
     if tuner is not None:
@@ -175,7 +189,9 @@ def run_plan(
 
 
 def clear() -> None:
-    """Forgets every remembered plan (the next forward of each graph plans it anew)."""
+    """Forgets every remembered plan (the next forward of each graph plans it anew): after editing
+    a graph tensor in a way its version counter does not see (`t.data[...] = ...`, or the numpy
+    array behind `torch.from_numpy`). `mgg.nn.clear_plans`."""
     _CACHE.clear()
 
 

@@ -203,7 +203,7 @@ def test_npz_index_lists_stay_index_lists(tmp_path):
     [
         ("train_mask", np.array([0.0, 1.0, 1.0]), "boolean mask or integer node indices"),
         ("y", np.array(list("abcdef")), "labels must be numbers"),
-        ("x", np.zeros((5, 3), np.float32), "field x has shape [5, 3], expected 6 rows"),
+        ("x", np.zeros((5, 3), np.float32), "has a node id >= num_nodes 5: the node count is the rows of field x"),
     ],
 )
 def test_npz_dataset_fields_of_the_wrong_kind(tmp_path, field, value, fragment):

@@ -10,6 +10,7 @@ pytest.importorskip("torch_geometric")
 import torch_geometric.nn as pnn  # noqa: E402
 from torch_geometric.utils import to_torch_coo_tensor, to_torch_csc_tensor  # noqa: E402
 
+import mgg  # noqa: E402
 import mgg.nn as mnn  # noqa: E402
 from mgg.testing import assert_same_formula  # noqa: E402
 
@@ -111,3 +112,52 @@ def test_gat_draws_from_torchs_generator_as_pyg():
         lib.GATConv(4, 3, heads=2)
         states.append(lib.GATConv(6, 2).att_src.detach().clone())
     torch.testing.assert_close(states[0], states[1], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "name, args, kwargs",
+    [
+        ("GCNConv", (4, 3), {}),
+        ("GCNConv", (4, 3), {"cached": True}),
+        ("SAGEConv", (4, 3), {}),
+        ("SAGEConv", (4, 3), {"aggr": "max"}),
+        ("GINConv", (torch.nn.Linear(4, 3),), {}),
+    ],
+)
+@pytest.mark.parametrize("graph", ["edge_index", "csr"])
+def test_zero_nodes_give_pygs_empty_output(name, args, kwargs, graph):
+    """x of 0 rows and a graph without edges: an empty output and gradients, as PyG gives."""
+    ref, ours = _pair(name, *args, **kwargs)
+    x = torch.zeros(0, 4, dtype=torch.float64, requires_grad=True)
+    ei = torch.zeros(2, 0, dtype=torch.long)
+    g = (
+        ei
+        if graph == "edge_index"
+        else torch.sparse_csr_tensor(
+            torch.zeros(1, dtype=torch.long), ei[0], torch.ones(0, dtype=torch.float64), (0, 0)
+        )
+    )
+    out, out_r = ours(x, g), ref(x, ei)
+    assert out.shape == out_r.shape == (0, 3)
+    out.sum().backward()
+    assert x.grad.shape == (0, 4)
+    if kwargs.get("cached"):
+        return  # a cached layer reuses its first graph, as PyG's does
+    # and a graph that names a node x has no row for is one line, not an index error
+    with pytest.raises(mgg.MggError, match="edge_index has 1 edges but x has no rows"):
+        ours(x, torch.tensor([[0], [0]]))
+
+
+def test_clear_plans_after_an_edit_the_version_counter_does_not_see():
+    """An edit through .data keeps the tensor's version, so the remembered plan stays until
+    mgg.nn.clear_plans(); an edit through the tensor itself is seen at once."""
+    ref, ours = _pair("GCNConv", 4, 3)
+    x = torch.randn(4, 4, dtype=torch.float64)
+    ei = EI.clone()
+    assert_same_formula(ours(x, ei), ref(x, ei))
+    ei.data[1, 0] = 3  # unseen: the old graph's plan is used
+    assert not torch.allclose(ours(x, ei), ref(x, ei))
+    mnn.clear_plans()
+    assert_same_formula(ours(x, ei), ref(x, ei))
+    ei[1, 0] = 2  # seen: a new version
+    assert_same_formula(ours(x, ei), ref(x, ei))
