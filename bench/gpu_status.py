@@ -70,7 +70,7 @@ def restate(text: str, repo: str) -> str:
             header = cells
             missing = [c for c in COLUMNS if c not in header]
             if missing:
-                raise ValueError(f"{LEDGER}: the table's header lacks the columns {missing}")
+                raise ValueError(f"the ledger table's header lacks the columns {missing}")
         elif not set("".join(cells)) <= set("-: "):  # not the |---|---| line
             if len(cells) != len(header):
                 raise ValueError(f"ledger line has {len(cells)} cells, the header {len(header)}: {line.strip()}")

@@ -223,7 +223,7 @@ rehearse() {  # rehearse CMD...: what a stage's command names, checked on the CP
         has_module "${2:-}" || { echo "   no module ${2:-} for torchrun"; return 1; }
         echo "   module $2 imports"
       fi ;;
-    versions | deps | so_name | so_tag) echo "   (on the GPU machine)" ;;
+    versions | deps) echo "   (on the GPU machine)" ;;
     build)
       local gz
       gz="mgg_C-*-sm${TORCH_CUDA_ARCH_LIST//[.; ]/}.so.gz"

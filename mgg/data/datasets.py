@@ -299,9 +299,12 @@ def _ogb_raw(root: Path, meta: dict, features: bool) -> _OgbRaw:
         lab = None
         if features and (raw / "node-label.csv.gz").is_file():
             lab = _read_csv(raw / "node-label.csv.gz", np.float64, "node labels")
-        for f, a, want in (("node-feat", nf, n), ("node-label", lab, n), ("edge-feat", ef, ei.shape[1])):
+        for f, a, want, whose in (
+            ("node-feat", nf, n, "num-node-list.csv.gz says"),
+            ("node-label", lab, n, "num-node-list.csv.gz says"),
+            ("edge-feat", ef, ei.shape[1], "edge.csv.gz has"),
+        ):
             if a is not None and a.shape[0] != want:
-                whose = "num-node-list.csv.gz says" if want == n else "edge.csv.gz has"
                 raise GraphError(f"{raw / f}.csv.gz: {a.shape[0]:,} rows, but {whose} {want:,}")
     if meta["add_inverse_edge"]:
         if meta["binary"]:

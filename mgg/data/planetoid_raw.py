@@ -25,18 +25,13 @@ def _adjacency_lists(graph, path: Path) -> tuple[np.ndarray, np.ndarray]:
     src, dst = [], []
     for u, nbrs in graph.items():
         if not isinstance(nbrs, (list, tuple, set, np.ndarray)):
-            raise GraphError(f"{path}: node {u!r} has neighbours {_short(nbrs)}, expected a list of node ids")
+            raise GraphError(f"{path}: node {u!r} has neighbours {nbrs!r:.40}, expected a list of node ids")
         for v in (u, *nbrs):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
                 raise GraphError(f"{path}: node ids must be non-negative integers, got {v!r} (node {u!r})")
         src.extend([u] * len(nbrs))
         dst.extend(nbrs)
     return np.asarray(src, np.int64), np.asarray(dst, np.int64)
-
-
-def _short(obj) -> str:
-    r = repr(obj)
-    return r if len(r) <= 40 else r[:40] + "..."
 
 
 def _read_pickle(path: Path):

@@ -96,14 +96,13 @@ class NoNodes:
     """The plan of a graph without nodes: aggregating over it gives an empty output, as PyG's
     layers give for an empty input (x of 0 rows), where an mgg Graph has at least one node."""
 
-    distributed = False
     num_rows = 0
 
 
 def plan_rows(plan) -> int:
     """The rows a plan's op reads and writes in this process: a one-rank Plan's nodes, a
     DistPlan's range (this rank's)."""
-    return plan.num_rows if getattr(plan, "distributed", False) or isinstance(plan, NoNodes) else plan.graph.num_nodes
+    return plan.num_rows if isinstance(plan, NoNodes) or getattr(plan, "distributed", False) else plan.graph.num_nodes
 
 
 @torch.compiler.disable  # the graph's plan is built on the host, eagerly, outside a compiled region
@@ -146,6 +145,10 @@ def cached_plan(
             "an edge_weight that requires grad goes through mgg.functional.aggregate_edges (GCNConv does this), "
             "not a cached plan"
         )
+    if num_nodes == 0:  # an empty input gives an empty output, unless an edge names a node x lacks
+        if isinstance(edge_index, torch.Tensor) and not is_adjacency(edge_index) and edge_index.numel():
+            raise MggError(f"edge_index has {edge_index.size(-1)} edges but x has no rows (no nodes)")
+        return NoNodes()
     key = (
         _key_part(edge_index) if isinstance(edge_index, torch.Tensor) else id(edge_index),
         _key_part(edge_weight),
@@ -154,10 +157,6 @@ def cached_plan(
         flow,
         wdt,
     )
-    if num_nodes == 0:
-        if edge_index.numel() if isinstance(edge_index, torch.Tensor) and not is_adjacency(edge_index) else False:
-            raise MggError(f"edge_index has {edge_index.size(-1)} edges but x has no rows (no nodes)")
-        return NoNodes()
     hit = _CACHE.get(key)
     if hit is not None:
         refs, plan = hit
