@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", nargs="+", choices=["mgg", "pyg"], default=["mgg", "pyg"])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=None, help="default: each model's protocol")
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: the GPU where mgg runs on one)")
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--tag", default="")
     ap.add_argument("--quiet", action="store_true")
@@ -119,6 +119,7 @@ def main(argv=None) -> int:
 
     from mgg import MggError
     from mgg.data import load_dataset
+    from mgg.devices import choose_device
     from mgg.nn.models import PROTOCOLS
 
     from .env import environment
@@ -130,6 +131,9 @@ def main(argv=None) -> int:
         )
         return 2
     try:
+        choice = choose_device(args.device)
+        print(choice.line("python -m bench.accuracy"), flush=True)
+        args.device = str(choice.device)
         ds = load_dataset(args.dataset, args.data_dir)
     except MggError as e:
         print(f"python -m bench.accuracy: error: {e}", file=sys.stderr)

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from mgg import Config, MggError
+from mgg.devices import choose_device
 from mgg.partitioning import METHODS
 
 from . import report
@@ -76,7 +77,9 @@ def parser():
     ap.add_argument("--ps", type=int, default=Config().ps)
     ap.add_argument("--dist", type=int, default=Config().dist)
     ap.add_argument("--wpb", type=int, default=Config().wpb)
-    ap.add_argument("--device", default=None, help="default: cuda if available, else cpu")
+    ap.add_argument(
+        "--device", default=None, help="cpu, cuda or cuda:N (default: the GPU where mgg has CUDA kernels for it)"
+    )
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=20, help="timed repetitions (at least 20)")
     ap.add_argument("--flush-l2", action="store_true", help="flush the GPU L2 cache before each repetition")
@@ -153,6 +156,10 @@ def main(argv=None) -> int:
         from .model import main as model_main
 
         return model_main(argv[1:])
+    if argv[:1] == ["order"]:  # not a suite: node orders against the user's (bench/order.py), its own columns
+        from .order import main as order_main
+
+        return order_main(argv[1:])
     args = parser().parse_args(argv)
     if args.reps < 20:
         print("python -m bench: error: --reps must be at least 20", file=sys.stderr)
@@ -160,7 +167,13 @@ def main(argv=None) -> int:
     if args.smoke:
         for k, v in SMOKE.items():
             setattr(args, k, v)
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    try:
+        choice = choose_device(args.device)
+    except MggError as e:
+        print(f"python -m bench: error: {e}", file=sys.stderr)
+        return 2
+    print(choice.line("python -m bench"), flush=True)
+    device = choice.device
     suites = list(SUITES) if "all" in args.suites else list(dict.fromkeys(args.suites))
     try:
         opt = Options(

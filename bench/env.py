@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from mgg.tuning.timing import measure
+from mgg.runtime.timing import measure
 
 
 def device_name(device: torch.device) -> str:

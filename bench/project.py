@@ -32,7 +32,7 @@ from scipy.optimize import nnls
 
 from mgg import Plan
 from mgg.data import load_graph
-from mgg.tuning.hardware import H100_SXM
+from mgg.runtime.hardware import H100_SXM
 
 from .suites.common import parse_rank_edges
 

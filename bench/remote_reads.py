@@ -18,7 +18,7 @@ Two parts, both written to remote-reads-<date>.{csv,md,png}:
 - model: for the full-size graphs, each rank's local edges, remote edges and halo rows (the
   plan's, exact) turned into bytes at D 16..256 and into a step-time lower bound from the H100
   SXM's published bandwidths: HBM3 3.35 TB/s, NVLink 4 450 GB/s per direction (900 GB/s
-  bidirectional), from mgg.tuning.remote_reads.remote_read_bytes: max(peer bytes / NVLink,
+  bidirectional), from mgg.runtime.remote_reads.remote_read_bytes: max(peer bytes / NVLink,
   bytes moved meanwhile / HBM) + bytes moved after / HBM. per-edge: the remote edges' rows from
   peers beside the local edges' rows (the fused kernel overlaps them); once: the halo rows from
   peers (and their write) beside the local edges' rows, then the remote edges' rows from the
@@ -182,7 +182,7 @@ def modelled(spec: str, ranks: int, dims: list) -> list[dict]:
     from bench import cache
     from mgg import Config
     from mgg.plan import Plan
-    from mgg.tuning.remote_reads import estimate_ms, remote_read_bytes
+    from mgg.runtime.remote_reads import estimate_ms, remote_read_bytes
 
     g, _ = cache.graph(spec)
     t0 = time.perf_counter()

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bench import cubins, sass
 from bench.cubins import short_name
-from mgg.tuning.kernel_model import RANGE_KERNEL
+from mgg.runtime.kernel_model import RANGE_KERNEL
 
 COLUMNS = [
     "source",

@@ -8,11 +8,8 @@ from ._extension import load as _load_extension
 
 _load_extension()  # before anything touches mgg._C: a build for another torch is one clear ImportError
 
-from . import _deprecated  # noqa: E402
-
-_deprecated.install()  # the old module paths (mgg.io, mgg.partition, ...), before `partition` names the function
-
 from . import data  # noqa: E402
+from .devices import default_device  # noqa: E402
 from .errors import GraphError, MggError, PlanError  # noqa: E402
 from .functional import aggregate, attend, make_plan  # noqa: E402
 from .graph import Graph  # noqa: E402
@@ -31,12 +28,8 @@ __all__ = [
     "partition",
     "Partition",
     "data",
+    "default_device",
     "MggError",
     "GraphError",
     "PlanError",
 ]
-
-
-def __getattr__(name: str):
-    """mgg.io, mgg.synthetic and the other moved modules: deprecated aliases for one release."""
-    return _deprecated.module_attribute(name)

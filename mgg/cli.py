@@ -117,9 +117,13 @@ def cmd_partition(args):
 def cmd_train(args):
     import os
 
+    from .devices import choose_device
     from .plan import Config
     from .training import TrainConfig, train
 
+    choice = choose_device(args.device)
+    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun, rank 0 speaks for every rank
+        print(choice.line("mgg train"), flush=True)
     ds = _dataset(args)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     cfg = TrainConfig(
@@ -131,8 +135,8 @@ def cmd_train(args):
         weight_decay=args.weight_decay,
         dropout=args.dropout,
         seeds=tuple(range(args.seeds)),
-        device=args.device,
-        config=Config(args.ps, args.dist, args.wpb),
+        device=choice.device.type if distributed else str(choice.device),  # a rank takes its local GPU
+        config=Config(args.ps, args.dist, args.wpb, order=args.order),
         autotune=args.autotune,
         deterministic=args.deterministic,
     )
@@ -158,6 +162,10 @@ def cmd_train(args):
                 "process owns every node"
             )
         res = train(ds, cfg, progress=not args.quiet)
+        from .nn.graph_input import order_decisions
+
+        for line in order_decisions():
+            print(line)
     for r in res["runs"]:
         print(
             f"seed {r.seed}: test {r.test_acc * 100:.1f}% (val {r.val_acc * 100:.1f}% at epoch {r.best_epoch}), "
@@ -172,7 +180,7 @@ def cmd_train(args):
 
 def _print_tuning(summaries: list) -> None:
     """Each tuned layer's trajectory and chosen config (mgg train --autotune)."""
-    from .tuning.report import chosen_line, trajectory_table
+    from .runtime.report import chosen_line, trajectory_table
 
     for i, t in enumerate(summaries):
         if t["chosen"] is None:
@@ -184,7 +192,7 @@ def _print_tuning(summaries: list) -> None:
 
 
 def cmd_tune(args):
-    from .tuning.cli import run_tune
+    from .runtime.cli import run_tune
 
     run_tune(args)
 
@@ -211,6 +219,10 @@ def cmd_bench(args):
         raise SystemExit(rc)
 
 
+DEVICE_HELP = (
+    "cpu, cuda or cuda:N (default: the GPU where one is visible and mgg has CUDA kernels for it, else the CPU; "
+    "the first line of output says which and why)"
+)
 GRAPH_HELP = (
     "a file (edge list, .mtx, .npz), a dataset directory or name under --data-dir (Planetoid name, "
     "reddit, ogbn-*), or a synthetic spec (rmat-reddit, rmat-products, rmat:N:E, sbm:N:BLOCKS:AVG_DEG:P_IN)"
@@ -253,6 +265,12 @@ def _partition_methods() -> list:
     return list(METHODS)
 
 
+def _orders() -> list:
+    from .plan.config import ORDERS
+
+    return list(ORDERS)
+
+
 def _fetch_names() -> list:
     from .ops import FETCH
 
@@ -261,7 +279,7 @@ def _fetch_names() -> list:
 
 def _remote_read_modes() -> list:
     from .plan import REMOTE_READS
-    from .tuning.remote_reads import AUTO
+    from .runtime.remote_reads import AUTO
 
     return [*REMOTE_READS, AUTO]
 
@@ -348,7 +366,7 @@ def parser() -> argparse.ArgumentParser:
         help="default: the model's (" + ", ".join(f"{k} {v.dropout}" for k, v in PROTOCOLS.items()) + ")",
     )
     p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default=None, help=DEVICE_HELP)
     p.add_argument("--autotune", action="store_true", help="tune ps/dist/wpb online while training")
     p.add_argument(
         "--backend",
@@ -383,6 +401,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--quiet", action="store_true")
     _add_config(p)
+    p.add_argument(
+        "--order",
+        choices=[*_orders(), "auto"],
+        default="auto",
+        help="the node order one process plans the graph in (tensors stay in the dataset's order): auto measures "
+        "the first forward and keeps an order only where it is faster and pays back its cost (mgg.runtime.ordering); "
+        "rcm, degree, metis, random, or user (none). Distributed training keeps its partition's order",
+    )
     p.set_defaults(fn=cmd_train)
 
     p = sub.add_parser("tune", help="search ps, dist, wpb for a graph, feature width and number of ranks")
@@ -390,7 +416,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
-    p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
+    p.add_argument("--device", default=None, help=DEVICE_HELP)
     p.add_argument(
         "--ranks",
         type=int,

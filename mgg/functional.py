@@ -12,11 +12,12 @@ from .errors import MggError
 from .graph import Graph
 from .ops import EXTREMES
 from .plan import Config, Plan
+from .runtime.ordering import plan_in_order
 
 REDUCTIONS = ("sum", "mean") + EXTREMES
 
 
-def make_plan(graph: Graph, reduce: str = "sum", num_ranks: int = 1) -> Plan:
+def make_plan(graph: Graph, reduce: str = "sum", num_ranks: int = 1, order="user", x=None) -> Plan:
     """The plan of `graph` for a reduction.
 
     Args:
@@ -24,15 +25,26 @@ def make_plan(graph: Graph, reduce: str = "sum", num_ranks: int = 1) -> Plan:
         reduce: 'sum' uses the graph's edge weights (if any; e.g. from Graph.gcn_norm), 'mean'
             divides by the in-degree; 'max' and 'min' plan the graph without its weights.
         num_ranks: ranks of the plan.
+        order: the node order a one-rank plan runs the graph in: 'user', a name of
+            mgg.plan.ORDERS ('rcm', 'degree', 'metis', 'random'), a permutation (perm[position] =
+            node id), or 'auto' (measured with x: mgg.runtime.ordering). Tensors stay in the
+            user's order.
+        x: the features, for order='auto'.
 
     Returns:
-        The Plan.
+        The Plan (an OrderedPlan for an order other than the user's).
     """
     if reduce not in REDUCTIONS:
         raise MggError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
     if reduce in EXTREMES:
-        return Plan(Graph._unchecked(graph.rowptr, graph.col) if graph.weight is not None else graph, num_ranks)
-    return Plan(graph.mean_norm() if reduce == "mean" else graph, num_ranks)
+        graph = Graph._unchecked(graph.rowptr, graph.col) if graph.weight is not None else graph
+    elif reduce == "mean":
+        graph = graph.mean_norm()
+    if num_ranks == 1:
+        return plan_in_order(graph, order, x)
+    if not (isinstance(order, str) and order == "user"):
+        raise MggError(f"an order applies to one-rank plans; this plan has {num_ranks} ranks (see mgg.partition)")
+    return Plan(graph, num_ranks)
 
 
 def aggregate(
@@ -49,7 +61,7 @@ def aggregate(
         x: node features [nodes, D]: float32, float64 (CPU), float16 or bfloat16 storage;
             accumulation is float32 or wider.
         plan: a Plan of one rank (see make_plan) or a Graph (planned here, with `reduce`).
-        config: (ps, dist, wpb); default Config().
+        config: (ps, dist, wpb); default Config(). Its order applies where a Graph is planned here.
         reduce: 'sum' or 'mean' (with a Graph; a Plan's weights fix them), 'max' or 'min' (a Plan
             of an unweighted graph; the gradient goes to the winning row, ties to the lowest row:
             csrc/core/extreme.h).
@@ -59,7 +71,7 @@ def aggregate(
         [nodes, D].
     """
     if isinstance(plan, Graph):
-        plan = make_plan(plan, reduce)
+        plan = make_plan(plan, reduce, order=(config or Config()).order, x=x)
     elif reduce not in ("sum",) + EXTREMES:
         raise MggError(
             f"reduce {reduce!r} applies when a Graph is passed; with a Plan (whose weights fix sum or mean) "

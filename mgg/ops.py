@@ -11,13 +11,11 @@ step (fields mgg._C.STEP_FIELDS, None where absent), and `params`, their integer
 
 from __future__ import annotations
 
-import functools
-import inspect
 from typing import Optional
 
 import torch
 
-from . import _C, _deprecated  # loading the extension registers the ops
+from . import _C  # loading the extension registers the ops
 from .errors import MggError
 
 FETCH = {name: i for i, name in enumerate(_C.FETCH)}  # aggregate_peers' fetch policies, as the op numbers them
@@ -46,27 +44,9 @@ def _rows(plan: list) -> int:
     return plan[0].size(0) - 1  # the forward step's local_rowptr has rows + 1 entries
 
 
-def _also_mgg01(is_old_form):
-    """The wrapper of an op whose name mgg 0.1 gave to a user-facing function of this module (now in
-    mgg.functional): a call in the old form (is_old_form(args)) runs that function, with a warning,
-    for one more release; any other call is the wrapper's."""
-
-    def wrap(op):
-        @functools.wraps(op)
-        def call(*args, **kwargs):
-            if is_old_form(args) or not set(kwargs) <= set(inspect.signature(op).parameters):
-                return _deprecated.moved_from("mgg.ops", op.__name__)(*args, **kwargs)
-            return op(*args, **kwargs)
-
-        return call
-
-    return wrap
-
-
 # ---- aggregation ----------------------------------------------------------------------------------
 
 
-@_also_mgg01(lambda args: len(args) < 4 or not isinstance(args[1], torch.Tensor))  # aggregate(x, plan, ...)
 def aggregate(
     x: torch.Tensor, x_remote: torch.Tensor, plan: list, params: list, deterministic: bool = False
 ) -> torch.Tensor:
@@ -136,7 +116,6 @@ def attention_table(h: torch.Tensor, a_src: torch.Tensor) -> torch.Tensor:
     return torch.cat([h, a_src.unsqueeze(-1)], -1).reshape(h.size(0), -1)
 
 
-@_also_mgg01(lambda args: len(args) < 9 or args[0].dim() == 3)  # attend(h [nodes, H, C], a_src, a_dst, plan, ...)
 def attend(
     x: torch.Tensor,
     x_remote: torch.Tensor,
@@ -240,11 +219,3 @@ def attend_peers_src(
 @torch.library.register_fake("mgg::attend_peers_src")
 def _attend_peers_src_fake(x, terms, my_pe, plan, params, heads, negative_slope, dropout, seed, offsets, fetch):
     return torch.empty_like(x)
-
-
-# ---- mgg 0.1's names of this module ---------------------------------------------------------------
-
-
-def __getattr__(name: str):
-    """mgg 0.1's other names of this module (mgg._deprecated says where each went)."""
-    return _deprecated.moved_from("mgg.ops", name)

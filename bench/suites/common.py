@@ -1,5 +1,5 @@
 """What every suite shares: the options (Options), the CSV row (result_row), the budget's case loop
-(within_budget), timing (timed: mgg.tuning.timing.measure, so every suite follows the same
+(within_budget), timing (timed: mgg.runtime.timing.measure, so every suite follows the same
 discipline), the check before timing (verified), features, in-process tuning (tuned), and the
 torchrun children of the dist, fetch and dlrm suites (torchrun_command, torchrun). Graphs
 come from bench.cache (made once per process, kept on disk for later processes), plans are shared
@@ -20,9 +20,9 @@ import torch
 from tqdm.auto import tqdm
 
 from mgg import Config, Graph
-from mgg.tuning.online import OnlineTuner
-from mgg.tuning.targets import InprocTarget
-from mgg.tuning.timing import Timing, measure
+from mgg.runtime.online import OnlineTuner
+from mgg.runtime.targets import InprocTarget
+from mgg.runtime.timing import Timing, measure
 
 from ..budget import Budget
 from ..competitors import IMPLEMENTATIONS
@@ -144,7 +144,7 @@ def features(num_nodes: int, dim: int, device: str, dtype: torch.dtype, seed: in
 
 def inproc_ranks(plan, x: torch.Tensor, cfg: Config, via: str):
     """All ranks of a plan run one after another in this process: the work of P PEs
-    time-sliced on one device (mgg.tuning.targets.InprocTarget, the step `mgg tune --ranks P`
+    time-sliced on one device (mgg.runtime.targets.InprocTarget, the step `mgg tune --ranks P`
     tunes). via='peers': each rank reads remote rows straight from the other ranks' slices of x
     (aggregate_peers with direct loads, what PEs do through nvshmem_ptr); via='halo': each rank
     first gathers its halo rows into a buffer."""
@@ -160,7 +160,7 @@ def tuned(opt: Options, target, x: torch.Tensor, record: Optional[list] = None) 
 
     Args:
         opt: the suite's options (tune_budget; warmup and reps when recording).
-        target: the step (mgg.tuning.targets).
+        target: the step (mgg.runtime.targets).
         x: its input.
         record: if given, each candidate is timed as the suite times everything (warmup, reps)
             and (config, Timing, peak MB) appended to it; else TUNE_REPS runs per candidate.

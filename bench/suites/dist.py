@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from mgg.tuning.timing import Timing
+from mgg.runtime.timing import Timing
 
 from .. import cache
 from .common import (

@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterator
 
-from mgg.tuning.timing import Timing
+from mgg.runtime.timing import Timing
 
 from .common import torchrun, torchrun_command, within_budget
 

@@ -30,7 +30,7 @@ from typing import Iterator
 
 import torch
 
-from mgg.tuning.timing import Timing, measure
+from mgg.runtime.timing import Timing, measure
 
 from .. import cache
 from .common import features, result_row, torchrun_command, verified, within_budget

@@ -7,7 +7,7 @@ import itertools
 import time
 from typing import Iterator
 
-from mgg.tuning.targets import LocalTarget
+from mgg.runtime.targets import LocalTarget
 
 from .. import cache
 from ..competitors import IMPLEMENTATIONS, verify

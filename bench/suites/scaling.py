@@ -6,7 +6,7 @@ import itertools
 import time
 from typing import Iterator
 
-from mgg.tuning.targets import InprocTarget, LocalTarget
+from mgg.runtime.targets import InprocTarget, LocalTarget
 
 from .. import cache
 from ..competitors import check_run

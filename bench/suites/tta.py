@@ -33,7 +33,7 @@ from typing import Iterator
 import torch
 import torch.nn.functional as F
 
-from mgg.tuning.timing import Timing
+from mgg.runtime.timing import Timing
 
 from ..memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 from .common import result_row, within_budget

@@ -6,8 +6,8 @@ import itertools
 import time
 from typing import Iterator
 
-from mgg.tuning import DeviceLimits, grid
-from mgg.tuning.targets import InprocTarget, LocalTarget
+from mgg.runtime import DeviceLimits, grid
+from mgg.runtime.targets import InprocTarget, LocalTarget
 
 from .. import cache
 from .common import (

@@ -17,7 +17,7 @@ from bench import cache
 from mgg.distributed import DistGraph
 from mgg.distributed.process import exit_rank, init_from_env
 from mgg.plan import Config
-from mgg.tuning.timing import measure
+from mgg.runtime.timing import measure
 
 
 def main():

@@ -1,12 +1,14 @@
 // Python module mgg._C: loading it registers the torch ops (schema.cpp and the device
 // implementations). It exports the limits and layouts the C++ side defines once
 // (core/limits.h, core/schedule.h, core/step_layout.h) and the kernels' launch-shape model, so
-// that the planner, the tuner and the command line use the launcher's own numbers; and, in CUDA
+// that the planner, the tuner and the command line use the launcher's own numbers; the reuse
+// distances of a trace (core/reuse_distance.h) for the runtime's order-aware L2 model; and, in CUDA
 // builds, the extension's side of NVSHMEM (attach/detach of its device state).
 #include <torch/extension.h>
 
 #include "../core/launch_shape.h"
 #include "../core/limits.h"
+#include "../core/reuse_distance.h"
 #include "../core/schedule.h"
 #include "../core/step_layout.h"
 
@@ -65,6 +67,25 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("smem_limit"),
       "The range kernel's launch shape for a step: columns of a pass (tile), landing rows, dynamic shared memory "
       "(bytes), threads and grid.y; tile 0 means nothing fits smem_limit.");
+  m.def(
+      "reuse_distances",
+      [](const at::Tensor& units, int64_t num_units) {
+        TORCH_CHECK(units.dim() == 1 && units.scalar_type() == at::kLong && units.is_cpu() && units.is_contiguous(),
+                    "mgg._C.reuse_distances: units must be a contiguous 1-D int64 CPU tensor");
+        TORCH_CHECK(num_units >= 0, "mgg._C.reuse_distances: num_units must be >= 0, got ", num_units);
+        at::Tensor distinct = at::empty_like(units), gap = at::empty_like(units);
+        try {
+          py::gil_scoped_release unlocked;
+          mgg::reuse_distances(units.data_ptr<int64_t>(), units.numel(), num_units, distinct.data_ptr<int64_t>(),
+                               gap.data_ptr<int64_t>());
+        } catch (const std::invalid_argument& e) {
+          TORCH_CHECK(false, "mgg._C.", e.what());
+        }
+        return py::make_tuple(distinct, gap);
+      },
+      py::arg("units"), py::arg("num_units"),
+      "Per access of a trace of unit ids in [0, num_units): the distinct other units accessed since the unit's previous "
+      "access and the accesses between them (LRU stack distance; -1, -1 for a first access).");
 #ifdef MGG_WITH_NVSHMEM
   m.attr("with_nvshmem") = true;
   auto s = m.def_submodule("nvshmem", "the extension's side of NVSHMEM, whose runtime nvshmem4py owns");

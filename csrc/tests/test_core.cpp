@@ -12,6 +12,7 @@
 #include "core/executor.h"
 #include "core/launch_shape.h"
 #include "core/range_schedule.h"
+#include "core/reuse_distance.h"
 
 namespace {
 
@@ -167,6 +168,41 @@ int main() {
   expect(mgg::landing_rows_for(16, 5) == 5 && mgg::landing_rows_for(0, 100) == mgg::kChunk &&
              mgg::landing_rows_for(8, 0) == 1,
          "landing rows: ps, at most the remote edges, at least 1");
+  // reuse distances against their definition: distinct other units strictly between two accesses
+  {
+    uint64_t rng = 12345;
+    std::vector<int64_t> trace(400);
+    for (auto& u : trace) {
+      rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+      u = static_cast<int64_t>((rng >> 33) % 23);
+    }
+    std::vector<int64_t> distinct(trace.size()), gap(trace.size());
+    mgg::reuse_distances(trace.data(), static_cast<int64_t>(trace.size()), 23, distinct.data(), gap.data());
+    int wrong = 0;
+    for (size_t t = 0; t < trace.size(); ++t) {
+      int64_t p = -1;
+      for (size_t j = t; j-- > 0;)
+        if (trace[j] == trace[t]) {
+          p = static_cast<int64_t>(j);
+          break;
+        }
+      std::vector<int64_t> seen;
+      for (int64_t j = p + 1; p >= 0 && j < static_cast<int64_t>(t); ++j)
+        if (std::find(seen.begin(), seen.end(), trace[j]) == seen.end()) seen.push_back(trace[j]);
+      const int64_t want_d = p < 0 ? -1 : static_cast<int64_t>(seen.size());
+      const int64_t want_g = p < 0 ? -1 : static_cast<int64_t>(t) - p - 1;
+      wrong += distinct[t] != want_d || gap[t] != want_g;
+    }
+    expect(wrong == 0, "reuse distances: distinct units and gap between two accesses of a unit", wrong);
+    const int64_t bad[2] = {0, 5};
+    bool refused = false;
+    try {
+      mgg::reuse_distances(bad, 2, 5, distinct.data(), gap.data());
+    } catch (const std::invalid_argument&) {
+      refused = true;
+    }
+    expect(refused, "reuse distances: a unit outside [0, units) is refused");
+  }
   std::printf("%d checks, %d failed\n", checks, failures);
   return failures == 0 ? 0 : 1;
 }

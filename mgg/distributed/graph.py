@@ -3,7 +3,7 @@ the same input graph and keeps its range (MGG Algorithm 1) and its plan; aggrega
 peers' rows through the backend:
 
 - `nvshmem` (MGG's path): embeddings in NVSHMEM symmetric memory, the fused kernel reads peers'
-  rows by NVSHMEM get or peer loads (backends/nvshmem.py over the runtime in nvshmem.py);
+  rows by NVSHMEM get or peer loads (backends/nvshmem.py over the NVSHMEM runtime in nvshmem/symmetric.py);
 - `halo`: a sparsity-aware all-to-all over torch.distributed (NCCL or gloo) brings each rank
   exactly the peer rows its plan reads, then the same op runs on the halo buffer. The op's own
   autograd gives the gradients of the rank's rows and of the halo rows; the exchange's adjoint
@@ -35,7 +35,7 @@ from ..ops import attention_table
 from ..partitioning import CACHED, METHODS, Partition
 from ..partitioning import partition as partition_nodes
 from ..plan import Config, Plan, check_remote_reads
-from ..tuning.remote_reads import AUTO
+from ..runtime.remote_reads import AUTO
 from .backends import BACKENDS as _KINDS
 from .comm import all_gather_rows
 
@@ -178,7 +178,7 @@ class DistGraph:
             rank's halo rows read once into a local table while its local edges are aggregated,
             RankPlan.aggregate_peers_once; on dense graphs many times fewer bytes over NVLink) or
             'auto' (each layer's shape measured at its first step in the modes the cost model
-            keeps, the faster kept: mgg.tuning.remote_reads). Other backends move each row once anyway.
+            keeps, the faster kept: mgg.runtime.remote_reads). Other backends move each row once anyway.
 
     The ranks own contiguous ranges of the relabelled graph, but every tensor a user hands in
     or gets back is in the user's node order: `local(t)` takes a per-node tensor and gives this

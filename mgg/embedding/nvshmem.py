@@ -1,4 +1,4 @@
-"""Sharded embedding-bag lookups over NVSHMEM (MGG's path; mgg.distributed.nvshmem's runtime):
+"""Sharded embedding-bag lookups over NVSHMEM (MGG's path; the NVSHMEM runtime of mgg.distributed.nvshmem):
 each rank's rows are written into a symmetric table, and the fused kernel
 (mgg.ops.aggregate_peers) reads local rows from its own table and remote rows from their
 owners' tables, by NVSHMEM get or peer loads, over the batch's plan (peers named by PE and

@@ -1,7 +1,6 @@
 """PyG-compatible GNN layers whose aggregation runs through mgg's ops, and the models built of them.
-(The sharded embedding bags of mgg 0.1's mgg.nn are mgg.embedding's.)"""
+(The sharded embedding bags are mgg.embedding's.)"""
 
-from .. import _deprecated
 from .gat import GATConv
 from .gcn_conv import GCNConv
 from .gin_conv import GINConv
@@ -20,8 +19,3 @@ __all__ = [
     "GAT",
     "clear_plans",
 ]
-
-
-def __getattr__(name: str):
-    """mgg 0.1's names of this package that moved (mgg._deprecated)."""
-    return _deprecated.moved_from("mgg.nn", name)

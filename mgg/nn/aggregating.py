@@ -132,7 +132,7 @@ class Aggregating(LayerBase):
         self.deterministic = deterministic
         self.tuner = None
         if autotune:
-            from ..tuning.online import OnlineTuner
+            from ..runtime.online import OnlineTuner
 
             self.tuner = OnlineTuner(fallback=self.config)
 

@@ -162,9 +162,15 @@ class GATConv(LayerBase):
         self._calls += 1
         return seed
 
-    def _plan(self, edge_index, n: int):
+    def _plan(self, edge_index, n: int, probe=None):
         loops = self.add_self_loops
-        return cached_plan(edge_index, n, None, f"gat:{loops}", lambda g, _: attention_graph(g, loops), self.flow)
+        make = lambda g, _: attention_graph(g, loops)  # noqa: E731
+        order = self.config.order
+        if order != "user" and self.dropout > 0 and self.training:  # the draw: a function of the edge's place
+            if order != "auto":
+                raise MggError(f"GATConv: order {order!r} with attention dropout: the draws follow the user's edges")
+            order = "user"
+        return cached_plan(edge_index, n, None, f"gat:{loops}", make, self.flow, order=order, probe=probe)
 
     def _bipartite_edges(self, ei: torch.Tensor, k: int) -> torch.Tensor:
         """PyG's edges of a bipartite input: with add_self_loops every self-loop (i -> i) removed
@@ -251,7 +257,7 @@ class GATConv(LayerBase):
                 ei = self._bipartite_edges(edge_index.to(h.device, torch.long), k)
                 weights = (ei, self._alpha(ei[0], ei[1], n_dst, a_src, a_dst, p, seed))
         else:
-            out = self._attend(h, a_src, a_dst, self._plan(edge_index, n_src), p, seed)
+            out = self._attend(h, a_src, a_dst, self._plan(edge_index, n_src, h), p, seed)
             weights = (
                 self._attention_weights(edge_index, n_src, a_src, a_dst, p, seed) if return_attention_weights else None
             )

@@ -110,6 +110,8 @@ class GCNConv(Aggregating):
                 lambda g, dt: self._normalised(g, dt, improved, existing),
                 self.flow,
                 x.dtype,
+                self.config.order,
+                h,
             )
             if cache:
                 if adj:

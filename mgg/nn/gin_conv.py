@@ -74,7 +74,8 @@ class GINConv(Aggregating):
                 self._reduce,
             ).narrow(self._nodes(x_src), 0, n_dst)
         else:
-            plan = cached_plan(edge_index, x_src.size(self._nodes(x_src)), None, tag, make, self.flow, x_src.dtype)
+            n = x_src.size(self._nodes(x_src))
+            plan = cached_plan(edge_index, n, None, tag, make, self.flow, x_src.dtype, self.config.order, x_src)
             out = self._aggregate(x_src, plan, self._reduce)
         if x_dst is not None:
             out = out + (1 + self.eps) * x_dst

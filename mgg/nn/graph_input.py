@@ -12,6 +12,7 @@ import torch
 from ..errors import MggError
 from ..graph import Graph
 from ..plan import Config, Plan
+from ..runtime.ordering import plan_in_order
 
 _CACHE: dict = {}
 _MAX = 32
@@ -114,9 +115,11 @@ def cached_plan(
     make: Callable[[Graph, torch.dtype], Graph],
     flow: str = "source_to_target",
     dtype: torch.dtype = torch.float32,
+    order: str = "user",
+    probe: Optional[torch.Tensor] = None,
 ):
     """The plan of make(graph, weight dtype) for this input, built once per (input tensors, tag,
-    flow, weight dtype).
+    flow, weight dtype, order).
 
     Args:
         edge_index: the layer's graph input (see to_graph), or an mgg Plan (used as given) or
@@ -128,6 +131,9 @@ def cached_plan(
         flow: PyG's message direction; 'target_to_source' reverses every edge.
         dtype: the features' dtype; float64 features get float64 weights (as PyG normalises in
             x's dtype), any other float32 (what the kernels read).
+        order: the node order of a one-process plan (Config.order: mgg.runtime.ordering); over a
+            DistGraph only "user" and "auto" (which keeps the partition's order) apply.
+        probe: the features the layer aggregates (order "auto" measures with them).
 
     Returns:
         A Plan (one process) or a DistPlan (mgg.distributed).
@@ -139,6 +145,8 @@ def cached_plan(
     refuse_reversed_adjacency(edge_index, flow)
     prepare = lambda g: make(g.transpose() if reverse else g, wdt)  # noqa: E731
     if is_distributed(edge_index):
+        if order not in ("user", "auto"):
+            raise MggError(f"order {order!r} applies to one-process plans; a DistGraph's partition orders its nodes")
         return edge_index.plan_for(f"{tag}:{flow}:{wdt}", prepare)
     if edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled():
         raise MggError(
@@ -156,13 +164,14 @@ def cached_plan(
         tag,
         flow,
         wdt,
+        order,
     )
     hit = _CACHE.get(key)
     if hit is not None:
         refs, plan = hit
         if all(r() is o for r, o in zip(refs, (edge_index, edge_weight), strict=True) if o is not None):
             return plan
-    plan = Plan(prepare(to_graph(edge_index, num_nodes, edge_weight)))
+    plan = plan_in_order(prepare(to_graph(edge_index, num_nodes, edge_weight)), order, probe)
     if len(_CACHE) >= _MAX:
         _CACHE.pop(next(iter(_CACHE)))
     refs = tuple(weakref.ref(o) if o is not None else None for o in (edge_index, edge_weight))
@@ -185,6 +194,11 @@ def run_plan(
     if tuner is not None:
         return tuner.aggregate(x, plan, deterministic)
     return plan.aggregate(x, config, deterministic)
+
+
+def order_decisions() -> list[str]:
+    """What order="auto" decided for each remembered plan (mgg.runtime.ordering.Decision.line)."""
+    return [plan.order_decision.line() for _, plan in _CACHE.values() if getattr(plan, "order_decision", None)]
 
 
 def clear() -> None:

@@ -114,7 +114,7 @@ class SAGEConv(Aggregating):
                 nd, 0, n_dst
             )
         else:
-            plan = cached_plan(edge_index, n_src, None, tag, make, self.flow, x_src.dtype)
+            plan = cached_plan(edge_index, n_src, None, tag, make, self.flow, x_src.dtype, self.config.order, x_src)
             aggregate = lambda t: self._aggregate(t, plan, reduce)  # noqa: E731
         lin = self.lin_l
         if is_lazy(lin.weight):

@@ -2,7 +2,6 @@
 the default, is mgg.plan.ranges) -> the methods that compute one (methods) -> their disk cache
 (cache) -> `partition()` (compute). What a split costs in communication is mgg.plan.stats."""
 
-from .. import _deprecated
 from .assignment import Partition, range_partition
 from .cache import PartitionCache
 from .compute import check, partition
@@ -17,8 +16,3 @@ __all__ = [
     "partition",
     "range_partition",
 ]
-
-
-def __getattr__(name: str):
-    """mgg 0.1's split_ranges and partition_stats of this package (now mgg.plan's)."""
-    return _deprecated.moved_from("mgg.partitioning", name)

@@ -1,7 +1,7 @@
 """The MGG plan, built on the host (MGG §4, §5.1), and the arguments the mgg ops receive, in the
 order the layers depend on each other:
 
-- config.py: `Config` (ps, dist, wpb, interleave) within the kernels' ranges;
+- config.py: `Config` (ps, dist, wpb, interleave, order) within the kernels' ranges, ORDERS;
 - ranges.py: MGG Algorithm 1 (`split_ranges`), the ranks' default node ranges; stats.py: what
   ranges cost in communication (`partition_stats`);
 - shard.py: `RankShard`, one rank's share of a graph ("partition" names the node -> rank map,
@@ -18,8 +18,7 @@ order the layers depend on each other:
 
 Limits and layouts (config ranges, fields) come from the extension, which defines them once."""
 
-from .. import _deprecated
-from .config import DIST_RANGE, PS_RANGE, WPB_RANGE, Config
+from .config import AUTO, DIST_RANGE, ORDERS, PS_RANGE, WPB_RANGE, Config
 from .graph_plan import Aggregation, Plan
 from .ranges import split_ranges
 from .rank_plan import REMOTE_READS, PartStep, RankPlan, check_remote_reads
@@ -39,12 +38,14 @@ from .stats import partition_stats
 __all__ = [
     "ABSENT_PARAMS",
     "ABSENT_STEP",
+    "AUTO",
     "Aggregation",
     "Config",
     "Csr",
     "DIST_RANGE",
     "FIXUP_FIELDS",
     "GatheredShard",
+    "ORDERS",
     "PS_RANGE",
     "PartStep",
     "Plan",
@@ -61,8 +62,3 @@ __all__ = [
     "schedule_step",
     "split_ranges",
 ]
-
-
-def __getattr__(name: str):
-    """mgg 0.1's names of this module (RankPartition, GatheredPartition: mgg._deprecated)."""
-    return _deprecated.moved_from("mgg.plan", name)

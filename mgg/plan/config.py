@@ -1,5 +1,6 @@
 """The configuration of an aggregation: MGG's neighbor-partition size, interleave distance and
-warps per block (§6), within the ranges the kernels take (csrc/core/limits.h, through mgg._C)."""
+warps per block (§6), within the ranges the kernels take (csrc/core/limits.h, through mgg._C), and
+the node order a layer's plan runs its graph in (mgg.partitioning.order)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from ..errors import PlanError
 PS_RANGE = tuple(_C.limits["ps"])
 DIST_RANGE = tuple(_C.limits["dist"])
 WPB_RANGE = tuple(_C.limits["wpb"])
+# the node orders a plan can run its graph in (mgg.partitioning.order computes them); AUTO: the
+# runtime measures and keeps one only where it pays (mgg.runtime.ordering)
+ORDERS = ("user", "rcm", "degree", "metis", "random")
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -25,12 +30,17 @@ class Config:
 
     For MGG's ablations: ps=0 turns neighbor partitioning off (a warp takes dist whole rows, whatever
     their degree), and interleave=False makes each warp fetch a chunk of remote rows only when it
-    reaches it, so no fetch overlaps local work (MGG Fig. 5's non-interleaved mapping)."""
+    reaches it, so no fetch overlaps local work (MGG Fig. 5's non-interleaved mapping).
+
+    order: the node order a layer's one-process plan runs its graph in (ORDERS, or AUTO: measured
+    at the first forward and kept only where it pays, mgg.runtime.ordering); tensors stay in the
+    user's order either way. A plan's order is fixed when it is built: Plan.aggregate ignores it."""
 
     ps: int = 16
     dist: int = 32
     wpb: int = 4
     interleave: bool = True
+    order: str = "user"
 
     def __post_init__(self):
         for name, (lo, hi) in (("ps", PS_RANGE), ("dist", DIST_RANGE), ("wpb", WPB_RANGE)):
@@ -39,6 +49,8 @@ class Config:
             if not ok:
                 extra = " or 0 (partitioning off)" if name == "ps" else ""
                 raise PlanError(f"{name} must be an integer in [{lo}, {hi}]{extra}, got {v!r}")
+        if self.order not in ORDERS + (AUTO,):
+            raise PlanError(f"order must be one of {ORDERS + (AUTO,)}, got {self.order!r}")
 
     def as_tuple(self) -> tuple:
         """(ps, dist, wpb)."""

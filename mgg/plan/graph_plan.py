@@ -6,7 +6,6 @@ one-rank Plan and a rank's DistPlan (mgg.distributed) both speak, which the laye
 
 from __future__ import annotations
 
-import warnings
 from collections import OrderedDict
 from typing import Optional, Protocol
 
@@ -55,11 +54,6 @@ class Plan:
                 self._owner_of = np.repeat(np.arange(self.num_ranks, dtype=np.int32), np.diff(self.bounds))
             self._shards[rank] = RankShard(self.graph, self.bounds, rank, self._owner_of)
         return self._shards[rank]
-
-    def partition(self, rank: int) -> RankShard:
-        """Deprecated: Plan.shard ('partition' names the node -> rank map, mgg.Partition)."""
-        warnings.warn("Plan.partition(rank) is now Plan.shard(rank)", DeprecationWarning, stacklevel=2)
-        return self.shard(rank)
 
     @torch.compiler.disable  # host-side planning (shard, schedule): under torch.compile it runs eagerly
     def rank_plan(self, rank: int = 0, config: Config = Config()) -> RankPlan:

@@ -6,7 +6,6 @@ once per edge), aggregate_peers_once (each remote row read once), attend (GAT's 
 
 from __future__ import annotations
 
-import warnings
 from functools import cached_property
 from typing import Optional
 
@@ -91,12 +90,6 @@ def _no_edges(rows: int) -> Csr:
 
 class RankPlan:
     """A rank's shard under one config: what the mgg ops walk."""
-
-    @property
-    def partition(self) -> "RankShard":
-        """Deprecated: RankPlan.shard ('partition' names the node -> rank map, mgg.Partition)."""
-        warnings.warn("RankPlan.partition is now RankPlan.shard", DeprecationWarning, stacklevel=2)
-        return self.shard
 
     def __init__(self, shard: RankShard, config: Config):
         self.shard, self.config = shard, config

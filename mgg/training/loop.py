@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..data import NodeDataset
+from ..devices import default_device
 from ..errors import MggError
 from ..nn import models
 from ..plan import Config
@@ -33,13 +34,15 @@ class TrainConfig:
     weight_decay: Optional[float] = None
     dropout: Optional[float] = None
     seeds: tuple = (0, 1, 2, 3, 4)
-    device: str = "cpu"
+    device: str = "auto"  # auto: mgg.devices.default_device() (the GPU where mgg's CUDA kernels run)
     config: Config = field(default_factory=Config)
     autotune: bool = False
     deterministic: bool = False
     conv_module: Optional[object] = None
 
     def __post_init__(self):
+        if self.device == "auto":
+            self.device = default_device().device.type
         if self.model not in models.PROTOCOLS:
             raise MggError(f"model must be one of {tuple(models.PROTOCOLS)}, got {self.model!r}")
         p = models.PROTOCOLS[self.model]

@@ -422,7 +422,7 @@ def test_kernel_suite_times_mgg_at_the_tuned_config_too(monkeypatch, tmp_path):
     rows with the competitors, never mgg with its own tuned variant."""
     from bench import cache, report, suites
     from bench.budget import Budget
-    from mgg.tuning.limits import PS_STEPS
+    from mgg.runtime.limits import PS_STEPS
 
     monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path))
     monkeypatch.setattr(cache, "_PLANS", {})

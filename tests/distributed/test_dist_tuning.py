@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from mgg import Config
-from mgg.tuning.config_cache import parse_key
-from mgg.tuning.limits import DeviceLimits, grid
+from mgg.runtime.config_cache import parse_key
+from mgg.runtime.limits import DeviceLimits, grid
 from tests.cli.test_cli import CORA_CLASSES, assert_above_chance
 from tests.distributed.test_distributed import TIMEOUT, worker_env
 from tests.workers.tune_worker import disagreeing_cost, rank_cost, slow_rank
@@ -182,8 +182,8 @@ def test_nvshmem_backend_tunes_with_threads_as_pes(monkeypatch):
     losing configs are dropped too, and the key names the backend and its fetch policy."""
     from mgg import Plan
     from mgg.distributed import DistPlan, nvshmem
+    from mgg.runtime.online import OnlineTuner
     from mgg.testing import random_graph
-    from mgg.tuning.online import OnlineTuner
     from tests.distributed.test_nvshmem_runtime import _FakeHeap, _FakeWorld, run_pes
 
     pes = 3

@@ -85,7 +85,7 @@ def test_every_config_of_the_search_space_launches(device):
     """The kernels are compiled for the widest block a config asks for (__launch_bounds__), so
     every (ps, dist, wpb) of the tuner's lattice launches at D 16 and 2100 (emulated: the ps
     extremes on a smaller graph, unless MGG_EMU_FULL=1)."""
-    from mgg.tuning.limits import DIST_STEPS, PS_STEPS, WPB_STEPS
+    from mgg.runtime.limits import DIST_STEPS, PS_STEPS, WPB_STEPS
 
     full = device == "cuda" or emulator.FULL
     n, e = (500, 8000) if full else (120, 1200)

@@ -32,8 +32,8 @@ import torch
 
 from mgg import Config, Graph, Plan
 from mgg.plan import STEP_FIELDS, STEP_PARAMS
+from mgg.runtime.remote_reads import remote_read_bytes
 from mgg.testing import assert_matches_reference
-from mgg.tuning.remote_reads import remote_read_bytes
 from simt import emulator
 from simt.emulated_ops import aggregate, aggregate_extreme
 

@@ -20,9 +20,9 @@ from mgg.data import bundled_planetoid_dir, load_planetoid
 from mgg.distributed import DistGraph
 from mgg.distributed.process import exit_rank
 from mgg.nn.models import build
-from mgg.tuning.config_cache import ConfigCache
-from mgg.tuning.online import OnlineTuner
-from mgg.tuning.targets import DistTarget
+from mgg.runtime.config_cache import ConfigCache
+from mgg.runtime.online import OnlineTuner
+from mgg.runtime.targets import DistTarget
 
 STEPS = 18  # training steps: 15 measured candidates per layer, then the chosen config
 

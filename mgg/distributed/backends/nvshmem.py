@@ -1,5 +1,5 @@
 """The `nvshmem` backend (MGG's path): embeddings in NVSHMEM symmetric memory, the fused kernel
-reads peers' rows in place by NVSHMEM get or peer loads. The runtime and the differentiable
+reads peers' rows in place by NVSHMEM get or peer loads. The NVSHMEM runtime and the differentiable
 steps are mgg.distributed.nvshmem; this is the backend's face."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import torch.distributed as dist
 from ... import ops
 from ...errors import MggError
 from ...plan import Plan
-from ...tuning.coordination import GroupCoordinator
-from ...tuning.remote_reads import AUTO, choose_remote_reads, estimate_ms
+from ...runtime.coordination import GroupCoordinator
+from ...runtime.remote_reads import AUTO, choose_remote_reads, estimate_ms
 from .. import nvshmem
 
 

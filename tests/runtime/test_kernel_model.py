@@ -1,4 +1,4 @@
-"""The kernels' performance model (mgg/tuning/kernel_model.py): the plan statistics of both kernels
+"""The kernels' performance model (mgg/runtime/kernel_model.py): the plan statistics of both kernels
 on hand-made row pointers, the lane geometry of kernel_design.md, monotonicity where it must hold,
 and the calibration against the committed H200 times of the old kernel."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mgg.tuning import kernel_model as km
+from mgg.runtime import kernel_model as km
 
 ROOT = Path(__file__).resolve().parents[2]
 CAL = km.Calibration(chain_s=3.2e-6, l2_round_s=0.3e-6, dram_round_s=0.53e-6)
@@ -208,7 +208,7 @@ def test_the_calibration_reproduces_the_measured_old_kernel():
 def test_the_module_needs_numpy_only():
     code = (
         "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('km', {str(ROOT / 'mgg/tuning/kernel_model.py')!r})\n"
+        f"spec = importlib.util.spec_from_file_location('km', {str(ROOT / 'mgg/runtime/kernel_model.py')!r})\n"
         "m = sys.modules['km'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
         "assert 'torch' not in sys.modules and 'mgg' not in sys.modules, sorted(sys.modules)\n"
     )
@@ -218,9 +218,9 @@ def test_the_module_needs_numpy_only():
 
 def test_the_kernel_constants_are_the_kernels():
     """kernel_model's copies of csrc/core/limits.h (it cannot import mgg._C): the warp, a pass's
-    columns and the rows in flight; its GPUs are mgg/tuning/hardware.py's."""
+    columns and the rows in flight; its GPUs are mgg/runtime/hardware.py's."""
     from mgg import _C
-    from mgg.tuning import hardware
+    from mgg.runtime import hardware
 
     assert km.WARP == _C.limits["warp"] and km.PASS_COLUMNS == _C.limits["max_tile"]
     assert km.RANGE_KERNEL.rows_in_flight == _C.limits["rows_in_flight"]

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from mgg import Config
-from mgg.tuning import ConfigCache, DeviceLimits, MggSearch, feasible, grid, resources
-from mgg.tuning.config_cache import cache_key
-from mgg.tuning.limits import DIST_STEPS, PS_STEPS, WPB_STEPS, num_warps
+from mgg.runtime import ConfigCache, DeviceLimits, MggSearch, feasible, grid, resources
+from mgg.runtime.config_cache import cache_key
+from mgg.runtime.limits import DIST_STEPS, PS_STEPS, WPB_STEPS, num_warps
 
 LATTICE = [Config(p, d, w) for p, d, w in itertools.product(PS_STEPS, DIST_STEPS, WPB_STEPS)]
 
@@ -119,8 +119,8 @@ def test_corrupt_or_foreign_cache_is_ignored_with_warning(tmp_path, content):
 
 def test_online_tuning_in_a_layer_is_correct_at_every_iteration(tmp_path):
     from mgg.nn import GCNConv
+    from mgg.runtime.online import OnlineTuner
     from mgg.testing import assert_same_formula, random_graph
-    from mgg.tuning.online import OnlineTuner
 
     g = random_graph(400, 6000, seed=4)
     conv = GCNConv(8, 8, autotune=True).double()
@@ -186,8 +186,8 @@ def _distorted(f, tag: str, amp: float):
 
 def test_rank_shape_counts_the_schedules_items():
     from mgg import Plan
+    from mgg.runtime.cost import RankShape
     from mgg.testing import random_graph
-    from mgg.tuning.cost import RankShape
 
     plan = Plan(random_graph(500, 6000, seed=3, skew=0.6), 3)
     for r in range(3):
@@ -200,7 +200,7 @@ def test_rank_shape_counts_the_schedules_items():
 
 
 def test_cost_model_is_eq2_eq3_against_sms_and_occupancy():
-    from mgg.tuning.cost import CARRY_ROWS, FIXED_ROWS, CostModel, RankShape
+    from mgg.runtime.cost import CARRY_ROWS, FIXED_ROWS, CostModel, RankShape
 
     shape = RankShape(2_000, 16_000, 40)
     # a kernel of 32 registers per thread: the register file holds all 64 warp slots
@@ -234,8 +234,8 @@ def test_cost_model_is_eq2_eq3_against_sms_and_occupancy():
 def test_cost_model_occupancy_counts_the_register_file():
     """Registers bind before warp slots for a kernel at its launch-bounds cap (what ptxas gives the
     fused NVSHMEM kernels): 128 registers x 32 lanes x 16 warps fill 64K registers."""
-    from mgg.tuning.cost import CostModel, RankShape
-    from mgg.tuning.limits import REG_ALLOC_UNIT
+    from mgg.runtime.cost import CostModel, RankShape
+    from mgg.runtime.limits import REG_ALLOC_UNIT
 
     assert DeviceLimits().regs_per_thread == 64 * 1024 // (WPB_STEPS[-1] * 32) == 128
     shape = RankShape(2_000, 16_000, 40)
@@ -253,8 +253,8 @@ def test_cost_model_occupancy_counts_the_register_file():
 
 def test_cost_model_prunes_what_cannot_win():
     from mgg import Plan
+    from mgg.runtime.cost import CostModel, RankShape
     from mgg.testing import random_graph
-    from mgg.tuning.cost import CostModel, RankShape
 
     g = random_graph(2000, 5000, seed=1)
     shapes = [RankShape.of(Plan(g, 2).shard(r)) for r in range(2)]
@@ -280,7 +280,7 @@ def test_model_seeded_search_reaches_optimum_within_budget(kind, seed):
     """A model right to within a factor e^0.5 either way seeds the search at its best and prunes
     what it rates 4x worse: within 5% of the optimum in <= 15 iterations, no pruned config
     measured."""
-    from mgg.tuning.cost import LatencyModel
+    from mgg.runtime.cost import LatencyModel
 
     f = surface(kind, seed)
     cands = [c for c in LATTICE if c.ps * c.wpb <= 256]
@@ -295,7 +295,7 @@ def test_model_seeded_search_reaches_optimum_within_budget(kind, seed):
 def test_model_seed_reaches_5_percent_sooner_than_mgg_start():
     """Over the surfaces above: iterations until a config within 5% of the optimum is measured,
     seeded by the model against MGG's start at (1, 1, 1)."""
-    from mgg.tuning.cost import LatencyModel
+    from mgg.runtime.cost import LatencyModel
 
     seeded, plain = [], []
     for kind, seed in itertools.product(["bowl", "bumpy", "noisy", "ridge"], range(6)):
@@ -321,14 +321,14 @@ def test_search_from_a_seed_also_walks_down():
 
 # ---- the tuner over targets: one rank, P ranks in one process ------------------------------------
 def test_decisions_travel_as_integers():
-    from mgg.tuning.coordination import Decision
+    from mgg.runtime.coordination import Decision
 
     for d in (Decision(False, Config(4, 2, 8)), Decision(True, Config(0, 16, 1, interleave=False))):
         assert Decision.decode(d.encode()) == d
 
 
 def test_cache_keeps_what_another_writer_put(tmp_path):
-    from mgg.tuning.config_cache import parse_key
+    from mgg.runtime.config_cache import parse_key
 
     a, b = ConfigCache(tmp_path / "c.json"), ConfigCache(tmp_path / "c.json")
     ka = cache_key("g/r", 4, "cpu", 16, "float32", "halo", "none")
@@ -353,10 +353,10 @@ def test_inproc_tuning_is_correct_at_every_iteration_and_bounded(tmp_path, via):
     """P ranks in one process (mgg tune --ranks P, the scaling suite): every iteration's outputs
     are the aggregation, only the fastest schedule so far is kept, the key names the plan."""
     from mgg import Plan
+    from mgg.runtime.config_cache import parse_key
+    from mgg.runtime.online import OnlineTuner
+    from mgg.runtime.targets import InprocTarget, plan_fingerprint
     from mgg.testing import random_graph
-    from mgg.tuning.config_cache import parse_key
-    from mgg.tuning.online import OnlineTuner
-    from mgg.tuning.targets import InprocTarget, plan_fingerprint
 
     g = random_graph(600, 8000, seed=5, weighted=True, skew=0.5)
     plan = Plan(g, 3)
@@ -382,7 +382,7 @@ def test_tune_cli_on_ranks(tmp_path):
     import subprocess
     import sys
 
-    from mgg.tuning.config_cache import parse_key
+    from mgg.runtime.config_cache import parse_key
 
     r = subprocess.run(
         [
@@ -421,12 +421,12 @@ def test_tune_cli_on_ranks(tmp_path):
 
 
 def test_gpu_ranking_predicts_each_candidate_from_every_shard():
-    """On a GPU the tuner ranks candidates by the range kernel's model (mgg.tuning.kernel_model):
+    """On a GPU the tuner ranks candidates by the range kernel's model (mgg.runtime.kernel_model):
     each process predicts its own shards' steps, the slowest counts; configs that are the same
     launch as another (no landing buffers: the same ps * dist) are not measured."""
     from mgg import Plan
+    from mgg.runtime.cost import LatencyModel, predicted_us, same_launches
     from mgg.testing import random_graph
-    from mgg.tuning.cost import LatencyModel, predicted_us, same_launches
 
     plan = Plan(random_graph(2000, 30000, seed=2, skew=0.6), 2)
     gpu = DeviceLimits(name="NVIDIA H100 80GB HBM3", sm_count=132)

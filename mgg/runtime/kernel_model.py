@@ -14,11 +14,13 @@ before they measure.
   remote edges within one warp). The resident warps (registers -> warps per SM) run such chains
   side by side, and a block holds its SM slot until its longest warp ends:
   T_lat = max(sum over blocks of the longest chain / (blocks per SM x SMs), the longest chain).
-- Bandwidth bound. The bytes to and from DRAM over the GPU's achievable DRAM rate (its measured
-  device-to-device copy), and every byte through L2 over the L2's rate. Which gathered rows hit
-  in L2 follows Che's approximation of an LRU cache of the L2's size: rows are drawn in
-  proportion to how many edges name them, beside the streamed bytes (indices, weights, plan,
-  output, carries), which pass through once and take their share of the cache.
+- Bandwidth bound. The streamed bytes to and from DRAM (indices, weights, plan, output, carries)
+  at the GPU's sequential rate (its measured device-to-device copy), the gathered rows that miss
+  in L2 at the rate of random gathers of their size, and every byte through L2 at the L2's rate.
+  Which gathered rows hit in L2: Che's approximation of an LRU cache (`SourceRows`: rows drawn in
+  proportion to how many edges name them, blind to their order), or the reuse distances of the
+  rows in the order the kernel visits them (`ReuseProfile`, mgg.runtime.locality: order-aware);
+  the streamed bytes pass through once and take their share of the cache.
 - Issue bound: SASS instructions per warp row-load step over the SMs' issue rate.
 
 Two kernels are modelled: `OLD_BLOCK_KERNEL`, the block-schedule kernel the H200 timed on
@@ -32,6 +34,13 @@ The free parameters (`Calibration`: the old kernel's chain F, the loaded latency
 and of a DRAM round) are fitted on the old kernel's H200 times only (`calibrate`); the range
 kernel's prediction follows from them and its own statistics, not from any target. The H100 is
 modelled by its own constants with the same latencies (same GH100 die, clocks and L2).
+
+Three constants are not published for GH100: the L2's read rate, the HBM efficiency of random
+row gathers and the L2 capacity a row shared by every SM can count on. `band` gives the GPU at
+both ends of what others measured (hardware.py names each figure and its source): optimistic
+(the A100 whitepaper's L2 rate, the copy rate for every gather, the whole 50 MB) and pessimistic
+(the lowest published L2 rate, the published gather efficiencies by granule, one 25 MB
+partition); the model is calibrated at each end and predicts a band, not a point.
 
 A model, not a measurement: where the GPU disagrees, the GPU wins and the model is corrected."""
 
@@ -55,7 +64,7 @@ else:  # loaded as a file on its own, numpy only (the review's scripts): hardwar
     _spec.loader.exec_module(hardware)
 
 # csrc/core/limits.h's kWarp, kVecBytes and kMaxTile (this module needs numpy only, so it cannot ask
-# mgg._C; tests/tuning/test_kernel_model.py holds them equal)
+# mgg._C; tests/runtime/test_kernel_model.py holds them equal)
 WARP = 32
 VECTOR_BYTES = 16  # one LDG.E.128 per lane
 PASS_COLUMNS = 256  # columns one pass covers (grid.y = ceil(D / 256)), both kernels
@@ -79,10 +88,20 @@ class Gpu:
     max_warps_per_sm: int
     max_blocks_per_sm: int
     shfl_cycles: int = 30  # latency of one warp shuffle in a dependent chain (assumed)
+    # HBM efficiency of random gathers: ((granule bytes, share of hbm_bytes_per_s), ...) rising in
+    # bytes, interpolated in log(bytes); empty: gathers at the sequential rate (dram_bytes_per_s)
+    gather_efficiency: tuple = ()
+
+    def gather_bytes_per_s(self, row: int) -> float:
+        """DRAM rate of random gathers of `row`-byte rows: at most the sequential rate."""
+        if not self.gather_efficiency:
+            return self.dram_bytes_per_s
+        size, share = (np.array(v, np.float64) for v in zip(*self.gather_efficiency, strict=True))
+        eff = float(np.interp(math.log2(max(row, 1)), np.log2(size), share))
+        return min(eff * self.hbm_bytes_per_s, self.dram_bytes_per_s)
 
 
 _H200_COPY = 4.2053e12  # bench/results/gpu-20261126-*/call2-kernel.log: "device copy bandwidth 4205.3 GB/s"
-_L2_BYTES_PER_CLOCK = 5120  # NVIDIA's A100 whitepaper figure for L2 reads, assumed for GH100 (not published)
 
 
 def _gpu(spec: hardware.GpuSpec, dram_bytes_per_s: float) -> Gpu:
@@ -93,7 +112,7 @@ def _gpu(spec: hardware.GpuSpec, dram_bytes_per_s: float) -> Gpu:
         hbm_bytes_per_s=spec.hbm_bytes_per_s,
         dram_bytes_per_s=dram_bytes_per_s,
         l2_bytes=spec.l2_bytes,
-        l2_bytes_per_s=_L2_BYTES_PER_CLOCK * spec.boost_clock_hz,
+        l2_bytes_per_s=hardware.A100_L2_BYTES_PER_CLOCK * spec.boost_clock_hz,
         regs_per_sm=spec.regs_per_sm,
         max_warps_per_sm=spec.max_warps_per_sm,
         max_blocks_per_sm=spec.max_blocks_per_sm,
@@ -104,6 +123,36 @@ H200 = _gpu(hardware.H200, _H200_COPY)
 # H100 SXM5: its copy rate is not measured: assumed the H200's measured share of its peak (87.6%).
 H100_SXM = _gpu(hardware.H100_SXM, hardware.H100_SXM.hbm_bytes_per_s * _H200_COPY / hardware.H200.hbm_bytes_per_s)
 GPUS = {"h200": H200, "h100": H100_SXM}
+
+# The constants the band moves, each from its optimistic value (the GPUs above) to its pessimistic
+# one (the lowest published figure: hardware.py)
+BAND_CONSTANTS = {
+    "l2_rate": "L2 read rate",
+    "gather": "HBM efficiency of random row gathers",
+    "l2_capacity": "L2 capacity for shared rows",
+}
+
+
+def pessimistic(gpu: Gpu, constants: Iterable[str] = tuple(BAND_CONSTANTS)) -> Gpu:
+    """`gpu` with the named constants (BAND_CONSTANTS) at the lowest published figures."""
+    changes: dict = {}
+    for c in constants:
+        if c == "l2_rate":
+            changes["l2_bytes_per_s"] = min(m.value for m in hardware.L2_READ_MEASURED)
+        elif c == "gather":
+            shares = tuple(m.value for m in hardware.GATHER_EFFICIENCY_MEASURED)
+            changes["gather_efficiency"] = tuple(zip(hardware.GATHER_GRANULES, shares, strict=True))
+        elif c == "l2_capacity":
+            changes["l2_bytes"] = int(min(gpu.l2_bytes, hardware.L2_NEAR_PARTITION.value))
+        else:
+            raise ValueError(f"band constants are {tuple(BAND_CONSTANTS)}, got {c!r}")
+    return replace(gpu, **changes)
+
+
+def band(gpu: Gpu) -> dict:
+    """The GPU at both ends of the band: {'optimistic': gpu, 'pessimistic': every constant at its
+    lowest published figure}."""
+    return {"optimistic": gpu, "pessimistic": pessimistic(gpu)}
 
 
 def gpu_named(name: str) -> Gpu:
@@ -143,6 +192,11 @@ class Calibration:
 # `python -m bench model`'s fit on the generated presets (bench/results/model-20261127-*.md): what the
 # tuner ranks configs with until a GPU run of the range kernel recalibrates it
 H200_CALIBRATION = Calibration(chain_s=3.170e-6, l2_round_s=0.292e-6, dram_round_s=0.517e-6)
+# the same fit at both ends of the band (band(): the optimistic constants give H200_CALIBRATION)
+CALIBRATIONS = {
+    "optimistic": H200_CALIBRATION,
+    "pessimistic": Calibration(chain_s=3.189e-6, l2_round_s=0.207e-6, dram_round_s=0.514e-6),
+}
 
 
 # -- geometry ---------------------------------------------------------------------------------
@@ -435,6 +489,71 @@ class SourceRows:
     def edges(self) -> int:
         return int((self.counts * self.rows).sum())
 
+    def hit_rate(self, row: int, stream_bytes_per_edge: float, l2_bytes: float) -> float:
+        """Share of the gathers of `row`-byte rows that hit (l2_hit_rate: Che's approximation)."""
+        return l2_hit_rate(self, row, stream_bytes_per_edge, l2_bytes)
+
+
+# reuse distances are binned exactly below EXACT_BELOW, then in BINS_PER_OCTAVE bins per octave
+EXACT_BELOW = 64
+BINS_PER_OCTAVE = 32
+
+
+def distance_bin(v: np.ndarray) -> np.ndarray:
+    """The bin of each count v >= 0 (exact below EXACT_BELOW, 1/BINS_PER_OCTAVE of an octave above)."""
+    v = np.asarray(v, np.int64)
+    out = v.copy()
+    big = v >= EXACT_BELOW
+    if big.any():
+        shift = np.floor(np.log2(v[big])).astype(np.int64) - int(math.log2(BINS_PER_OCTAVE))
+        base = int(math.log2(EXACT_BELOW)) - int(math.log2(BINS_PER_OCTAVE))
+        out[big] = EXACT_BELOW + (shift - base) * BINS_PER_OCTAVE + ((v[big] >> shift) - BINS_PER_OCTAVE)
+    return out
+
+
+def bin_value(b: np.ndarray) -> np.ndarray:
+    """The count a bin stands for: itself below EXACT_BELOW, the middle of its range above."""
+    b = np.asarray(b, np.int64)
+    base = int(math.log2(EXACT_BELOW)) - int(math.log2(BINS_PER_OCTAVE))
+    shift = base + (b - EXACT_BELOW) // BINS_PER_OCTAVE
+    lower = (BINS_PER_OCTAVE + (b - EXACT_BELOW) % BINS_PER_OCTAVE) << np.maximum(shift, 0)
+    width = np.left_shift(1, np.maximum(shift, 0))
+    return np.where(b < EXACT_BELOW, b, lower + (width - 1) / 2.0)
+
+
+@dataclass(frozen=True)
+class ReuseProfile:
+    """Where each row gather falls in an LRU stack, in the order the kernel visits the rows
+    (mgg.runtime.locality builds it from the plan and an order): per gather of a row gathered
+    before, the distinct other rows gathered since its last gather and the gathers between,
+    binned (distance_bin) into a 2-D histogram; a row's first gather always misses. Order-aware,
+    where SourceRows (Che's approximation) sees only how often each row is gathered."""
+
+    counts: np.ndarray  # int64 [distinct bins, gap bins]
+    first: int  # gathers of a row for the first time
+    gathers: int
+
+    @staticmethod
+    def of(distinct: np.ndarray, gap: np.ndarray) -> "ReuseProfile":
+        """From per-gather distances (mgg._C.reuse_distances: -1 for a first gather)."""
+        distinct, gap = np.asarray(distinct, np.int64), np.asarray(gap, np.int64)
+        again = distinct >= 0
+        d, g = distance_bin(distinct[again]), distance_bin(gap[again])
+        shape = (int(d.max(initial=-1)) + 1, int(g.max(initial=-1)) + 1)
+        counts = np.bincount(d * shape[1] + g, minlength=shape[0] * shape[1]).reshape(shape)
+        return ReuseProfile(counts, int(distinct.size - again.sum()), int(distinct.size))
+
+    def hit_rate(self, row: int, stream_bytes_per_edge: float, l2_bytes: float) -> float:
+        """Share of the gathers that hit in an LRU cache of l2_bytes where every gather of a
+        `row`-byte row comes with stream_bytes_per_edge bytes read or written once: a row is still
+        there if it, the distinct rows gathered since and the stream since fit."""
+        if self.gathers == 0:
+            return 0.0
+        d = bin_value(np.arange(self.counts.shape[0]))[:, None]
+        g = bin_value(np.arange(self.counts.shape[1]))[None, :]
+        fits = (d + 1) * row + (g + 1) * stream_bytes_per_edge <= l2_bytes
+        return float(self.counts[fits].sum()) / self.gathers
+
 
 def l2_hit_rate(sources: SourceRows, row: int, stream_bytes_per_edge: float, l2_bytes: float) -> float:
     """Share of row gathers that hit in an LRU cache of l2_bytes (Che's approximation): row j is
@@ -497,20 +616,23 @@ class Prediction:
         return max((self.latency_s, "latency"), (self.bandwidth_s, "bandwidth"), (self.issue_s, "issue"))[1]
 
 
-def bandwidth_s(dram_bytes: float, l2_bytes: float, gpu: Gpu) -> float:
-    """The bandwidth bound: DRAM bytes at the achievable DRAM rate, all bytes at the L2 rate."""
-    return max(dram_bytes / gpu.dram_bytes_per_s, l2_bytes / gpu.l2_bytes_per_s)
+def bandwidth_s(stream_bytes: float, gathered_bytes: float, row: int, l2_bytes: float, gpu: Gpu) -> float:
+    """The bandwidth bound: the streamed DRAM bytes at the sequential rate plus the gathered rows
+    that miss in L2 (`row` bytes each) at the gather rate, or all bytes at the L2 rate."""
+    dram = stream_bytes / gpu.dram_bytes_per_s + gathered_bytes / gpu.gather_bytes_per_s(row)
+    return max(dram, l2_bytes / gpu.l2_bytes_per_s)
 
 
 def _issue_s(steps: float, kernel: Kernel, gpu: Gpu) -> float:
     return steps * kernel.instr_per_step / (gpu.sms * SCHEDULERS_PER_SM * gpu.clock_hz)
 
 
-def _hit(sources: Optional[SourceRows], rows: int, row: int, stream: float, edges: int, gpu: Gpu) -> float:
-    """L2 hits of the row gathers; sources None: every row named equally often."""
+def _hit(sources, rows: int, row: int, stream: float, edges: int, gpu: Gpu) -> float:
+    """L2 hits of the row gathers: sources a SourceRows (Che) or a ReuseProfile (the visiting
+    order's reuse distances); None: every row named equally often."""
     if not edges:
         return 1.0
-    return l2_hit_rate(sources or SourceRows.uniform(rows, edges), row, stream / edges, gpu.l2_bytes)
+    return (sources or SourceRows.uniform(rows, edges)).hit_rate(row, stream / edges, gpu.l2_bytes)
 
 
 def range_bytes(stats: RangeStats, dim: int, elem: int, weighted: bool = True, peer_sources: bool = False) -> tuple:
@@ -538,7 +660,7 @@ def predict_range(
     cal: Calibration,
     gpu: Gpu = H200,
     kernel: Kernel = RANGE_KERNEL,
-    sources: Optional[SourceRows] = None,
+    sources=None,
     weighted: bool = True,
     peer_sources: bool = False,
 ) -> Prediction:
@@ -549,8 +671,10 @@ def predict_range(
         dim, elem: feature width and storage bytes (fp32 4, bf16/fp16 2; sums are fp32).
         cal: the calibrated latencies.
         gpu, kernel: the GPU's constants and the compiled kernel's facts.
-        sources: how often each source row is gathered (L2 hits); None: all alike. Remote rows
-            are gathered like local ones (one device; NVLink is not modelled).
+        sources: the L2 hits' model: a SourceRows (how often each source row is gathered, Che's
+            approximation) or a ReuseProfile (the visiting order's reuse distances); None: all
+            rows alike. Remote rows are gathered like local ones (one device; NVLink is not
+            modelled).
         weighted, peer_sources: a weight (a PE) per edge in the sparse stream.
 
     Returns:
@@ -563,6 +687,7 @@ def predict_range(
     hit = _hit(sources, stats.rows, row, stream, edges, gpu)
     dram = shape.passes * (stream + (1 - hit) * gathered)
     through_l2 = shape.passes * (stream + gathered)
+    bw = bandwidth_s(shape.passes * stream, shape.passes * (1 - hit) * gathered, row, through_l2, gpu)
     # each warp's chain: range records, rowptr window, first col/weight chunk (one more for a
     # remote stream), its row rounds, a rowptr window per further 32 rows, a reduction per row end
     chain = np.full(stats.warps, 3 * cal.dram_round_s)
@@ -579,7 +704,6 @@ def predict_range(
         fix_bytes = shape.passes * (stats.carry_pieces * shape.pass_columns * 4 + stats.split_rows * row)
         fix_lat = shape.passes * stats.split_rows * 2 * cal.dram_round_s / (warps_sm * gpu.sms)
         fixup = max(fix_bytes / gpu.dram_bytes_per_s, fix_lat) + LAUNCH_S
-    bw = bandwidth_s(dram, through_l2, gpu)
     issue = _issue_s(steps, kernel, gpu)
     return Prediction(
         max(latency, bw, issue) + fixup + LAUNCH_S, latency, bw, issue, fixup, dram, through_l2, hit, warps_sm
@@ -635,6 +759,7 @@ class _BlockTerms:
     hit: float
     dram: float
     through_l2: float
+    bandwidth: float
     issue: float
     fix_bytes: float
     fix_rounds: float  # dependent DRAM rounds of the fixup kernel, summed over its CTAs
@@ -648,10 +773,12 @@ def _block_terms(stats, dim, elem, gpu, kernel, sources) -> _BlockTerms:
     stream, gathered = block_bytes(stats, dim, elem)
     hit = _hit(sources, stats.rows, row, stream, stats.edges, gpu)
     steps = shape.passes * float((-(-stats.part_edges // shape.edges_per_load)).sum())
+    through_l2 = shape.passes * (stream + gathered)
     return _BlockTerms(
         hit=hit,
         dram=shape.passes * (stream + (1 - hit) * gathered),
-        through_l2=shape.passes * (stream + gathered),
+        through_l2=through_l2,
+        bandwidth=bandwidth_s(shape.passes * stream, shape.passes * (1 - hit) * gathered, row, through_l2, gpu),
         issue=_issue_s(steps, kernel, gpu),
         fix_bytes=shape.passes * (stats.slots * shape.pass_columns * 4 + stats.heavy_rows * row),
         fix_rounds=shape.passes * (stats.heavy_rows + stats.slots / 16),  # 16 slot loads in flight per thread
@@ -667,7 +794,7 @@ def predict_block(
     cal: Calibration,
     gpu: Gpu = H200,
     kernel: Kernel = OLD_BLOCK_KERNEL,
-    sources: Optional[SourceRows] = None,
+    sources=None,
 ) -> Prediction:
     """The old block kernel's time for one step: blocks in waves of (CTAs per SM x SMs), each the
     chain F plus its busiest warp's rounds (the review's T = waves x (F + rounds x L)); then the
@@ -681,7 +808,7 @@ def _block_prediction(stats, dim, elem, cal, gpu, t: _BlockTerms) -> Prediction:
     per_block = cal.chain_s + a_l2 * cal.l2_round_s + a_dram * cal.dram_round_s
     latency = t.passes * max(float(per_block.sum()) / (t.blocks_sm * gpu.sms), float(per_block.max(initial=0.0)))
     fixup = _block_fixup_s(stats, t, cal, gpu)
-    bw = bandwidth_s(t.dram, t.through_l2, gpu)
+    bw = t.bandwidth
     return Prediction(
         max(latency, bw, t.issue) + fixup + LAUNCH_S,
         latency,
@@ -768,7 +895,7 @@ def rank_configs(
     cal: Calibration,
     gpu: Gpu = H200,
     kernel: Kernel = RANGE_KERNEL,
-    sources: Optional[SourceRows] = None,
+    sources=None,
     schedules: Optional[dict] = None,
 ) -> list:
     """The configs by the range kernel's predicted time, fastest first (what the tuner measures

@@ -1,4 +1,4 @@
-"""The choice between the nvshmem backend's remote-read modes (mgg/tuning/remote_reads.py): the
+"""The choice between the nvshmem backend's remote-read modes (mgg/runtime/remote_reads.py): the
 faster mode by the slowest rank's measured step time, every mode run alike on every rank (the
 steps are collective), and the backend's `auto` mode on threads as PEs keeping the choice."""
 
@@ -11,10 +11,10 @@ import torch
 from mgg import Config, Plan
 from mgg.distributed import nvshmem
 from mgg.distributed.graph import DistPlan
+from mgg.runtime import remote_reads
+from mgg.runtime.coordination import Coordinator
+from mgg.runtime.remote_reads import choose_remote_reads, estimate_ms, remote_read_bytes
 from mgg.testing import random_graph
-from mgg.tuning import remote_reads
-from mgg.tuning.coordination import Coordinator
-from mgg.tuning.remote_reads import choose_remote_reads, estimate_ms, remote_read_bytes
 from tests.distributed.test_nvshmem_runtime import _FakeHeap, _FakeWorld, run_pes
 
 

@@ -1,7 +1,7 @@
 """MGG's cost model (§6, eq. 2-3) for mgg's range kernel: a latency estimate of every config from
 the plan's shape and the device, which seeds the search at its minimum and drops the configs it
 says cannot win. On a GPU the tuner ranks configs by the range kernel's performance model instead
-(mgg.tuning.kernel_model, through predicted_us), which reads every warp's range from the row
+(mgg.runtime.kernel_model, through predicted_us), which reads every warp's range from the row
 pointers; eq. 2-3 remain the model of the CPU executor, whose time is its total work.
 
 Per rank, with its step's items (edges and rows, csrc/core/schedule.h):
@@ -157,7 +157,7 @@ class CostModel(LatencyModel):
     Args:
         shapes: one RankShape per rank of the plan.
         dim: feature width D.
-        candidates: the feasible configs (mgg.tuning.limits.grid).
+        candidates: the feasible configs (mgg.runtime.limits.grid).
         limits: the device.
         combine: 'max' (one device per rank: the slowest rank) or 'sum' (ranks time-sliced on one
             device).
@@ -247,7 +247,7 @@ class CostModel(LatencyModel):
 def predicted_us(
     shards: Sequence[RankShard], dim: int, elem: int, candidates: Sequence[Config], device_name: str
 ) -> list[int]:
-    """The range kernel's predicted time of each candidate on a GPU (mgg.tuning.kernel_model, its
+    """The range kernel's predicted time of each candidate on a GPU (mgg.runtime.kernel_model, its
     H200 calibration and the named GPU's constants: an H200, else an H100), the slowest of this
     process's shards, in whole microseconds (to gather over a process group)."""
     from . import kernel_model as km

@@ -12,6 +12,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data import load_graph
+from ..devices import choose_device
 from ..plan import Plan
 from .config_cache import ConfigCache
 from .limits import DIST_STEPS, PS_STEPS, DeviceLimits, grid
@@ -113,8 +114,10 @@ def heatmap(table: dict, path: Path, title: str, trajectory: tuple = ()):
 
 
 def run_tune(args):
+    choice = choose_device(args.device)
+    print(choice.line("mgg tune"), flush=True)
+    device = choice.device
     g = load_graph(args.dataset, args.data_dir)
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dtype = getattr(torch, args.dtype)
     x = torch.randn(g.num_nodes, args.dim, device=device).to(dtype)
     target = step_target(Plan(g, args.ranks), args.via)

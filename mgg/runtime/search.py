@@ -1,6 +1,6 @@
 """MGG's cross-iteration search over (ps, dist, wpb) (§6), one candidate per training iteration.
 
-Start at (1, 1, 1), or where a cost model says (mgg.tuning.cost); grow ps while latency falls
+Start at (1, 1, 1), or where a cost model says (mgg.runtime.cost); grow ps while latency falls
 (from a start inside the lattice, shrink it when growing does not help), then dist, then wpb;
 retreat ps one step and retry wpb; then hill-climb from the best (measure its untried
 neighbours, one step along one axis, and move while one is faster). That is MGG's search.

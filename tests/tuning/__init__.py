@@ -1,1 +1,0 @@
-"""mgg.tuning: the tuner, its cost and resource models, the config cache."""
