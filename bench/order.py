@@ -31,7 +31,9 @@ import numpy as np
 import torch
 
 from mgg import Plan
-from mgg.partitioning.order import OrderedPlan, node_order
+from mgg.errors import MissingPackageError
+from mgg.partitioning.order import METIS_PART_NODES, OrderedPlan, node_order
+from mgg.plan import ORDERS as PLAN_ORDERS
 from mgg.plan import Config
 from mgg.runtime import kernel_model as km
 from mgg.runtime import locality, ordering
@@ -59,13 +61,14 @@ COLUMNS = [
     "predicted_hit_low",
     "predicted_hit_high",
     "che_hit",
+    "wave_rows",
     "order_s",
     "plan_s",
     "auto",
 ]
 GRAPHS = ["rmat-reddit", "rmat-products", "sbm:2449029:600:50:0.9", "cora"]
 SMOKE = dict(graphs=["rmat:3000:30000", "sbm:4000:40:16:0.9", "cora"], dims=[16, 64], reps=2)
-ORDERS = ["user", "rcm", "degree", "metis"]
+ORDERS = [o for o in PLAN_ORDERS if o != "random"]  # the orders worth timing (random: the worst case, known)
 ELEM = 4  # fp32
 CONFIG = Config()
 
@@ -89,17 +92,22 @@ def run(args) -> list:
     torch.manual_seed(0)
     gpu = km.GPUS[args.gpu]
     ends = calibrations(gpu)
-    rows = []
+    rows, skipped = [], args.skipped
     for spec in args.graphs:
         g, load_s = cache.normalized(spec, args.data_dir)
         print(f"[graph] {spec}: {g.num_nodes:,} nodes, {g.num_edges:,} edges ({load_s:.1f} s)", flush=True)
         csr = {}
         plans = {}
         for name in args.orders:
+            if name == "metis" and g.num_edges > ordering.METIS_MAX_EDGES:
+                skipped.append(f"metis on {spec}: {g.num_edges:,} edges, over {ordering.METIS_MAX_EDGES:,}")
+                print(f"  metis: skipped ({skipped[-1]})", flush=True)
+                continue
             t0 = time.perf_counter()
             try:
                 order = node_order(g, name)
-            except Exception as e:  # a method whose package is missing: said, and left out
+            except MissingPackageError as e:  # a method whose package is missing: said, and left out
+                skipped.append(f"{name} on {spec}: {e}")
                 print(f"  {name}: skipped ({e})", flush=True)
                 continue
             t1 = time.perf_counter()
@@ -115,9 +123,12 @@ def run(args) -> list:
                 (pg.num_nodes, pg.num_nodes),
             )
         profiles, che = {}, km.SourceRows.of(np.bincount(g.col.numpy(), minlength=g.num_nodes))
+        waves = {}
+        resident = locality.resident_warps(CONFIG, gpu)
         for name, (plan, _, _) in plans.items():
             t0 = time.perf_counter()
             profiles[name] = locality.plan_profile(plan, CONFIG, gpu)
+            waves[name] = locality.wave_rows(plan.graph.rowptr.numpy(), plan.graph.col.numpy(), CONFIG, resident)
             print(
                 f"  {name}: reuse distances of {plan.graph.num_edges:,} gathers ({time.perf_counter() - t0:.1f} s)",
                 flush=True,
@@ -158,7 +169,7 @@ def run(args) -> list:
                 row_b = km.row_bytes(dim, ELEM)
                 stream = km.range_bytes(stats[id(plan)], dim, ELEM)[0]
                 che_hit = che.hit_rate(row_b, stream / max(g.num_edges, 1), ends["low"][0].l2_bytes)
-                verdict = "" if name == "user" else ordering.verdict(name, user_cpu, cpu_ms, order_s + plan_s)
+                verdict = auto_verdict(name, g.num_nodes, dim, user_cpu, cpu_ms, order_s + plan_s)
                 rows.append(
                     dict(
                         graph=spec,
@@ -172,11 +183,14 @@ def run(args) -> list:
                         predicted_dram_bytes=int(pred["low"].dram_bytes),
                         predicted_dram_bytes_high=int(pred["high"].dram_bytes),
                         dram_ratio=None,
-                        predicted_ms_low=round(pred["low"].seconds * 1e3, 4),
-                        predicted_ms_high=round(pred["high"].seconds * 1e3, 4),
+                        # the band's ends: each end is calibrated anew, so a latency-bound step can come out
+                        # faster with the pessimistic constants; low and high are the two times in order
+                        predicted_ms_low=round(min(p.seconds for p in pred.values()) * 1e3, 4),
+                        predicted_ms_high=round(max(p.seconds for p in pred.values()) * 1e3, 4),
                         predicted_hit_low=round(pred["low"].hit, 4),
                         predicted_hit_high=round(pred["high"].hit, 4),
                         che_hit=round(che_hit, 4),
+                        wave_rows=int(waves[name]),
                         order_s=round(order_s, 3),
                         plan_s=round(plan_s, 3),
                         auto=verdict.split(":")[0],
@@ -226,6 +240,33 @@ def markdown(rows: list, args, env: dict) -> str:
         )
     out += [
         "",
+        "## Why an order can or cannot cut the GPU's DRAM bytes",
+        "",
+        f"The GPU runs {locality.resident_warps(CONFIG, km.GPUS[args.gpu]):,} warps of the range kernel at once "
+        f"(config {CONFIG.as_tuple()}), and they walk their ranges side by side: every warp's j-th row comes before "
+        "any warp's (j + 1)-th, so a row two warps of a wave share stays in L2 only if the wave's distinct source rows "
+        "(its working set) fit there. An order helps the GPU only as far as it shrinks that set.",
+        "",
+        "| graph | order | distinct rows a wave gathers | at D = 128, fp32 | L2 (optimistic / pessimistic) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    gpu = km.GPUS[args.gpu]
+    for spec in dict.fromkeys(r["graph"] for r in rows):
+        for r in [r for r in rows if r["graph"] == spec and r["D"] == rows[0]["D"]]:
+            wave_mb = r["wave_rows"] * km.row_bytes(128, ELEM) / 2**20
+            out.append(
+                f"| {spec} | {r['order']} | {r['wave_rows']:,} | {wave_mb:.0f} MB | "
+                f"{gpu.l2_bytes / 2**20:.0f} / {km.pessimistic(gpu).l2_bytes / 2**20:.0f} MB |"
+            )
+    if args.skipped:
+        out += [
+            "",
+            "Left out: " + "; ".join(args.skipped) + f" (METIS's k-way partition into parts of {METIS_PART_NODES:,} "
+            "nodes takes minutes beyond mgg.runtime.ordering.METIS_MAX_EDGES: on rmat-products it had not finished "
+            "in 20 minutes here).",
+        ]
+    out += [
+        "",
         "## Per graph and order: geometric means over D",
         "",
         "| graph | order | cpu x (geomean) | cpu x at each D | DRAM / at D >= 128 (predicted) | auto on at |",
@@ -241,7 +282,48 @@ def markdown(rows: list, args, env: dict) -> str:
                 + ", ".join(f"{r['D']}: {r['cpu_speedup']:.2f}x" for r in mine)
                 + f" | {', '.join(f'{b:.2f}' for b in big) or '-'} | {', '.join(on) or '-'} |"
             )
+    out += [
+        "",
+        "## What order='auto' keeps: at each D the fastest of its candidates "
+        f"({', '.join(ordering.CANDIDATES)}) that passes its rule (else the user's order)",
+        "",
+        "| graph | kept at each D | cpu x (geomean over D) | predicted DRAM / at D >= 128 |",
+        "| --- | --- | --- | --- |",
+    ]
+    for spec in dict.fromkeys(r["graph"] for r in rows):
+        kept = []
+        for dim in dict.fromkeys(r["D"] for r in rows if r["graph"] == spec):
+            here = [r for r in rows if r["graph"] == spec and r["D"] == dim]
+            on = [r for r in here if r["auto"] == "on" and r["order"] in ordering.CANDIDATES]
+            kept.append(
+                max(on, key=lambda r: r["cpu_speedup"]) if on else next(r for r in here if r["order"] == "user")
+            )
+        out.append(
+            f"| {spec} | "
+            + ", ".join(f"{r['D']}: {r['order']} {r['cpu_speedup']:.2f}x" for r in kept)
+            + f" | {_gm([r['cpu_speedup'] for r in kept]):.2f}x | "
+            + (", ".join(f"{r['dram_ratio']:.2f}" for r in kept if r["D"] >= 128) or "-")
+            + " |"
+        )
     return "\n".join(out) + "\n"
+
+
+def auto_verdict(order: str, nodes: int, dim: int, user_ms: float, order_ms: float, cost_s: float) -> str:
+    """What Config(order="auto") decides on these measurements (mgg.runtime.ordering's rules)."""
+    if order == "user":
+        return ""
+    fits = ordering.fits_cache(nodes * dim * ELEM, torch.device("cpu"))
+    return fits or ordering.verdict(order, user_ms, order_ms, cost_s)
+
+
+def load_rows(path: Path) -> list:
+    """The rows of a run's CSV, typed as run() makes them."""
+    ints = {"D", "predicted_dram_bytes", "predicted_dram_bytes_high", "wave_rows"}
+    text = {"graph", "order", "auto"}
+    with open(path) as f:
+        return [
+            {k: v if k in text else int(v) if k in ints else float(v) for k, v in r.items()} for r in csv.DictReader(f)
+        ]
 
 
 def plot(rows: list, path: Path) -> None:
@@ -276,31 +358,53 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench order", description=__doc__.split("\n\n")[0])
     ap.add_argument("--graphs", nargs="+", default=GRAPHS)
     ap.add_argument("--dims", nargs="+", type=int, default=[16, 64, 128, 256])
-    ap.add_argument("--orders", nargs="+", default=ORDERS, help="orders besides the user's (mgg.plan.ORDERS)")
+    ap.add_argument("--orders", nargs="+", default=ORDERS, choices=PLAN_ORDERS, help="orders besides the user's")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--gpu", choices=list(km.GPUS), default="h200", help="the GPU of the predicted columns")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--smoke", action="store_true", help="tiny graphs, two dims: the harness runs, nothing to cite")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--report", default=None, metavar="CSV", help="write the .md and .png of a run's CSV again")
     args = ap.parse_args(argv)
     if args.smoke:
         for k, v in SMOKE.items():
             setattr(args, k, v)
     if "user" not in args.orders:
         args.orders = ["user", *args.orders]
+    args.skipped = []
     if args.data_dir is None:
         from mgg.data import bundled_planetoid_dir
 
         args.data_dir = bundled_planetoid_dir()
     print("python -m bench order: device cpu (measured); GPU columns predicted", flush=True)
-    rows = run(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"order-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-    with open(f"{stem}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+    if args.report:
+        rows = load_rows(Path(args.report))
+        for r in rows:  # a run before the band's ends were put in order
+            r["predicted_ms_low"], r["predicted_ms_high"] = sorted((r["predicted_ms_low"], r["predicted_ms_high"]))
+        stem = Path(args.report).with_suffix("")
+        seen = list(dict.fromkeys(r["order"] for r in rows))
+        have = {(r["graph"], r["order"]) for r in rows}
+        graphs = dict.fromkeys(r["graph"] for r in rows)
+        args.skipped = [f"{o} on {g}" for g in graphs for o in seen if (g, o) not in have]
+        nodes = {spec: cache.graph(spec, args.data_dir)[0].num_nodes for spec in graphs}
+        for r in rows:  # auto's column again, by today's rules, from the measured times
+            user = next(u for u in rows if (u["graph"], u["D"], u["order"]) == (r["graph"], r["D"], "user"))
+            cost = r["order_s"] + r["plan_s"]
+            r["auto"] = auto_verdict(r["order"], nodes[r["graph"]], r["D"], user["cpu_ms"], r["cpu_ms"], cost)
+            r["auto"] = r["auto"].split(":")[0]
+        with open(f"{stem}.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=COLUMNS)
+            w.writeheader()
+            w.writerows(rows)
+    else:
+        rows = run(args)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        stem = out / f"order-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+        with open(f"{stem}.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=COLUMNS)
+            w.writeheader()
+            w.writerows(rows)
     md = markdown(rows, args, environment(torch.device("cpu")))
     Path(f"{stem}.md").write_text(md)
     plot(rows, Path(f"{stem}.png"))

@@ -22,7 +22,11 @@ class DeviceChoice:
 
     def line(self, program: str) -> str:
         """The first line an entry point prints: `mgg train: device cuda (NVIDIA H200)`."""
-        return f"{program}: device {self.device.type} ({self.why})"
+        return (
+            f"{program}: device {self.device} ({self.why})"
+            if self.device.index
+            else f"{program}: device {self.device.type} ({self.why})"
+        )
 
 
 def runs_on(archs: list, capability: tuple) -> bool:
@@ -43,15 +47,15 @@ def runs_on(archs: list, capability: tuple) -> bool:
     return False
 
 
-def default_device() -> DeviceChoice:
-    """CUDA (the current GPU) where torch sees a GPU and mgg's extension has CUDA kernels for it;
-    otherwise the CPU, with the reason."""
+def default_device(index: Optional[int] = None) -> DeviceChoice:
+    """CUDA (GPU `index`, default the current one) where torch sees a GPU and mgg's extension has
+    CUDA kernels for it; otherwise the CPU, with the reason."""
     from . import _C
     from ._extension import build_facts
 
     if not torch.cuda.is_available():
         return DeviceChoice(torch.device("cpu"), "no CUDA device")
-    index = torch.cuda.current_device()
+    index = torch.cuda.current_device() if index is None else index
     name = torch.cuda.get_device_name(index)
     if not _C.with_cuda:
         return DeviceChoice(
@@ -87,10 +91,9 @@ def choose_device(requested: Optional[str] = None) -> DeviceChoice:
         return DeviceChoice(device, "as asked")
     if device.type != "cuda":
         raise MggError(f"device {requested!r}: mgg runs on cpu or cuda")
-    auto = default_device()
-    if auto.device.type != "cuda":
-        raise MggError(f"device {requested!r} asked for, but {auto.why}")
-    if device.index is not None and device.index >= torch.cuda.device_count():
+    if torch.cuda.is_available() and device.index is not None and device.index >= torch.cuda.device_count():
         raise MggError(f"device {requested!r}: only {torch.cuda.device_count()} CUDA device(s)")
-    index = torch.cuda.current_device() if device.index is None else device.index
-    return DeviceChoice(torch.device("cuda", index), torch.cuda.get_device_name(index))
+    choice = default_device(device.index)
+    if choice.device.type != "cuda":
+        raise MggError(f"device {requested!r} asked for, but {choice.why}")
+    return choice

@@ -202,7 +202,7 @@ def load(opt) -> Iterator[dict]:
                     edges=res["edges"],
                     dim="",
                     dtype="",
-                    impl="mgg.io.load_graph",
+                    impl="mgg.data.load_graph",
                     pes=1,
                     ps="",
                     dist="",

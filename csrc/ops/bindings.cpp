@@ -84,8 +84,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         return py::make_tuple(distinct, gap);
       },
       py::arg("units"), py::arg("num_units"),
-      "Per access of a trace of unit ids in [0, num_units): the distinct other units accessed since the unit's previous "
-      "access and the accesses between them (LRU stack distance; -1, -1 for a first access).");
+      "Per access of a trace of unit ids in [0, num_units): the distinct other units accessed since the unit's "
+      "previous access and the accesses between them (LRU stack distance; -1, -1 for a first access).");
 #ifdef MGG_WITH_NVSHMEM
   m.attr("with_nvshmem") = true;
   auto s = m.def_submodule("nvshmem", "the extension's side of NVSHMEM, whose runtime nvshmem4py owns");

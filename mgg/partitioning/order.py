@@ -30,7 +30,7 @@ from scipy.sparse.csgraph import reverse_cuthill_mckee
 from ..errors import MggError
 from ..graph import Graph
 from ..plan import Config, Plan
-from ..plan.config import ORDERS
+from ..plan.config import ORDERS, unknown_order
 from .assignment import Partition
 from .methods import metis_parts
 
@@ -79,7 +79,7 @@ def node_order(graph: Graph, method: str = "rcm", seed: int = 0) -> Partition:
         seconds it took.
     """
     if method not in ORDERS:
-        raise MggError(f"order must be one of {ORDERS} (or 'auto', or a permutation), got {method!r}")
+        raise MggError(unknown_order(method))
     t0 = time.perf_counter()
     n = graph.num_nodes
     if method == "user":
@@ -165,7 +165,6 @@ class OrderedPlan(Plan):
         return self._out(super().aggregate_extreme(self._in(x), reduce, config))
 
     def attend(self, h, a_src, a_dst, negative_slope=0.2, dropout=0.0, seed=0, config=None) -> torch.Tensor:
-        if not all(isinstance(t, torch.Tensor) and t.dim() >= 1 for t in (h, a_src, a_dst)):
-            return super().attend(h, a_src, a_dst, negative_slope, dropout, seed, config)  # its one-line refusal
+        self._check_attend(h, a_src, a_dst)  # before the gathers, which would hide a wrong row count
         out = super().attend(self._in(h), self._in(a_src), self._in(a_dst), negative_slope, dropout, seed, config)
         return self._out(out)

@@ -144,17 +144,7 @@ class Plan:
         if x.size(0) != self.graph.num_nodes:
             raise MggError(f"x has {x.size(0)} rows but the graph has {self.graph.num_nodes} nodes")
 
-    def attend(
-        self,
-        h: torch.Tensor,
-        a_src: torch.Tensor,
-        a_dst: torch.Tensor,
-        negative_slope: float = 0.2,
-        dropout: float = 0.0,
-        seed: int = 0,
-        config: Optional[Config] = None,
-    ) -> torch.Tensor:
-        """GAT's attention on this one-rank plan of an unweighted graph (mgg.attend): [nodes, H, C]."""
+    def _check_attend(self, h, a_src, a_dst) -> None:
         if self.num_ranks != 1:
             raise MggError(f"mgg.attend runs one rank; this plan has {self.num_ranks} (use mgg.distributed)")
         for name, t, dims in (("h", h, 3), ("a_src", a_src, 2), ("a_dst", a_dst, 2)):
@@ -166,6 +156,20 @@ class Plan:
                 f"h must be [{n}, H, C] and a_src, a_dst [{n}, H] for a graph of {n} nodes; got "
                 f"{tuple(h.shape)}, {tuple(a_src.shape)}, {tuple(a_dst.shape)}"
             )
+
+    def attend(
+        self,
+        h: torch.Tensor,
+        a_src: torch.Tensor,
+        a_dst: torch.Tensor,
+        negative_slope: float = 0.2,
+        dropout: float = 0.0,
+        seed: int = 0,
+        config: Optional[Config] = None,
+    ) -> torch.Tensor:
+        """GAT's attention on this one-rank plan of an unweighted graph (mgg.attend): [nodes, H, C]."""
+        self._check_attend(h, a_src, a_dst)
+        n, heads = self.graph.num_nodes, h.size(1)
         table = ops.attention_table(h, a_src)
         out = self.rank_plan(0, config or Config()).attend(
             table, table.new_empty((0, table.size(1))), a_dst.contiguous(), heads, negative_slope, dropout, seed

@@ -101,9 +101,9 @@ GATHER_EFFICIENCY_MEASURED = (
 )
 GATHER_GRANULES = (32, 256, 512, 1024)  # the bytes each of GATHER_EFFICIENCY_MEASURED is for
 
-# L2 capacity a gathered row can count on: GH100's L2 is two 25 MB partitions; lines read from
-# SMs on both sides are kept in both (Ernst: "data cannot be replicated in both L2 cache sections"
-# beyond one section), so rows every SM reads may see 25 MB, not 50
+# L2 capacity a gathered row can count on: GH100's L2 is two 25 MB partitions, and a line that SMs
+# on both sides read is replicated in both while the data fits one section (Ernst: beyond it "data
+# cannot be replicated in both L2 cache sections"), so rows every SM reads may see 25 MB, not 50
 L2_NEAR_PARTITION = Measurement(
     25 * 2**20,
     "one of GH100's two L2 partitions: the latency step at 20-26 MB",

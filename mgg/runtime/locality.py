@@ -76,6 +76,23 @@ def reuse_profile(rowptr: np.ndarray, col: np.ndarray, num_rows: int, config, re
     return km.ReuseProfile.of(distinct.numpy(), gap.numpy())
 
 
+def wave_rows(rowptr: np.ndarray, col: np.ndarray, config, resident: int) -> float:
+    """The mean number of distinct source rows one wave of resident warps gathers (in the plan's
+    current order): the working set that must fit in L2 for a row the wave's warps share to be read
+    from DRAM once. The warps of a wave run side by side, so within a wave an order can only help by
+    making this set smaller."""
+    ps, dist, _ = km._config(config)
+    rowptr = np.asarray(rowptr, np.int64)
+    edges = int(rowptr[-1])
+    if edges == 0:
+        return 0.0
+    row = np.repeat(np.arange(rowptr.size - 1, dtype=np.int64), np.diff(rowptr))
+    warp = row // dist if ps == 0 else (np.arange(edges, dtype=np.int64) + row) // (ps * dist)
+    wave = warp // max(1, int(resident))
+    keys = np.unique(wave * (int(np.asarray(col).max()) + 1) + np.asarray(col, np.int64))
+    return float(keys.size / (int(wave[-1]) + 1))
+
+
 def resident_warps(config, gpu: km.Gpu = km.H200, kernel: km.Kernel = km.RANGE_KERNEL) -> int:
     """Warps of the range kernel resident on the whole GPU at once under `config`."""
     return km.resident_warps(kernel, km._config(config)[2], gpu) * gpu.sms

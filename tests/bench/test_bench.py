@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+import mgg
 from bench.report import COLUMNS
 from bench.suites.tta import minibatch_impl
 from simt import emulator
@@ -24,6 +25,8 @@ def test_smoke_all_suites(tmp_path):
         timeout=600,
     )
     assert r.returncode == 0, r.stderr[-4000:]
+    device = mgg.default_device()
+    assert r.stdout.splitlines()[0] == f"python -m bench: device {device.device.type} ({device.why})"
     (csv_path,) = tmp_path.glob("*.csv")
     rows = list(csv.DictReader(open(csv_path)))
     assert list(rows[0].keys()) == COLUMNS
@@ -720,3 +723,42 @@ def test_remote_reads_counts_and_models_both_modes(tmp_path):
     assert sorted(model) == [(16, "once"), (16, "per-edge"), (64, "once"), (64, "per-edge")]
     assert (tmp_path / csv_path.name.replace(".csv", ".md")).exists()
     assert (tmp_path / csv_path.name.replace(".csv", ".png")).exists()
+
+
+def test_order_bench_writes_every_order_and_refuses_a_wrong_result(tmp_path, monkeypatch):
+    """python -m bench order on tiny graphs: the issue's columns, a row per graph, D and order, the
+    user's order at 1x, the report written again from its CSV; an order whose result is wrong
+    stops the run before anything is timed."""
+    from bench import order
+    from mgg.partitioning.order import OrderedPlan
+
+    assert order.main(["--smoke", "--out", str(tmp_path)]) == 0
+    (path,) = tmp_path.glob("order-*.csv")
+    rows = list(csv.DictReader(open(path)))
+    need = {
+        "graph",
+        "D",
+        "order",
+        "cpu_ms",
+        "torch_sparse_ms",
+        "predicted_dram_bytes",
+        "predicted_ms_low",
+        "predicted_ms_high",
+        "order_s",
+    }
+    assert need <= set(rows[0])
+    graphs, dims = order.SMOKE["graphs"], order.SMOKE["dims"]
+    assert {(r["graph"], int(r["D"])) for r in rows} == {(g, d) for g in graphs for d in dims}
+    for r in rows:
+        assert float(r["predicted_ms_low"]) <= float(r["predicted_ms_high"])
+        if r["order"] == "user":
+            assert float(r["cpu_speedup"]) == 1.0 and float(r["dram_ratio"]) == 1.0 and r["auto"] == ""
+        else:
+            assert r["auto"] in ("on", "off")
+    assert (tmp_path / path.name.replace(".csv", ".png")).is_file()
+    md = path.with_suffix(".md").read_text()
+    assert "What order='auto' keeps" in md and "Why an order can or cannot" in md
+    assert order.main(["--report", str(path), "--reps", "2"]) == 0
+    monkeypatch.setattr(OrderedPlan, "_out", lambda self, t: t)  # the output left in the planned order
+    with pytest.raises(AssertionError, match="out\\["):
+        order.main(["--smoke", "--out", str(tmp_path / "wrong"), "--orders", "rcm"])

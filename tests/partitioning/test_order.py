@@ -9,7 +9,7 @@ import torch
 
 import mgg
 from mgg.errors import MggError, PlanError
-from mgg.nn import GATConv, GCNConv, GINConv, SAGEConv
+from mgg.nn import GATConv, GCNConv, GINConv, SAGEConv, graph_input
 from mgg.partitioning.order import OrderedPlan, given_order, node_order
 from mgg.plan import ORDERS, Config
 from mgg.runtime import ordering
@@ -131,7 +131,11 @@ def test_layers_in_an_order_give_their_users_order_output(layer):
     user = make(Config())
     torch.manual_seed(1)
     ordered = make(Config(order="rcm"))
-    torch.testing.assert_close(ordered(x, ei), user(x, ei), rtol=1e-5, atol=1e-5)
+    mgg.nn.clear_plans()
+    out = ordered(x, ei)
+    planned = [plan for _, plan in graph_input._CACHE.values()]
+    assert len(planned) == 1 and isinstance(planned[0], OrderedPlan) and planned[0].order.method == "rcm"
+    torch.testing.assert_close(out, user(x, ei), rtol=1e-5, atol=1e-5)
 
 
 def test_gat_with_attention_dropout_keeps_the_users_order():
@@ -140,7 +144,13 @@ def test_gat_with_attention_dropout_keeps_the_users_order():
     with pytest.raises(MggError, match="attention dropout"):
         conv(torch.randn(80, 8), g.edge_index())
     conv.eval()  # no dropout at inference: the order applies
-    conv(torch.randn(80, 8), g.edge_index())
+    x = torch.randn(80, 8)
+    mgg.nn.clear_plans()
+    out = conv(x, g.edge_index())
+    assert any(isinstance(plan, OrderedPlan) for _, plan in graph_input._CACHE.values())
+    user = GATConv(8, 4, dropout=0.5)
+    user.load_state_dict(conv.state_dict())
+    torch.testing.assert_close(out, user.eval()(x, g.edge_index()), rtol=1e-5, atol=1e-5)
 
 
 def test_a_cached_ordered_plan_follows_the_graph():
@@ -190,6 +200,7 @@ def test_auto_keeps_an_order_only_where_it_pays(monkeypatch):
 
 def test_auto_leaves_a_table_that_fits_the_cache_alone():
     g = random_graph(100, 500, seed=10)
+    mgg.nn.clear_plans()
     conv = GCNConv(4, 4, config=Config(order="auto"))
     out = conv(torch.randn(100, 4), g.edge_index())
     assert out.shape == (100, 4)
@@ -198,3 +209,17 @@ def test_auto_leaves_a_table_that_fits_the_cache_alone():
     assert any("order user: off: x (0.0 MB) fits the" in line for line in order_decisions())
     with pytest.raises(MggError, match="needs the features"):
         mgg.make_plan(g, order="auto")
+
+
+def test_over_a_distgraph_only_the_partitions_order_applies():
+    """A DistGraph's partition places its nodes: an explicit order is refused in one line, auto
+    keeps the partition's (the DistPlan is what the layer gets)."""
+    from mgg.nn.graph_input import cached_plan
+
+    class Dist:  # what cached_plan asks of a DistGraph
+        def plan_for(self, tag, prepare):
+            return "the DistPlan"
+
+    assert cached_plan(Dist(), 10, None, "t", lambda g, dt: g, order="auto") == "the DistPlan"
+    with pytest.raises(MggError, match="order 'rcm' applies to one-process plans"):
+        cached_plan(Dist(), 10, None, "t", lambda g, dt: g, order="rcm")

@@ -141,3 +141,14 @@ def test_warps_side_by_side_spread_the_gathers_of_a_small_graph():
         p = OrderedPlan(g, node_order(g, name, seed=1))
         hits[name] = locality.plan_profile(p, cfg, gpu).hit_rate(256, 8, gpu.l2_bytes)
     assert hits["rcm"] == pytest.approx(hits["random"], abs=0.05)
+
+
+def test_wave_rows_counts_each_waves_distinct_sources():
+    rng = np.random.default_rng(3)
+    rowptr = np.concatenate([[0], np.cumsum(rng.integers(0, 9, 60))])
+    col = rng.integers(0, 40, int(rowptr[-1]))
+    cfg, resident = (2, 3, 1), 4  # 6 items a warp, 4 warps a wave: 24 items
+    item = np.arange(col.size) + np.repeat(np.arange(60), np.diff(rowptr))
+    wave = item // 6 // resident
+    want = np.mean([len(set(col[wave == w].tolist())) for w in range(int(wave[-1]) + 1)])
+    assert locality.wave_rows(rowptr, col, cfg, resident) == pytest.approx(want)

@@ -45,7 +45,7 @@ namespace simt {
 // The device the emulated runtime reports: an H100 (CUDA programming guide, compute capability 9.0;
 // H100 SXM5: 132 SMs), written once: runtime.cpp answers cudaDeviceGetAttribute with these, and the
 // test programs (csrc/tests/emu) size the kernels' `extern __shared__` array by kSharedOptin.
-// mgg/tuning/hardware.py holds the same GPU's numbers for the Python side.
+// mgg/runtime/hardware.py holds the same GPU's numbers for the Python side.
 constexpr int kSms = 132;
 constexpr int kSharedPerBlock = 48 * 1024;  // without the opt-in
 constexpr int kSharedOptin = 227 * 1024;    // cudaDevAttrMaxSharedMemoryPerBlockOptin
