@@ -1,7 +1,8 @@
 """The aggregation kernels' performance model against the one GPU run, as a band (issues 43, 50).
 
     python -m bench model [--measured CSV] [--graphs rmat-reddit rmat-products] [--dims 16 64 128 256]
-                          [--degrees generated|analytic] [--no-tuned] [--no-loo] [--out DIR]
+                          [--orders [user rcm degree metis]] [--degrees generated|analytic] [--no-tuned]
+                          [--no-loo] [--out DIR]
 
 mgg.runtime.kernel_model rests on three constants NVIDIA does not publish for GH100: the L2's read
 rate, the HBM efficiency of random row gathers and the L2 capacity a row every SM reads can count
@@ -17,10 +18,19 @@ bench/results/gpu-20261126-*/kernel-*.csv, fp32) and then predicts, from each gr
 Each against cuSPARSE's measured forward time (torch.sparse, fp32, H200; bf16 storage is compared
 with cuSPARSE fp32). Predicted, never measured: where the GPU disagrees, the GPU wins.
 
-Writes model-<date>.csv (graph, D, dtype, kernel, measured_ms, predicted_ms_low, predicted_ms_high,
-cusparse_ms, predicted_speedup_low, predicted_speedup_high, moves_most, moves_most_pct), model-<date>.md
-(the band, the constants and their sources, the calibration at both ends and its errors, the
-published kernels' speedups, the issue's targets at both ends, the H100) and model-<date>.png."""
+These rows take the L2's hit rate from Che's approximation, which sees how often each row is read
+but not when (order ``, the order-blind model). With `--orders` (default: user rcm degree metis;
+`--orders` alone: none) the range kernel is predicted again per node order with the order-aware
+model (issue 51): the reuse distances of the source rows in the order the kernel's resident warps
+gather them (mgg.runtime.locality), on the graph relabelled in that order (`user`: the user's ids),
+DRAM bytes and time at both ends. METIS beyond mgg.runtime.ordering.METIS_MAX_EDGES is left out.
+Graphs without measured rows of the old kernel use kernel_model.CALIBRATIONS at both ends.
+
+Writes model-<date>.csv (graph, D, dtype, kernel, order, measured_ms, predicted_ms_low,
+predicted_ms_high, predicted_dram_bytes_low, predicted_dram_bytes_high, cusparse_ms,
+predicted_speedup_low, predicted_speedup_high, moves_most, moves_most_pct), model-<date>.md (the
+band, the constants and their sources, the calibration at both ends and its errors, the published
+kernels' speedups, the issue's targets at both ends, the H100, the orders) and model-<date>.png."""
 
 from __future__ import annotations
 
@@ -34,8 +44,12 @@ from pathlib import Path
 
 import numpy as np
 
-from mgg.runtime import hardware
+from mgg.plan import ORDERS
+from mgg.runtime import hardware, locality
 from mgg.runtime import kernel_model as km
+
+from .order import ORDERS as TIMED_ORDERS
+from .order import ordered_plans
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURED = "bench/results/gpu-20261126-*/kernel-*.csv"
@@ -49,9 +63,12 @@ COLUMNS = [
     "D",
     "dtype",
     "kernel",
+    "order",
     "measured_ms",
     "predicted_ms_low",
     "predicted_ms_high",
+    "predicted_dram_bytes_low",
+    "predicted_dram_bytes_high",
     "cusparse_ms",
     "predicted_speedup_low",
     "predicted_speedup_high",
@@ -79,6 +96,7 @@ class Graph:
     sources: km.SourceRows
     source: str  # generated or analytic
     seconds: float
+    graph: object = None  # the mgg Graph (generated row pointers only): the orders relabel it
 
 
 def load_measured(path: Path) -> dict:
@@ -98,16 +116,15 @@ def graph_of(spec: str, degrees: str) -> Graph:
         from bench import cache
 
         g, _ = cache.graph(spec)
-        rowptr = g.rowptr.numpy()
         counts = np.bincount(g.col.numpy(), minlength=g.num_nodes)
-    else:
-        from mgg.data.synthetic import PRESETS
+        return Graph(spec, g.rowptr.numpy(), km.SourceRows.of(counts), degrees, time.perf_counter() - t0, g)
+    from mgg.data.synthetic import PRESETS
 
-        p = PRESETS[spec]
-        deg = km.analytic_degrees(p.nodes, p.edges, p.abcd, p.uniform)
-        rowptr = np.concatenate([[0], np.cumsum(deg)])
-        counts = deg  # symmetric: a row is gathered once per edge of its own
-    return Graph(spec, rowptr, km.SourceRows.of(counts), degrees, time.perf_counter() - t0)
+    p = PRESETS[spec]
+    deg = km.analytic_degrees(p.nodes, p.edges, p.abcd, p.uniform)
+    rowptr = np.concatenate([[0], np.cumsum(deg)])
+    # symmetric: a row is gathered once per edge of its own
+    return Graph(spec, rowptr, km.SourceRows.of(deg), degrees, time.perf_counter() - t0)
 
 
 def lattice() -> list:
@@ -143,7 +160,10 @@ class End:
     loo: object = None
 
 
-def _calibrated(points, keys, gpu: km.Gpu, loo: bool) -> End:
+def _calibrated(points, keys, gpu: km.Gpu, loo: bool, fixed: km.Calibration) -> End:
+    """The model at `gpu`'s constants, calibrated on the measured points (none: `fixed`)."""
+    if not points:
+        return End(gpu, fixed, {}, np.zeros(0))
     cal = km.calibrate(points, gpu)
     old = {
         k: km.predict_block(p.stats, p.dim, p.elem, cal, gpu, sources=p.sources)
@@ -174,10 +194,14 @@ def run(args) -> tuple[list, dict]:
             )
             keys.append((spec, dim))
     print(f"[calibrate] {len(points)} measured rows of the old kernel, at both ends of the band", flush=True)
-    band = km.band(base)
-    ends = {"low": _calibrated(points, keys, band["optimistic"], args.loo)}
-    ends["high"] = _calibrated(points, keys, band["pessimistic"], args.loo)
-    one_at_a_time = {c: _calibrated(points, keys, km.pessimistic(base, [c]), False) for c in km.BAND_CONSTANTS}
+    if not points:
+        print("[calibrate] none of these graphs: kernel_model.CALIBRATIONS at both ends", flush=True)
+    band, fixed = km.band(base), km.CALIBRATIONS
+    ends = {"low": _calibrated(points, keys, band["optimistic"], args.loo, fixed["optimistic"])}
+    ends["high"] = _calibrated(points, keys, band["pessimistic"], args.loo, fixed["pessimistic"])
+    one_at_a_time = {
+        c: _calibrated(points, keys, km.pessimistic(base, [c]), False, fixed["optimistic"]) for c in km.BAND_CONSTANTS
+    }
     for e, name in (("low", "optimistic"), ("high", "pessimistic")):
         fit, fixed = ends[e].cal, km.CALIBRATIONS[name]
         if not np.allclose(
@@ -227,10 +251,40 @@ def run(args) -> tuple[list, dict]:
                     rows.append(_row(spec, dim, dtype, "current-tuned", None, tuned, {}, cusp))
                     detail[(spec, dim, dtype, "current-tuned")] = (configs, tuned)
     info["detail"] = detail
+    info["order_rows"] = order_rows(graphs, args, ends, one_at_a_time, measured, info) if args.orders else []
     return rows, info
 
 
-def _row(spec, dim, dtype, kernel, measured_ms, preds: dict, moved: dict, cusparse_ms) -> dict:
+def order_rows(graphs: dict, args, ends: dict, one_at_a_time: dict, measured: dict, info: dict) -> list:
+    """The range kernel at its default config per node order, from the order-aware L2 model: each
+    order's plan (bench.order.ordered_plans), the reuse distances of its gathers in the kernel's
+    visiting order on the modelled GPU, both ends of the band. cuSPARSE's time is the measured one
+    in the user's order."""
+    rows, skipped, waves = [], [], {}
+    for spec, g in graphs.items():
+        print(f"[orders] {spec}", flush=True)
+        for name, (plan, _, _) in ordered_plans(g.graph, spec, args.orders, skipped).items():
+            t0 = time.perf_counter()
+            pg = plan.graph
+            profile = locality.plan_profile(plan, CURRENT, ends["low"].gpu)
+            resident = locality.resident_warps(CURRENT, ends["low"].gpu)
+            waves[(spec, name)] = locality.wave_rows(pg.rowptr.numpy(), pg.col.numpy(), CURRENT, resident)
+            stats = km.RangeStats.of(pg.rowptr.numpy(), None, CURRENT)
+            print(f"  {name}: reuse distances ({time.perf_counter() - t0:.1f} s)", flush=True)
+            for dtype in ("float32", "bfloat16"):
+                for dim in args.dims:
+                    cusp_row = measured.get((spec, dim, "fwd"), {}).get("torch.sparse")
+                    cusp = float(cusp_row["median_ms"]) if cusp_row else float("nan")
+                    at = dict(dim=dim, elem=ELEM[dtype], sources=profile)
+                    preds = {e: km.predict_range(stats, cal=ends[e].cal, gpu=ends[e].gpu, **at) for e in ENDS}
+                    moved = {c: km.predict_range(stats, cal=v.cal, gpu=v.gpu, **at) for c, v in one_at_a_time.items()}
+                    rows.append(_row(spec, dim, dtype, "current", None, preds, moved, cusp, order=name))
+                    info["detail"][(spec, dim, dtype, "current", name)] = (CURRENT, preds)
+    info["order_skipped"], info["wave_rows"] = skipped, waves
+    return rows
+
+
+def _row(spec, dim, dtype, kernel, measured_ms, preds: dict, moved: dict, cusparse_ms, order: str = "") -> dict:
     """One row of the table. The band's ends are the two predictions' lower and higher times (each
     end is calibrated anew, so the pessimistic constants can give a lower time where the fit's
     latencies fall, as for the latency-bound old kernel)."""
@@ -245,9 +299,12 @@ def _row(spec, dim, dtype, kernel, measured_ms, preds: dict, moved: dict, cuspar
         D=dim,
         dtype=dtype,
         kernel=kernel,
+        order=order,
         measured_ms="" if measured_ms is None else round(measured_ms, 3),
         predicted_ms_low=low,
         predicted_ms_high=high,
+        predicted_dram_bytes_low=int(min(p.dram_bytes for p in preds.values())),
+        predicted_dram_bytes_high=int(max(p.dram_bytes for p in preds.values())),
         cusparse_ms=round(cusparse_ms, 3) if has_cusp else "",
         predicted_speedup_low=round(cusparse_ms / high, 3) if has_cusp else "",
         predicted_speedup_high=round(cusparse_ms / low, 3) if has_cusp else "",
@@ -351,21 +408,34 @@ def constants_table(base: km.Gpu) -> list:
 def markdown(rows: list, info: dict, args) -> str:
     ends, gpu = info["ends"], info["gpu"]
     band = speedup_band(rows)
+    calibrated = (
+        f"the model calibrated at each end on the old block kernel's {len(info['points'])} forward times measured on "
+        f"the H200 (`{info['measured_path']}`, fp32)"
+        if info["points"]
+        else "both ends at kernel_model.CALIBRATIONS' latencies (the measured file has no rows of these graphs)"
+    )
+    if band["min_low"] == band["min_low"]:
+        headline = (
+            f"**The range kernel, fp32, predicted: {band['min_low']:.2f}-{band['max_high']:.2f}x cuSPARSE; geometric "
+            f"mean {band['geomean_low']:.2f}-{band['geomean_high']:.2f}x (pessimistic-optimistic). Never measured.** "
+        )
+    else:
+        headline = "**No cuSPARSE time was measured for these graphs: predicted times only, never measured.** "
     out = [
         f"# Kernel performance model — predicted, never measured — {gpu.name}",
         "",
         f"A band, not a point: each row is predicted with the optimistic constants (`low` ms) and with the lowest "
-        f"published ones (`high` ms), the model calibrated at each end on the old block kernel's "
-        f"{len(info['points'])} forward times measured on the H200 (`{info['measured_path']}`, fp32). Row "
-        f"pointers: {args.degrees}. `current` is the range kernel at its default config {CURRENT}; "
+        f"published ones (`high` ms), {calibrated}. Row pointers: {args.degrees}. `current` is the range kernel "
+        f"at its default config {CURRENT}; "
         f"`current-tuned` at the config the model ranks first at each end (lattice: ps 1-32, dist 1-1024, wpb "
         f"1-16, powers of two, >= {MIN_RANGE_ITEMS} items per warp). cuSPARSE is the measured H200 forward time "
         "in fp32 (bf16 rows compare with it too). `moves most`: the constant that, alone at its pessimistic "
         "value, raises the predicted time most, and by how much.",
         "",
-        f"**The range kernel, fp32, predicted: {band['min_low']:.2f}-{band['max_high']:.2f}x cuSPARSE; geometric "
-        f"mean {band['geomean_low']:.2f}-{band['geomean_high']:.2f}x (pessimistic-optimistic). Never measured.** "
-        "Published kernels over cuSPARSE: " + "; ".join(f"{n} {v} ({p})" for n, v, p in PUBLISHED_KERNELS) + ".",
+        headline
+        + "Published kernels over cuSPARSE: "
+        + "; ".join(f"{n} {v} ({p})" for n, v, p in PUBLISHED_KERNELS)
+        + ".",
         "",
         "| graph | D | dtype | kernel | measured ms | predicted ms (low-high) | cuSPARSE ms | predicted speedup | "
         "bound (low / high) | L2 hits (low / high) | moves most |",
@@ -385,7 +455,12 @@ def markdown(rows: list, info: dict, args) -> str:
         )
     out += constants_table(gpu)
     out += ["", "## The model's own check: the old kernel's measured times at both ends", ""]
-    for e in ENDS:
+    if not info["points"]:
+        out.append(
+            "- No measured rows of these graphs: the check did not run, and both ends take kernel_model.CALIBRATIONS' "
+            f"latencies (optimistic {_us(ends['low'].cal)}; pessimistic {_us(ends['high'].cal)})."
+        )
+    for e in ENDS if info["points"] else ():
         end = ends[e]
         errs = end.errors
         ok = np.abs(errs).max() <= CHECK_TOLERANCE
@@ -399,35 +474,80 @@ def markdown(rows: list, info: dict, args) -> str:
         if end.loo is not None:
             out.append(f"  Leave one out: max |error| {np.abs(end.loo).max() * 100:.1f}%.")
     bounds = {e: sum(p.bound == "latency" for p in ends[e].old_pred.values()) for e in ENDS}
-    out.append(
-        f"- The old kernel is latency-bound in {bounds['low']} of {len(info['points'])} rows at the optimistic end and "
-        f"{bounds['high']} at the pessimistic end (its bound column): its times pin the latencies, hardly the "
-        "bandwidth constants, so the check cannot narrow the band; only a GPU run of the range kernel can."
+    out += (
+        []
+        if not info["points"]
+        else [
+            f"- The old kernel is latency-bound in {bounds['low']} of {len(info['points'])} rows at the optimistic end "
+            f"and {bounds['high']} at the pessimistic end (its bound column): its times pin the latencies, hardly the "
+            "bandwidth constants, so the check cannot narrow the band; only a GPU run of the range kernel can."
+        ]
     )
-    out += [
-        "",
-        "## The issue's targets in the prediction, at both ends",
-        "",
-        "| kernel | end | target | holds | numbers |",
-        "| --- | --- | --- | --- | --- |",
+    checked = [
+        f"| {kernel} | {label} | {t} | {'yes' if ok else 'NO'} | {n} |"
+        for kernel in ("current", "current-tuned")
+        if any(r["kernel"] == kernel and r["cusparse_ms"] != "" for r in rows)
+        for e, label in (("low", "pessimistic"), ("high", "optimistic"))
+        for t, ok, n in targets(rows, kernel, e)
     ]
-    for kernel in ("current", "current-tuned"):
-        if any(r["kernel"] == kernel for r in rows):
-            for e, label in (("low", "pessimistic"), ("high", "optimistic")):
-                out += [
-                    f"| {kernel} | {label} | {t} | {'yes' if ok else 'NO'} | {n} |"
-                    for t, ok, n in targets(rows, kernel, e)
-                ]
+    if checked:
+        out += ["", "## The issue's targets in the prediction, at both ends", ""]
+        out += ["| kernel | end | target | holds | numbers |", "| --- | --- | --- | --- | --- |", *checked]
     out += sensitivity(rows, info)
     out += h100(rows, info)
+    out += orders_section(info)
     out += degree_check(info, args)
     return "\n".join(out) + "\n"
+
+
+def orders_section(info: dict) -> list:
+    """The per-order rows (order_rows): DRAM bytes and time at both ends, against the user's order."""
+    mine = info["order_rows"]
+    if not mine:
+        return []
+    out = [
+        "",
+        "## The range kernel per node order: the order-aware L2 model (predicted, never measured)",
+        "",
+        "The rows above take the L2's hit rate from Che's approximation, which cannot see the order of the gathers. "
+        "Here it comes from the reuse distances of the source rows in the order the kernel's resident warps gather "
+        f"them (config {CURRENT}; mgg.runtime.locality), with the graph relabelled in each order (`user`: the user's "
+        "ids). `DRAM /`: the user's order's predicted DRAM bytes over this order's, at the optimistic / pessimistic "
+        "end. cuSPARSE: measured in the user's order. The order's own cost and the CPU's times: "
+        "`python -m bench order`.",
+        "",
+        "| graph | D | dtype | order | predicted DRAM MB (low / high) | DRAM / | predicted ms (band) | "
+        "predicted speedup | L2 hits (low / high) | distinct rows a wave gathers |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    user = {(r["graph"], r["D"], r["dtype"]): r for r in mine if r["order"] == "user"}
+    for r in mine:
+        preds = info["detail"][(r["graph"], r["D"], r["dtype"], r["kernel"], r["order"])][1]
+        u = user.get((r["graph"], r["D"], r["dtype"]))
+        ratio = (
+            f"{u['predicted_dram_bytes_low'] / max(r['predicted_dram_bytes_low'], 1):.2f} / "
+            f"{u['predicted_dram_bytes_high'] / max(r['predicted_dram_bytes_high'], 1):.2f}"
+            if u
+            else ""
+        )
+        speed = f"{r['predicted_speedup_low']}-{r['predicted_speedup_high']}x" if r["cusparse_ms"] != "" else ""
+        out.append(
+            f"| {r['graph']} | {r['D']} | {r['dtype']} | {r['order']} | {r['predicted_dram_bytes_low'] / 1e6:.1f} / "
+            f"{r['predicted_dram_bytes_high'] / 1e6:.1f} | {ratio} | {r['predicted_ms_low']}-{r['predicted_ms_high']} "
+            f"| {speed} | {preds['low'].hit:.2f} / {preds['high'].hit:.2f} | "
+            f"{int(info['wave_rows'][(r['graph'], r['order'])]):,} |"
+        )
+    if info["order_skipped"]:
+        out += ["", "Left out: " + "; ".join(info["order_skipped"]) + "."]
+    return out
 
 
 def sensitivity(rows: list, info: dict) -> list:
     """How far cuSPARSE's measured time is from the model's roofline for its own bytes (optimistic
     constants): where cuSPARSE is near it, the range kernel can win only by moving fewer bytes."""
     gpu = info["ends"]["low"].gpu
+    if not any(r["kernel"] == "current" and r["cusparse_ms"] != "" for r in rows):
+        return []
     out = [
         "",
         "## cuSPARSE against the roofline of its own bytes",
@@ -455,6 +575,8 @@ def sensitivity(rows: list, info: dict) -> list:
 def h100(rows: list, info: dict) -> list:
     """The range kernel on the H100 SXM (its constants at both ends, the H200's latencies there).
     cuSPARSE was not measured there: its H200 time stands in (not bandwidth-bound)."""
+    if not any(r["kernel"] == "current" and r["cusparse_ms"] != "" for r in rows):
+        return []
     out = [
         "",
         "## H100 SXM (predicted with its own constants; cuSPARSE not measured there: its H200 time stands in)",
@@ -586,6 +708,14 @@ def main(argv=None) -> int:
         default="generated",
         help="row pointers of the generated graphs (bench's graph cache) or of the analytic degree model",
     )
+    ap.add_argument(
+        "--orders",
+        nargs="*",
+        default=TIMED_ORDERS,
+        choices=ORDERS,
+        help="node orders of the order-aware rows (default: %(default)s; none given: no such rows); needs "
+        "--degrees generated",
+    )
     ap.add_argument("--no-tuned", dest="tuned", action="store_false", help="skip the current-tuned rows")
     ap.add_argument("--no-loo", dest="loo", action="store_false", help="skip the leave-one-out errors")
     ap.add_argument(
@@ -596,6 +726,10 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = ap.parse_args(argv)
+    if args.orders and args.degrees != "generated":
+        ap.error("--orders relabel the generated graphs: use --degrees generated, or --orders with no order")
+    if args.orders and "user" not in args.orders:
+        args.orders = ["user", *args.orders]  # the orders' DRAM bytes are read against the user's
     rows, info = run(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -603,7 +737,7 @@ def main(argv=None) -> int:
     with open(f"{stem}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
-        w.writerows(rows)
+        w.writerows(rows + info["order_rows"])
     md = markdown(rows, info, args)
     Path(f"{stem}.md").write_text(md)
     plot(rows, Path(f"{stem}.png"))

@@ -88,6 +88,31 @@ def calibrations(gpu: km.Gpu) -> dict:
     }
 
 
+def ordered_plans(g, spec: str, orders, skipped: list) -> dict:
+    """{order: (plan, order_s, plan_s)}: the one-rank plan of `g` in each order (`user`: a Plan of
+    the user's ids; any other: an OrderedPlan), the seconds the order and the relabelling took.
+    METIS beyond mgg.runtime.ordering.METIS_MAX_EDGES and an order whose package is missing are left
+    out, and `skipped` says so."""
+    plans = {}
+    for name in orders:
+        if name == "metis" and g.num_edges > ordering.METIS_MAX_EDGES:
+            skipped.append(f"metis on {spec}: {g.num_edges:,} edges, over {ordering.METIS_MAX_EDGES:,}")
+            print(f"  metis: skipped ({skipped[-1]})", flush=True)
+            continue
+        t0 = time.perf_counter()
+        try:
+            order = node_order(g, name)
+        except MissingPackageError as e:  # a method whose package is missing: said, and left out
+            skipped.append(f"{name} on {spec}: {e}")
+            print(f"  {name}: skipped ({e})", flush=True)
+            continue
+        t1 = time.perf_counter()
+        plan = Plan(g) if name == "user" else OrderedPlan(g, order)
+        plans[name] = (plan, order.seconds, time.perf_counter() - t1)
+        print(f"  {name}: order {t1 - t0:.2f} s, plan {plans[name][2]:.2f} s", flush=True)
+    return plans
+
+
 def run(args) -> list:
     torch.manual_seed(0)
     gpu = km.GPUS[args.gpu]
@@ -97,23 +122,7 @@ def run(args) -> list:
         g, load_s = cache.normalized(spec, args.data_dir)
         print(f"[graph] {spec}: {g.num_nodes:,} nodes, {g.num_edges:,} edges ({load_s:.1f} s)", flush=True)
         csr = {}
-        plans = {}
-        for name in args.orders:
-            if name == "metis" and g.num_edges > ordering.METIS_MAX_EDGES:
-                skipped.append(f"metis on {spec}: {g.num_edges:,} edges, over {ordering.METIS_MAX_EDGES:,}")
-                print(f"  metis: skipped ({skipped[-1]})", flush=True)
-                continue
-            t0 = time.perf_counter()
-            try:
-                order = node_order(g, name)
-            except MissingPackageError as e:  # a method whose package is missing: said, and left out
-                skipped.append(f"{name} on {spec}: {e}")
-                print(f"  {name}: skipped ({e})", flush=True)
-                continue
-            t1 = time.perf_counter()
-            plan = Plan(g) if name == "user" else OrderedPlan(g, order)
-            plans[name] = (plan, order.seconds, time.perf_counter() - t1)
-            print(f"  {name}: order {t1 - t0:.2f} s, plan {plans[name][2]:.2f} s", flush=True)
+        plans = ordered_plans(g, spec, args.orders, skipped)
         for name, (plan, _, _) in plans.items():
             pg = plan.graph
             csr[name] = torch.sparse_csr_tensor(

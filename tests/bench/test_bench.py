@@ -762,3 +762,53 @@ def test_order_bench_writes_every_order_and_refuses_a_wrong_result(tmp_path, mon
     monkeypatch.setattr(OrderedPlan, "_out", lambda self, t: t)  # the output left in the planned order
     with pytest.raises(AssertionError, match="out\\["):
         order.main(["--smoke", "--out", str(tmp_path / "wrong"), "--orders", "rcm"])
+
+
+def test_model_bench_predicts_each_order_with_the_order_aware_model(tmp_path, capsys, monkeypatch):
+    """python -m bench model --orders on a shuffled community graph without measured rows: both
+    ends take kernel_model.CALIBRATIONS; a row per order, dtype and D, each the range kernel's
+    prediction from the reuse distances of that order's own plan (recomputed here); --orders needs
+    the generated graphs."""
+    from bench import cache, model
+    from mgg import Plan
+    from mgg.partitioning.order import OrderedPlan, node_order
+    from mgg.runtime import kernel_model as km
+    from mgg.runtime import locality
+
+    monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path / "graphs"))
+    spec = "sbm:60000:60:16:0.9"  # x at D = 256 (fp32): 61 MB, over the H200's L2
+    args = ["--graphs", spec, "--dims", "16", "256", "--no-tuned", "--no-loo", "--no-check-degrees"]
+    assert model.main(args + ["--orders", "rcm", "--out", str(tmp_path)]) == 0
+    (path,) = tmp_path.glob("model-*.csv")
+    rows = list(csv.DictReader(open(path)))
+    blind = [r for r in rows if r["order"] == ""]
+    ordered = {(r["order"], r["dtype"], int(r["D"])): r for r in rows if r["order"]}
+    assert {(r["kernel"], r["dtype"], int(r["D"])) for r in blind} == {
+        ("current", t, d) for t in ("float32", "bfloat16") for d in (16, 256)
+    }
+    assert set(ordered) == {(o, t, d) for o in ("user", "rcm") for t in ("float32", "bfloat16") for d in (16, 256)}
+    for r in rows:
+        assert float(r["predicted_ms_low"]) <= float(r["predicted_ms_high"])
+        assert int(r["predicted_dram_bytes_low"]) <= int(r["predicted_dram_bytes_high"])
+    g, _ = cache.graph(spec)
+    band = km.band(km.H200)
+    for name, plan in (("user", Plan(g)), ("rcm", OrderedPlan(g, node_order(g, "rcm")))):
+        profile = locality.plan_profile(plan, model.CURRENT)
+        stats = km.RangeStats.of(plan.graph.rowptr.numpy(), None, model.CURRENT)
+        for dim in (16, 256):
+            dram = sorted(
+                km.predict_range(stats, dim, 4, km.CALIBRATIONS[e], band[e], sources=profile).dram_bytes
+                for e in ("optimistic", "pessimistic")
+            )
+            r = ordered[(name, "float32", dim)]
+            assert [int(r["predicted_dram_bytes_low"]), int(r["predicted_dram_bytes_high"])] == [int(b) for b in dram]
+    assert (
+        ordered[("rcm", "float32", 256)]["predicted_dram_bytes_high"]
+        != ordered[("user", "float32", 256)]["predicted_dram_bytes_high"]
+    )
+    md = path.with_suffix(".md").read_text()
+    assert "per node order" in md and "No measured rows of these graphs" in md
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        model.main(["--graphs", "rmat-reddit", "--degrees", "analytic", "--orders", "rcm"])
+    assert e.value.code == 2 and "--degrees generated" in capsys.readouterr().err
