@@ -19,12 +19,16 @@ Each against cuSPARSE's measured forward time (torch.sparse, fp32, H200; bf16 st
 with cuSPARSE fp32). Predicted, never measured: where the GPU disagrees, the GPU wins.
 
 These rows take the L2's hit rate from Che's approximation, which sees how often each row is read
-but not when (order ``, the order-blind model). With `--orders` (default: user rcm degree metis;
-`--orders` alone: none) the range kernel is predicted again per node order with the order-aware
-model (issue 51): the reuse distances of the source rows in the order the kernel's resident warps
-gather them (mgg.runtime.locality), on the graph relabelled in that order (`user`: the user's ids),
+but not when (order ``, the order-blind model). With `--orders` (default: user rcm degree metis
+on the generated graphs, none with `--degrees analytic`; `--orders` alone: none) the range kernel
+is predicted again per node order with the order-aware model (issue 51): the reuse distances of
+the source rows in the order the kernel's resident warps gather them (mgg.runtime.locality), on
+the graph relabelled in that order (`user`: the user's ids),
 DRAM bytes and time at both ends. METIS beyond mgg.runtime.ordering.METIS_MAX_EDGES is left out.
-Graphs without measured rows of the old kernel use kernel_model.CALIBRATIONS at both ends.
+Each order costs minutes on the full-size stand-ins (the reuse distances of 115-124M gathers: 2-4
+minutes on a 2-core CPU); `--orders` with no order skips them.
+Graphs without measured rows of the old kernel use kernel_model.CALIBRATIONS at both ends (and,
+outside the presets, have no analytic degree model to check against).
 
 Writes model-<date>.csv (graph, D, dtype, kernel, order, measured_ms, predicted_ms_low,
 predicted_ms_high, predicted_dram_bytes_low, predicted_dram_bytes_high, cusparse_ms,
@@ -50,6 +54,7 @@ from mgg.runtime import kernel_model as km
 
 from .order import ORDERS as TIMED_ORDERS
 from .order import ordered_plans
+from .report import write_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURED = "bench/results/gpu-20261126-*/kernel-*.csv"
@@ -613,8 +618,11 @@ def h100(rows: list, info: dict) -> list:
 def degree_check(info: dict, args) -> list:
     """The plan statistics from the other degree source, beside those used (generated graph against
     the review's analytic degree model), at the optimistic end."""
+    from mgg.data.synthetic import PRESETS
+
     other = "analytic" if args.degrees == "generated" else None
-    if other is None or not args.check_degrees:
+    specs = [spec for spec in info["graphs"] if spec in PRESETS]  # the analytic model knows the presets only
+    if other is None or not args.check_degrees or not specs:
         return []
     end = info["ends"]["low"]
     out = [
@@ -625,8 +633,8 @@ def degree_check(info: dict, args) -> list:
         "split rows | carry pieces | old D=128 predicted ms | current fp32 D=128 predicted ms |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for spec, g in info["graphs"].items():
-        for src in (g, graph_of(spec, other)):
+    for spec in specs:
+        for src in (info["graphs"][spec], graph_of(spec, other)):
             deg = np.diff(src.rowptr)
             b = km.BlockStats.of(src.rowptr, None, (16, 1, 4))
             s = km.RangeStats.of(src.rowptr, None, CURRENT)
@@ -711,10 +719,10 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--orders",
         nargs="*",
-        default=TIMED_ORDERS,
+        default=None,
         choices=ORDERS,
-        help="node orders of the order-aware rows (default: %(default)s; none given: no such rows); needs "
-        "--degrees generated",
+        help=f"node orders of the order-aware rows (default: {' '.join(TIMED_ORDERS)} with the generated graphs, "
+        "none with --degrees analytic; --orders alone: none); they relabel the generated graphs",
     )
     ap.add_argument("--no-tuned", dest="tuned", action="store_false", help="skip the current-tuned rows")
     ap.add_argument("--no-loo", dest="loo", action="store_false", help="skip the leave-one-out errors")
@@ -726,6 +734,8 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = ap.parse_args(argv)
+    if args.orders is None:
+        args.orders = list(TIMED_ORDERS) if args.degrees == "generated" else []
     if args.orders and args.degrees != "generated":
         ap.error("--orders relabel the generated graphs: use --degrees generated, or --orders with no order")
     if args.orders and "user" not in args.orders:
@@ -734,10 +744,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"model-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-    with open(f"{stem}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows + info["order_rows"])
+    write_csv(rows + info["order_rows"], Path(f"{stem}.csv"), COLUMNS)
     md = markdown(rows, info, args)
     Path(f"{stem}.md").write_text(md)
     plot(rows, Path(f"{stem}.png"))

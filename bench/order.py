@@ -42,6 +42,7 @@ from mgg.runtime.timing import measure
 from . import cache
 from .competitors import check
 from .env import environment
+from .report import write_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = [
@@ -401,19 +402,13 @@ def main(argv=None) -> int:
             cost = r["order_s"] + r["plan_s"]
             r["auto"] = auto_verdict(r["order"], nodes[r["graph"]], r["D"], user["cpu_ms"], r["cpu_ms"], cost)
             r["auto"] = r["auto"].split(":")[0]
-        with open(f"{stem}.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=COLUMNS)
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(rows, Path(f"{stem}.csv"), COLUMNS)
     else:
         rows = run(args)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         stem = out / f"order-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-        with open(f"{stem}.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=COLUMNS)
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(rows, Path(f"{stem}.csv"), COLUMNS)
     md = markdown(rows, args, environment(torch.device("cpu")))
     Path(f"{stem}.md").write_text(md)
     plot(rows, Path(f"{stem}.png"))

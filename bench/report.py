@@ -73,8 +73,9 @@ class CsvLog:
         self._f.close()
 
 
-def write_csv(rows: list[dict], path: Path) -> None:
-    log = CsvLog(path)
+def write_csv(rows: list[dict], path: Path, columns: list = COLUMNS) -> None:
+    """A whole run's rows at once: `columns` in order, a column a row lacks left empty."""
+    log = CsvLog(path, columns)
     for r in rows:
         log.add(r)
     log.close()

@@ -2,6 +2,7 @@
 
 import csv
 import dataclasses
+import importlib.util
 import os
 import subprocess
 import sys
@@ -765,10 +766,11 @@ def test_order_bench_writes_every_order_and_refuses_a_wrong_result(tmp_path, mon
 
 
 def test_model_bench_predicts_each_order_with_the_order_aware_model(tmp_path, capsys, monkeypatch):
-    """python -m bench model --orders on a shuffled community graph without measured rows: both
-    ends take kernel_model.CALIBRATIONS; a row per order, dtype and D, each the range kernel's
-    prediction from the reuse distances of that order's own plan (recomputed here); --orders needs
-    the generated graphs."""
+    """python -m bench model on a shuffled community graph without measured rows (the default
+    command, orders and degree check included): both ends take kernel_model.CALIBRATIONS; a row per
+    order, dtype and D, each the range kernel's prediction from the reuse distances of that order's
+    own plan (recomputed here); the order-blind rows as without orders; --orders needs the generated
+    graphs, and --degrees analytic alone runs none."""
     from bench import cache, model
     from mgg import Plan
     from mgg.partitioning.order import OrderedPlan, node_order
@@ -777,16 +779,17 @@ def test_model_bench_predicts_each_order_with_the_order_aware_model(tmp_path, ca
 
     monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path / "graphs"))
     spec = "sbm:60000:60:16:0.9"  # x at D = 256 (fp32): 61 MB, over the H200's L2
-    args = ["--graphs", spec, "--dims", "16", "256", "--no-tuned", "--no-loo", "--no-check-degrees"]
-    assert model.main(args + ["--orders", "rcm", "--out", str(tmp_path)]) == 0
-    (path,) = tmp_path.glob("model-*.csv")
+    args = ["--graphs", spec, "--dims", "16", "256", "--no-tuned", "--no-loo"]
+    assert model.main(args + ["--out", str(tmp_path / "all")]) == 0
+    (path,) = (tmp_path / "all").glob("model-*.csv")
     rows = list(csv.DictReader(open(path)))
     blind = [r for r in rows if r["order"] == ""]
     ordered = {(r["order"], r["dtype"], int(r["D"])): r for r in rows if r["order"]}
     assert {(r["kernel"], r["dtype"], int(r["D"])) for r in blind} == {
         ("current", t, d) for t in ("float32", "bfloat16") for d in (16, 256)
     }
-    assert set(ordered) == {(o, t, d) for o in ("user", "rcm") for t in ("float32", "bfloat16") for d in (16, 256)}
+    orders = [o for o in model.TIMED_ORDERS if o != "metis" or importlib.util.find_spec("pymetis")]
+    assert set(ordered) == {(o, t, d) for o in orders for t in ("float32", "bfloat16") for d in (16, 256)}
     for r in rows:
         assert float(r["predicted_ms_low"]) <= float(r["predicted_ms_high"])
         assert int(r["predicted_dram_bytes_low"]) <= int(r["predicted_dram_bytes_high"])
@@ -795,20 +798,30 @@ def test_model_bench_predicts_each_order_with_the_order_aware_model(tmp_path, ca
     for name, plan in (("user", Plan(g)), ("rcm", OrderedPlan(g, node_order(g, "rcm")))):
         profile = locality.plan_profile(plan, model.CURRENT)
         stats = km.RangeStats.of(plan.graph.rowptr.numpy(), None, model.CURRENT)
-        for dim in (16, 256):
-            dram = sorted(
-                km.predict_range(stats, dim, 4, km.CALIBRATIONS[e], band[e], sources=profile).dram_bytes
-                for e in ("optimistic", "pessimistic")
-            )
-            r = ordered[(name, "float32", dim)]
-            assert [int(r["predicted_dram_bytes_low"]), int(r["predicted_dram_bytes_high"])] == [int(b) for b in dram]
+        for dtype, elem in (("float32", 4), ("bfloat16", 2)):
+            for dim in (16, 256):
+                preds = [
+                    km.predict_range(stats, dim, elem, km.CALIBRATIONS[e], band[e], sources=profile)
+                    for e in ("optimistic", "pessimistic")
+                ]
+                r = ordered[(name, dtype, dim)]
+                dram = sorted(int(p.dram_bytes) for p in preds)
+                assert [int(r["predicted_dram_bytes_low"]), int(r["predicted_dram_bytes_high"])] == dram
+                ms = sorted(round(p.seconds * 1e3, 3) for p in preds)
+                assert [float(r["predicted_ms_low"]), float(r["predicted_ms_high"])] == ms
     assert (
         ordered[("rcm", "float32", 256)]["predicted_dram_bytes_high"]
         != ordered[("user", "float32", 256)]["predicted_dram_bytes_high"]
     )
     md = path.with_suffix(".md").read_text()
-    assert "per node order" in md and "No measured rows of these graphs" in md
+    assert "per node order" in md and "No measured rows of these graphs" in md and "Degree sources" not in md
+    assert model.main(args + ["--orders", "--out", str(tmp_path / "none")]) == 0
+    (alone,) = (tmp_path / "none").glob("model-*.csv")
+    assert list(csv.DictReader(open(alone))) == blind
     capsys.readouterr()
     with pytest.raises(SystemExit) as e:
         model.main(["--graphs", "rmat-reddit", "--degrees", "analytic", "--orders", "rcm"])
     assert e.value.code == 2 and "--degrees generated" in capsys.readouterr().err
+    monkeypatch.setattr(model, "run", lambda a: (_ for _ in ()).throw(RuntimeError(f"orders {a.orders}")))
+    with pytest.raises(RuntimeError, match=r"orders \[\]"):
+        model.main(["--graphs", "rmat-reddit", "--degrees", "analytic"])
