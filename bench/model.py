@@ -54,7 +54,7 @@ from mgg.runtime import kernel_model as km
 
 from .order import ORDERS as TIMED_ORDERS
 from .order import ordered_plans
-from .report import write_csv
+from .report import geomean, write_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURED = "bench/results/gpu-20261126-*/kernel-*.csv"
@@ -141,11 +141,6 @@ def lattice() -> list:
     ]
 
 
-def _geomean(xs) -> float:
-    xs = [x for x in xs if x > 0]
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
-
-
 def _us(cal: km.Calibration) -> str:
     return ", ".join(f"{v * 1e6:.3f} µs" for v in (cal.chain_s, cal.l2_round_s, cal.dram_round_s))
 
@@ -208,10 +203,10 @@ def run(args) -> tuple[list, dict]:
         c: _calibrated(points, keys, km.pessimistic(base, [c]), False, fixed["optimistic"]) for c in km.BAND_CONSTANTS
     }
     for e, name in (("low", "optimistic"), ("high", "pessimistic")):
-        fit, fixed = ends[e].cal, km.CALIBRATIONS[name]
+        fit, kept = ends[e].cal, fixed[name]
         if not np.allclose(
             [fit.chain_s, fit.l2_round_s, fit.dram_round_s],
-            [fixed.chain_s, fixed.l2_round_s, fixed.dram_round_s],
+            [kept.chain_s, kept.l2_round_s, kept.dram_round_s],
             rtol=0.01,
             atol=0,
         ):
@@ -328,7 +323,7 @@ def targets(rows: list, kernel: str, end: str) -> list[tuple[str, bool, str]]:
         for r in rows
         if r["kernel"] == kernel and r["dtype"] == "bfloat16" and r["D"] >= BF16_FROM_D and r[col] != ""
     ]
-    gm = _geomean(fp32)
+    gm = geomean(fp32)
     return [
         (
             f"fp32 >= {FP32_EVERY}x cuSPARSE at every point",
@@ -348,21 +343,14 @@ def speedup_band(rows: list, kernel: str = "current", dtype: str = "float32") ->
     """The band of one kernel's speedups over its rows: lowest and geometric mean at both ends."""
     mine = [r for r in rows if r["kernel"] == kernel and r["dtype"] == dtype and r["cusparse_ms"] != ""]
     if not mine:
-        return dict(
-            min_low=math.nan,
-            min_high=math.nan,
-            geomean_low=math.nan,
-            geomean_high=math.nan,
-            max_low=math.nan,
-            max_high=math.nan,
-        )
+        return dict.fromkeys(("min_low", "min_high", "geomean_low", "geomean_high", "max_low", "max_high"), math.nan)
     lo = [float(r["predicted_speedup_low"]) for r in mine]
     hi = [float(r["predicted_speedup_high"]) for r in mine]
     return dict(
         min_low=min(lo),
         min_high=min(hi),
-        geomean_low=_geomean(lo),
-        geomean_high=_geomean(hi),
+        geomean_low=geomean(lo),
+        geomean_high=geomean(hi),
         max_low=max(lo),
         max_high=max(hi),
     )
@@ -740,7 +728,7 @@ def main(argv=None) -> int:
         ap.error("--orders relabel the generated graphs: use --degrees generated, or --orders with no order")
     if args.orders and "user" not in args.orders:
         args.orders = ["user", *args.orders]  # the orders' DRAM bytes are read against the user's
-    rows, info = run(args)
+    rows, info = run(args)  # predictions only, nothing measured: the files are written once, whole
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"model-{datetime.datetime.now():%Y%m%d-%H%M%S}"

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
-import math
 import time
 from pathlib import Path
 
@@ -42,7 +41,7 @@ from mgg.runtime.timing import measure
 from . import cache
 from .competitors import check
 from .env import environment
-from .report import write_csv
+from .report import CsvLog, geomean, write_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = [
@@ -72,11 +71,6 @@ SMOKE = dict(graphs=["rmat:3000:30000", "sbm:4000:40:16:0.9", "cora"], dims=[16,
 ORDERS = [o for o in PLAN_ORDERS if o != "random"]  # the orders worth timing (random: the worst case, known)
 ELEM = 4  # fp32
 CONFIG = Config()
-
-
-def _gm(xs) -> float:
-    xs = [x for x in xs if x > 0]
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
 def calibrations(gpu: km.Gpu) -> dict:
@@ -114,7 +108,8 @@ def ordered_plans(g, spec: str, orders, skipped: list) -> dict:
     return plans
 
 
-def run(args) -> list:
+def run(args, log: CsvLog) -> list:
+    """Every row, each (graph, D)'s written to `log` as it is measured (a run cut off keeps them)."""
     torch.manual_seed(0)
     gpu = km.GPUS[args.gpu]
     ends = calibrations(gpu)
@@ -206,16 +201,14 @@ def run(args) -> list:
                         auto=verdict.split(":")[0],
                     )
                 )
-            user_bytes = next(
-                r["predicted_dram_bytes"] for r in rows if r["graph"] == spec and r["D"] == dim and r["order"] == "user"
-            )
-            for r in rows:
-                if r["graph"] == spec and r["D"] == dim:
-                    r["dram_ratio"] = round(user_bytes / max(r["predicted_dram_bytes"], 1), 3)
+            here = [r for r in rows if r["graph"] == spec and r["D"] == dim]
+            user_bytes = next(r["predicted_dram_bytes"] for r in here if r["order"] == "user")
+            for r in here:
+                r["dram_ratio"] = round(user_bytes / max(r["predicted_dram_bytes"], 1), 3)
+                log.add(r)
             line = " ".join(
                 f"{r['order']} {r['cpu_ms']:.1f} ms ({r['cpu_speedup']:.2f}x, DRAM /{r['dram_ratio']:.2f})"
-                for r in rows
-                if r["graph"] == spec and r["D"] == dim
+                for r in here
             )
             print(f"  D={dim}: {line}", flush=True)
     return rows
@@ -288,7 +281,7 @@ def markdown(rows: list, args, env: dict) -> str:
             big = [r["dram_ratio"] for r in mine if r["D"] >= 128]
             on = [str(r["D"]) for r in mine if r["auto"] == "on"]
             out.append(
-                f"| {spec} | {name} | {_gm([r['cpu_speedup'] for r in mine]):.2f}x | "
+                f"| {spec} | {name} | {geomean([r['cpu_speedup'] for r in mine]):.2f}x | "
                 + ", ".join(f"{r['D']}: {r['cpu_speedup']:.2f}x" for r in mine)
                 + f" | {', '.join(f'{b:.2f}' for b in big) or '-'} | {', '.join(on) or '-'} |"
             )
@@ -311,7 +304,7 @@ def markdown(rows: list, args, env: dict) -> str:
         out.append(
             f"| {spec} | "
             + ", ".join(f"{r['D']}: {r['order']} {r['cpu_speedup']:.2f}x" for r in kept)
-            + f" | {_gm([r['cpu_speedup'] for r in kept]):.2f}x | "
+            + f" | {geomean([r['cpu_speedup'] for r in kept]):.2f}x | "
             + (", ".join(f"{r['dram_ratio']:.2f}" for r in kept if r["D"] >= 128) or "-")
             + " |"
         )
@@ -404,11 +397,14 @@ def main(argv=None) -> int:
             r["auto"] = r["auto"].split(":")[0]
         write_csv(rows, Path(f"{stem}.csv"), COLUMNS)
     else:
-        rows = run(args)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         stem = out / f"order-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-        write_csv(rows, Path(f"{stem}.csv"), COLUMNS)
+        log = CsvLog(Path(f"{stem}.csv"), COLUMNS)
+        try:
+            rows = run(args, log)
+        finally:
+            log.close()
     md = markdown(rows, args, environment(torch.device("cpu")))
     Path(f"{stem}.md").write_text(md)
     plot(rows, Path(f"{stem}.png"))

@@ -81,7 +81,8 @@ def write_csv(rows: list[dict], path: Path, columns: list = COLUMNS) -> None:
     log.close()
 
 
-def _geomean(xs):
+def geomean(xs) -> float:
+    """The geometric mean of the positive, finite values (nan if none)."""
     xs = [x for x in xs if x > 0 and math.isfinite(x)]
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
@@ -231,7 +232,7 @@ def summary(rows: list[dict], copy_gbps: float, skipped: tuple = (), wrong: tupl
         for peer, vals in sorted(sp.items()):
             for pass_ in sorted({p for _, p, _ in vals}):
                 v = [s for _, p, s in vals if p == pass_]
-                lines.append(f"| {peer} | {pass_} | {_geomean(v):.2f}x | {min(v):.2f}x | {max(v):.2f}x | {len(v)} |")
+                lines.append(f"| {peer} | {pass_} | {geomean(v):.2f}x | {min(v):.2f}x | {max(v):.2f}x | {len(v)} |")
         lines.append("")
     kern = [r for r in rows if r["suite"] == "kernel" and r["impl"].startswith("mgg")]
     if kern:
