@@ -144,7 +144,12 @@ def extension():
     if cuda_home is None:
         print("mgg setup: nvcc not found (or MGG_CPU_ONLY=1): building the CPU-only extension")
         write_build_info(torch=torch.__version__, cuda=None, nvcc=None, archs=[], nvshmem=None)
-        return CppExtension("mgg._C", sources, extra_compile_args={"cxx": FLAGS["cxx"]})
+        return CppExtension(
+            "mgg._C",
+            sources,
+            extra_compile_args={"cxx": FLAGS["cxx"] + FLAGS["openmp"]},
+            extra_link_args=FLAGS["openmp"],
+        )
 
     nvcc = check_cuda_versions(cuda_home, torch.version.cuda)
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", FLAGS["cuda_archs_default"])
@@ -164,13 +169,14 @@ def extension():
         include_dirs=[str(shm / "include")] + missing_header_links(cuda_home),
         library_dirs=[str(shm / "lib")],
         extra_compile_args={
-            "cxx": FLAGS["cxx"] + defines,
+            "cxx": FLAGS["cxx"] + FLAGS["openmp"] + defines,
             "nvcc": FLAGS["nvcc"] + defines + [f"-U{m}" for m in FLAGS["nvcc_undefine"]],
             "nvcc_dlink": ["-dlink", f"-L{shm / 'lib'}", f"-l{FLAGS['nvshmem_device_lib']}"] + arch_flags(archs),
         },
         # --exclude-libs: the device library's nvshmemi_* stay private, so the attach binds to this
         # module's own copies even where another module (torch's) exports the same names globally
-        extra_link_args=[
+        extra_link_args=FLAGS["openmp"]
+        + [
             f"-l{FLAGS['nvshmem_device_lib']}",
             f"-l:{FLAGS['nvshmem_host_lib']}",
             f"-Wl,--exclude-libs,lib{FLAGS['nvshmem_device_lib']}.a",

@@ -156,6 +156,10 @@ def main(argv=None) -> int:
         from .model import main as model_main
 
         return model_main(argv[1:])
+    if argv[:1] == ["cpu"]:  # not a suite: the CPU kernels against torch.sparse and PyG (bench/cpu.py)
+        from .cpu import main as cpu_main
+
+        return cpu_main(argv[1:])
     if argv[:1] == ["order"]:  # not a suite: node orders against the user's (bench/order.py), its own columns
         from .order import main as order_main
 

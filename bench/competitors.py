@@ -73,7 +73,7 @@ def _matrices(graph: Graph, dtype: torch.dtype, device: torch.device):
 def prepare_torch_sparse(graph: Graph, x: torch.Tensor, **_) -> Optional[Prepared]:
     """torch.sparse.mm on CSR (cuSPARSE on a GPU); backward is A^T @ grad, as autograd does it.
     None where the backend has no kernel for x's dtype (bf16 on the CPU's MKL path)."""
-    if not _sparse_mm_supports(x.dtype, x.device):
+    if not sparse_mm_supports(x.dtype, x.device):
         return None
     a, at = _matrices(graph, x.dtype, x.device)
     g = torch.randn_like(x)
@@ -81,7 +81,7 @@ def prepare_torch_sparse(graph: Graph, x: torch.Tensor, **_) -> Optional[Prepare
 
 
 @functools.lru_cache(maxsize=None)
-def _sparse_mm_supports(dtype: torch.dtype, device: torch.device) -> bool:
+def sparse_mm_supports(dtype: torch.dtype, device: torch.device) -> bool:
     """Whether torch.sparse.mm has a CSR x dense kernel for dtype on device (a 1 x 1 probe)."""
     one = torch.ones(1, 1, dtype=dtype, device=device)
     try:

@@ -36,6 +36,7 @@ def collect() -> dict:
         "nvshmem": nvshmem,
         "extension CUDA kernels": bool(_C.with_cuda),
         "extension NVSHMEM runtime": bool(_C.with_nvshmem),
+        "CPU kernels": f"{_C.cpu_kernels()}, {torch.get_num_threads()} threads",
         **{
             f"built with {k}": ("none" if v is None else ", ".join(v) if isinstance(v, list) else v)
             for k, v in build_facts().items()

@@ -1,13 +1,14 @@
-// The CPU executor of an aggregation step (layout in core/schedule.h), on raw pointers: the CPU
-// path of the mgg ops and the reference the CUDA kernels are tested against. It walks the
-// schedule as the CUDA kernel does, warp range by warp range, so every CPU run exercises the
-// schedule the kernel trusts. Torch-free and header-only, so the native tests (CMakeLists.txt)
-// build it without libtorch.
+// A step's parts and sources on raw pointers (PlanPart, TableSource, PeerSource: the attention
+// executor's too), and the replay of the GPU's warp-range schedule (layout in core/schedule.h) on
+// the CPU: execute_ranges walks it warp range by warp range as the CUDA kernel does, carries and
+// fixups included, so the native tests (csrc/tests/test_core.cpp) check that every schedule sums
+// every edge once. The CPU ops do not replay it: a CPU thread owns whole rows
+// (ops/cpu/row_kernels.h). Torch-free and header-only, so the native tests build it without
+// libtorch.
 #pragma once
 #include <algorithm>
 #include <cstdint>
 
-#include "extreme.h"
 #include "schedule.h"
 
 namespace mgg {
@@ -100,38 +101,6 @@ void execute_ranges(const PlanPart<acc_t>& local, const LocalSource& lsrc, const
       for (int64_t j = f[kFixBegin]; j < f[kFixEnd]; ++j) total += carry[j * ld + d_begin + d];
       o[d] = static_cast<out_t>(total);
     }
-  }
-}
-
-// Max/min aggregation (core/extreme.h), row by row: columns [d_begin, d_end) of out and arg (row
-// stride ld). A local edge's source is row col[e] of [x | x_remote], a remote edge's row
-// remote_base + col[e] (remote_base: the rows of x). `best` holds d_end - d_begin values.
-template <typename scalar_t, typename acc_t, typename LocalSource, typename RemoteSource, typename out_t>
-void execute_extreme_rows(const PlanPart<acc_t>& local, const LocalSource& lsrc, const PlanPart<acc_t>& remote,
-                          const RemoteSource& rsrc, int64_t remote_base, bool is_max, int64_t num_rows, int64_t ld,
-                          out_t* out, int64_t* arg, acc_t* best, int64_t d_begin, int64_t d_end) {
-  const int64_t width = d_end - d_begin;
-  auto visit = [&](const PlanPart<acc_t>& p, const auto& src, int64_t base, int64_t begin, int64_t end, int64_t* at) {
-    for (int64_t e = begin; e < end; ++e) {
-      const scalar_t* x = src.row(p.pe, p.col, e) + d_begin;
-      const int64_t index = base + p.col[e];
-      for (int64_t d = 0; d < width; ++d) {
-        const acc_t v = static_cast<acc_t>(x[d]);
-        if (beats(v, index, best[d], at[d], is_max)) {
-          best[d] = v;
-          at[d] = index;
-        }
-      }
-    }
-  };
-  for (int64_t row = 0; row < num_rows; ++row) {
-    int64_t* at = arg + row * ld + d_begin;
-    std::fill(at, at + width, kNoArg);
-    std::fill(best, best + width, acc_t(0));
-    visit(local, lsrc, 0, local.rowptr[row], local.rowptr[row + 1], at);
-    if (remote.rowptr) visit(remote, rsrc, remote_base, remote.rowptr[row], remote.rowptr[row + 1], at);
-    out_t* o = out + row * ld + d_begin;
-    for (int64_t d = 0; d < width; ++d) o[d] = static_cast<out_t>(at[d] == kNoArg ? acc_t(0) : best[d]);
   }
 }
 

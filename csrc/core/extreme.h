@@ -20,13 +20,18 @@ constexpr int64_t kNoArg = -1;
 
 // Whether value v of source row `index` beats the current best (`best` from row `at`, kNoArg:
 // none yet) under max (is_max) or min.
+// wins: the same where a winner exists (at != kNoArg), written without branches, so that a
+// loop over a row's elements vectorizes (the CPU kernels, ops/cpu/row_kernels_impl.h).
+template <typename T>
+MGG_HOST_DEVICE bool wins(T v, int64_t index, T best, int64_t at, bool is_max) {
+  const bool v_nan = v != v, best_nan = best != best, earlier = index < at;
+  const bool better = is_max ? v > best : v < best;
+  return (v_nan & (!best_nan | earlier)) | (!v_nan & !best_nan & (better | ((v == best) & earlier)));
+}
+
 template <typename T>
 MGG_HOST_DEVICE bool beats(T v, int64_t index, T best, int64_t at, bool is_max) {
-  if (at == kNoArg) return true;
-  const bool v_nan = v != v, best_nan = best != best;
-  if (v_nan || best_nan) return v_nan && (!best_nan || index < at);
-  if (v == best) return index < at;
-  return is_max ? v > best : v < best;
+  return at == kNoArg || wins(v, index, best, at, is_max);
 }
 
 }  // namespace mgg

@@ -245,8 +245,21 @@ std::tuple<at::Tensor, at::Tensor> attend_autograd(const at::Tensor& x, const at
   return {outs[0], outs[1]};
 }
 
+// Whether a call has a gradient to record: grad mode on and an input that requires one. A call
+// without runs the op below autograd, saving nothing for a backward that cannot come.
+bool records(std::initializer_list<const at::Tensor*> inputs) {
+  if (!at::GradMode::is_enabled()) return false;
+  for (const at::Tensor* t : inputs)
+    if (t->requires_grad()) return true;
+  return false;
+}
+
 at::Tensor aggregate_autograd(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan,
                               at::IntArrayRef params, bool deterministic) {
+  if (!records({&x, &x_remote})) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return call_aggregate(x, x_remote, plan, params, deterministic);
+  }
   return Aggregate::apply(x, x_remote, plan, params, deterministic);
 }
 

@@ -2,7 +2,8 @@
 // implementations). It exports the limits and layouts the C++ side defines once
 // (core/limits.h, core/schedule.h, core/step_layout.h) and the kernels' launch-shape model, so
 // that the planner, the tuner and the command line use the launcher's own numbers; the reuse
-// distances of a trace (core/reuse_distance.h) for the runtime's order-aware L2 model; and, in CUDA
+// distances of a trace (core/reuse_distance.h) for the runtime's order-aware L2 model; which copy of
+// the CPU kernels runs (ops/cpu/row_kernels.h); and, in CUDA
 // builds, the extension's side of NVSHMEM (attach/detach of its device state).
 #include <torch/extension.h>
 
@@ -11,6 +12,7 @@
 #include "../core/reuse_distance.h"
 #include "../core/schedule.h"
 #include "../core/step_layout.h"
+#include "cpu/row_kernels.h"
 
 #ifdef MGG_WITH_NVSHMEM
 #include "../nvshmem/attach.h"
@@ -86,6 +88,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("units"), py::arg("num_units"),
       "Per access of a trace of unit ids in [0, num_units): the distinct other units accessed since the unit's "
       "previous access and the accesses between them (LRU stack distance; -1, -1 for a first access).");
+  m.def(
+      "cpu_kernels", [] { return std::string(mgg::cpu::row_kernels().isa); },
+      "The instruction set of the CPU kernels this process runs (default, avx2, avx512): ATen's choice for this "
+      "CPU, capped by ATEN_CPU_CAPABILITY.");
 #ifdef MGG_WITH_NVSHMEM
   m.attr("with_nvshmem") = true;
   auto s = m.def_submodule("nvshmem", "the extension's side of NVSHMEM, whose runtime nvshmem4py owns");

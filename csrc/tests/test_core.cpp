@@ -1,8 +1,8 @@
 // Native test of mgg's torch-free core: the range scheduler (core/range_schedule.h, layout in
-// core/schedule.h) and the CPU executor (core/executor.h). A small weighted step with local and
-// remote parts is scheduled under many (ps, dist), so that rows are packed, cut across warps and
-// fixed up, and a hub row spans several warps; the schedule's invariants are checked, and every
-// execution (column splits as the CPU op splits them across threads, table and peer sources) is
+// core/schedule.h), its replay (core/executor.h) and the CPU's row ranges (core/row_ranges.h).
+// A small weighted step with local and remote parts is scheduled under many (ps, dist), so that
+// rows are packed, cut across warps and fixed up, and a hub row spans several warps; the
+// schedule's invariants are checked, and every replay (column splits, table and peer sources) is
 // compared with a dense product.
 #include <algorithm>
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "core/launch_shape.h"
 #include "core/range_schedule.h"
 #include "core/reuse_distance.h"
+#include "core/row_ranges.h"
 
 namespace {
 
@@ -202,6 +203,34 @@ int main() {
       refused = true;
     }
     expect(refused, "reuse distances: a unit outside [0, units) is refused");
+  }
+  {  // the CPU's share-out of rows (core/row_ranges.h): whole rows, in order, balanced by work
+    std::vector<int64_t> local{0}, remote{0};
+    for (int64_t r = 0; r < 500; ++r) {  // a hub, empty rows, and rows of 1-9 edges
+      local.push_back(local.back() + (r == 7 ? 3000 : r % 13 == 0 ? 0 : r % 9 + 1));
+      remote.push_back(remote.back() + (r % 5 == 0 ? 2 : 0));
+    }
+    const int64_t rows = 500, total = mgg::work_before(local.data(), remote.data(), rows);
+    int64_t heaviest = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      heaviest = std::max(heaviest, mgg::work_before(local.data(), remote.data(), r + 1) -
+                                        mgg::work_before(local.data(), remote.data(), r));
+    for (int64_t parts : {1, 2, 3, 7, 64, 499, 500, 777}) {
+      std::vector<int64_t> b(parts + 1, -1);
+      mgg::balanced_row_bounds(local.data(), remote.data(), rows, parts, b.data());
+      bool ordered = b[0] == 0 && b[parts] == rows, balanced = true;
+      for (int64_t k = 0; k < parts; ++k) {
+        ordered = ordered && b[k] <= b[k + 1];
+        const int64_t w = mgg::work_before(local.data(), remote.data(), b[k + 1]) -
+                          mgg::work_before(local.data(), remote.data(), b[k]);
+        balanced = balanced && w <= total / parts + heaviest;
+      }
+      expect(ordered, "row ranges start at 0, end at the last row and never go back", parts);
+      expect(balanced, "no row range holds more than its share plus the heaviest row", parts);
+    }
+    std::vector<int64_t> b(3);
+    mgg::balanced_row_bounds(local.data(), nullptr, rows, 2, b.data());
+    expect(b[1] > 7 && b[1] < rows, "the hub's work pushes the cut past it", b[1]);
   }
   std::printf("%d checks, %d failed\n", checks, failures);
   return failures == 0 ? 0 : 1;

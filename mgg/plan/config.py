@@ -60,3 +60,6 @@ class Config:
     def as_tuple(self) -> tuple:
         """(ps, dist, wpb)."""
         return (self.ps, self.dist, self.wpb)
+
+
+DEFAULT_CONFIG = Config()  # what a call without a config runs (one object: no check per call)

@@ -15,7 +15,7 @@ import torch
 from .. import ops
 from ..errors import MggError, PlanError
 from ..graph import Graph
-from .config import Config
+from .config import DEFAULT_CONFIG, Config
 from .ranges import split_ranges
 from .rank_plan import PartStep, RankPlan, _no_edges
 from .shard import Csr, GatheredShard, RankShard, _distinct, _rowptr
@@ -38,6 +38,7 @@ class Plan:
         self._returns: dict = {}  # (rank, config) -> halo_return's step
         self._plans: OrderedDict = OrderedDict()
         self._owner_of: Optional[np.ndarray] = None
+        self._no_halos: dict = {}  # (device, dtype, width) -> an empty halo table
 
     @property
     def num_ranks(self) -> int:
@@ -55,10 +56,18 @@ class Plan:
             self._shards[rank] = RankShard(self.graph, self.bounds, rank, self._owner_of)
         return self._shards[rank]
 
-    @torch.compiler.disable  # host-side planning (shard, schedule): under torch.compile it runs eagerly
     def rank_plan(self, rank: int = 0, config: Config = Config()) -> RankPlan:
         """Rank `rank`'s plan under `config`; the least recently used plans beyond
         `max_cached_plans` are dropped (their shards stay)."""
+        if not torch.compiler.is_compiling():  # eager: a plan made before is a lookup, not a compiler boundary
+            rp = self._plans.get((rank, config))
+            if rp is not None:
+                self._plans.move_to_end((rank, config))
+                return rp
+        return self._rank_plan(rank, config)
+
+    @torch.compiler.disable  # host-side planning (shard, schedule): under torch.compile it runs eagerly
+    def _rank_plan(self, rank: int, config: Config) -> RankPlan:
         key = (rank, config)
         rp = self._plans.get(key)
         if rp is None:
@@ -126,7 +135,7 @@ class Plan:
         (mgg.aggregate)."""
         self._check_rows(x, "mgg.aggregate")
         x = x.contiguous()
-        return self.rank_plan(0, config or Config()).aggregate(x, x.new_empty((0, x.size(1))), deterministic)
+        return self.rank_plan(0, config or DEFAULT_CONFIG).aggregate(x, self._no_halo(x), deterministic)
 
     def aggregate_extreme(self, x: torch.Tensor, reduce: str, config: Optional[Config] = None) -> torch.Tensor:
         """out[v] = the elementwise max (reduce='max') or min ('min') of x[u] over the edges u->v of
@@ -134,7 +143,18 @@ class Plan:
         x (the gradient goes to the winning row; ties: the lowest row; csrc/core/extreme.h)."""
         self._check_rows(x, "mgg.aggregate_extreme")
         x = x.contiguous()
-        return self.rank_plan(0, config or Config()).aggregate_extreme(x, x.new_empty((0, x.size(1))), reduce)
+        return self.rank_plan(0, config or DEFAULT_CONFIG).aggregate_extreme(x, self._no_halo(x), reduce)
+
+    def _no_halo(self, x: torch.Tensor) -> torch.Tensor:
+        """The halo table of a one-rank plan: no rows, x's width, dtype and device; one kept per
+        kind (a tensor made per call costs the call more than its aggregation on a small graph)."""
+        if torch.compiler.is_compiling():
+            return x.new_empty((0, x.size(1)))
+        key = (x.device, x.dtype, x.size(1))
+        t = self._no_halos.get(key)
+        if t is None:
+            t = self._no_halos[key] = x.new_empty((0, x.size(1)))
+        return t
 
     def _check_rows(self, x, op: str) -> None:
         if self.num_ranks != 1:

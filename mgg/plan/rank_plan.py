@@ -138,7 +138,6 @@ class RankPlan:
     def fixups(self) -> torch.Tensor:
         return self.schedule.fixups
 
-    @torch.compiler.disable  # host-side planning (the transposed step built on first use): untraced
     def op_args(self, device, peers: bool = False, transposed: bool = True) -> tuple[list, list]:
         """The `plan` and `params` lists of the mgg ops on `device`.
 
@@ -152,6 +151,14 @@ class RankPlan:
             (plan, params): the forward step's tensors then the transposed step's (None where
             absent), and their integer parameters.
         """
+        if not torch.compiler.is_compiling():  # eager: lists made before are a lookup, not a compiler boundary
+            hit = self._args.get((str(device), peers, transposed))
+            if hit is not None:
+                return hit
+        return self._op_args(device, peers, transposed)
+
+    @torch.compiler.disable  # host-side planning (the transposed step built on first use): untraced
+    def _op_args(self, device, peers: bool, transposed: bool) -> tuple[list, list]:
         device = torch.device(device)
         key = (str(device), peers, transposed)
         hit = self._args.get(key)

@@ -81,8 +81,15 @@ def fits_cache(table_bytes: int, device: torch.device) -> str:
     cache an order must beat (cache_bytes), else ""."""
     limit = cache_bytes(device)
     if table_bytes <= limit:
-        return f"off: x ({table_bytes / 2**20:.1f} MB) fits the {limit / 2**20:.0f} MB cache"
+        return f"off: x ({size_text(table_bytes)}) fits the {size_text(limit)} cache"
     return ""
+
+
+def size_text(nbytes: int) -> str:
+    """Bytes in the unit that shows them: KB below 1 MB (a core's 512 KB L2 is not "0 MB"), else MB."""
+    if nbytes < 1 << 20:
+        return f"{nbytes / 2**10:.0f} KB" if nbytes >= 10 << 10 else f"{nbytes / 2**10:.1f} KB"
+    return f"{nbytes / 2**20:.0f} MB" if nbytes >= 10 << 20 else f"{nbytes / 2**20:.1f} MB"
 
 
 def candidates(graph: Graph) -> list:

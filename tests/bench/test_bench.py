@@ -458,11 +458,11 @@ def test_a_peer_without_a_kernel_for_the_dtype_is_left_out_not_a_crash(monkeypat
     leaves that peer out instead of ending on NotImplementedError."""
     from bench import suites
     from bench.budget import Budget
-    from bench.competitors import _sparse_mm_supports
+    from bench.competitors import sparse_mm_supports
 
     monkeypatch.setenv("MGG_GRAPH_CACHE", str(tmp_path))
     cpu = torch.device("cpu")
-    assert _sparse_mm_supports(torch.float32, cpu) and not _sparse_mm_supports(torch.bfloat16, cpu)
+    assert sparse_mm_supports(torch.float32, cpu) and not sparse_mm_supports(torch.bfloat16, cpu)
     opt = suites.Options(
         device=cpu,
         graphs=["rmat:800:6000"],
@@ -825,3 +825,40 @@ def test_model_bench_predicts_each_order_with_the_order_aware_model(tmp_path, ca
     monkeypatch.setattr(model, "run", lambda a: (_ for _ in ()).throw(RuntimeError(f"orders {a.orders}")))
     with pytest.raises(RuntimeError, match=r"orders \[\]"):
         model.main(["--graphs", "rmat-reddit", "--degrees", "analytic"])
+
+
+def test_cpu_bench_writes_its_columns_and_refuses_a_wrong_result(tmp_path, monkeypatch):
+    """python -m bench cpu on tiny graphs: the issue's columns, a row per graph, D, dtype and thread
+    count, ratios that are the times' own, the report written again from its CSV; a competitor whose
+    result is wrong is left out and said so, and a wrong mgg stops the run before anything is timed."""
+    from bench import cpu
+
+    assert cpu.main(["--smoke", "--out", str(tmp_path)]) == 0
+    (path,) = tmp_path.glob("cpu-*.csv")
+    rows = list(csv.DictReader(open(path)))
+    need = {"graph", "D", "dtype", "threads", "mgg_ms", "torch_sparse_ms", "pyg_scatter_ms", "triad_gbps", "isa"}
+    assert need <= set(rows[0])
+    smoke = cpu.SMOKE
+    want = {
+        (g, d, t, th) for g in smoke["graphs"] for d in smoke["dims"] for t in ("float32", "bfloat16") for th in (1, 2)
+    }
+    assert {(r["graph"], int(r["D"]), r["dtype"], int(r["threads"])) for r in rows} == want
+    for r in rows:
+        assert r["isa"] == mgg._C.cpu_kernels()
+        if r["torch_sparse_ms"]:
+            ratio = float(r["torch_sparse_ms"]) / float(r["mgg_ms"])
+            assert abs(float(r["speedup_vs_torch_sparse"]) - ratio) <= 0.01 * ratio + 1e-3
+        else:
+            assert r["dtype"] == "bfloat16"  # MKL's CSR product has no bf16 kernel
+    md = path.with_suffix(".md").read_text()
+    assert "## Targets" in md and (tmp_path / path.name.replace(".csv", ".png")).is_file()
+    assert cpu.main(["--report", str(path)]) == 0
+    from torch_geometric import utils
+
+    monkeypatch.setattr(utils, "scatter", lambda src, index, dim, size, reduce: torch.zeros(size, src.size(1)))
+    assert cpu.main(["--smoke", "--out", str(tmp_path / "wrong"), "--dtypes", "float32", "--threads", "1"]) == 0
+    (md,) = (tmp_path / "wrong").glob("cpu-*.md")
+    assert "Left out as wrong" in md.read_text() and "pyg_scatter on" in md.read_text()
+    monkeypatch.setattr(mgg, "aggregate", lambda x, plan: torch.zeros_like(x))
+    with pytest.raises(AssertionError):
+        cpu.main(["--smoke", "--out", str(tmp_path / "wrong-mgg"), "--dtypes", "float32", "--threads", "1"])

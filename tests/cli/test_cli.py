@@ -46,6 +46,7 @@ def assert_above_chance(stdout: str, num_classes: int) -> None:
 def test_info():
     facts = json.loads(mgg("info", "--json").stdout)
     assert facts["torch"] and "extension CUDA kernels" in facts
+    assert facts["CPU kernels"].split(",")[0] in ("default", "avx2", "avx512")
 
 
 def test_partition_json_and_table(tmp_path):

@@ -110,7 +110,7 @@ def test_entry_points_say_their_device_first(tmp_path):
     r, first = _first_line("-m", "mgg", "train", "--epochs", "1", "--seeds", "1", "--quiet")
     assert r.returncode == 0, r.stderr[-2000:]
     assert first == "mgg train: device cpu (no CUDA device)"
-    assert "order user: off: x (0.2 MB) fits the" in r.stdout  # --order auto (the default) says what it kept
+    assert "order user: off: x (169 KB) fits the" in r.stdout  # --order auto (the default) says what it kept
     r, first = _first_line(
         "-m",
         "mgg",

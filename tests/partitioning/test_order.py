@@ -206,7 +206,8 @@ def test_auto_leaves_a_table_that_fits_the_cache_alone():
     assert out.shape == (100, 4)
     from mgg.nn.graph_input import order_decisions
 
-    assert any("order user: off: x (0.0 MB) fits the" in line for line in order_decisions())
+    cache = ordering.size_text(ordering.cache_bytes(torch.device("cpu")))
+    assert any(f"order user: off: x (1.6 KB) fits the {cache} cache" in line for line in order_decisions())
     with pytest.raises(MggError, match="needs the features"):
         mgg.make_plan(g, order="auto")
 
@@ -223,3 +224,12 @@ def test_over_a_distgraph_only_the_partitions_order_applies():
     assert cached_plan(Dist(), 10, None, "t", lambda g, dt: g, order="auto") == "the DistPlan"
     with pytest.raises(MggError, match="order 'rcm' applies to one-process plans"):
         cached_plan(Dist(), 10, None, "t", lambda g, dt: g, order="rcm")
+
+
+def test_sizes_are_said_in_the_unit_that_shows_them():
+    """A core's L2 of 512 KB is not "0 MB"."""
+    assert ordering.size_text(512 << 10) == "512 KB"
+    assert ordering.size_text(1600) == "1.6 KB"
+    assert ordering.size_text(177_152) == "173 KB"
+    assert ordering.size_text(3 << 19) == "1.5 MB"
+    assert ordering.size_text(32 << 20) == "32 MB"

@@ -1,96 +1,97 @@
-// CPU implementations of mgg::aggregate and mgg::aggregate_peers: they execute the step's warp
-// ranges (core/executor.h) as the CUDA kernel walks them, one thread per slice of feature
-// columns, so results do not depend on the thread count.
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
+// CPU implementations of mgg::aggregate, mgg::aggregate_peers and mgg::aggregate_extreme: the row
+// kernels (row_kernels.h) over a step's row pointers and columns. The warp ranges and fixups of
+// the step are the GPU's schedule and are not read here: a CPU thread owns whole rows.
+#include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "../../core/executor.h"
 #include "../step.h"
+#include "row_kernels.h"
 
 namespace mgg {
 namespace {
 
-constexpr int64_t kGrain = 16;  // feature columns per task
-
-// A part of the step (absent: all null); `pe` is undefined for table sources.
-template <typename acc_t>
-PlanPart<acc_t> plan_part(const Step& s, StepField rowptr, StepField col, const at::Tensor& weight,
-                          const at::Tensor& pe) {
-  if (!s.has(rowptr)) return {nullptr, nullptr, nullptr, nullptr};
-  return {s[rowptr].data_ptr<int64_t>(), s[col].data_ptr<int32_t>(),
-          weight.defined() ? weight.data_ptr<acc_t>() : nullptr, pe.defined() ? pe.data_ptr<int32_t>() : nullptr};
+// The accumulation type of x's dtype: what the row kernels read weights in.
+at::ScalarType accumulation_type(const at::Tensor& x) {
+  return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 }
 
-// Runs the step with the remote source that `make_remote` builds per scalar type.
-template <typename MakeRemote>
-at::Tensor execute(const at::Tensor& x, const Call& c, MakeRemote make_remote) {
+// A part of the step (absent: no row pointer); weights converted to the accumulation type and kept
+// alive in `keep`.
+cpu::RowPart part_of(const Step& s, StepField rowptr, StepField col, StepField weight, at::ScalarType acc,
+                     at::Tensor& keep) {
+  cpu::RowPart p;
+  if (!s.has(rowptr)) return p;
+  p.rowptr = s[rowptr].data_ptr<int64_t>();
+  p.col = s[col].data_ptr<int32_t>();
+  if (s.has(weight)) {
+    keep = s[weight].to(acc).contiguous();
+    p.weight = keep.data_ptr();
+  }
+  return p;
+}
+
+struct Prepared {
+  cpu::RowsCall call;
+  at::Tensor local_weight, remote_weight;  // the converted weights the call points into
+};
+
+Prepared prepare(const Call& c, const at::Tensor& x, const at::Tensor& out) {
   const Step& s = c.step;
-  const int64_t dim = x.size(1), rows = s.rows();
-  at::Tensor out = at::empty({rows, dim}, x.options());
-  if (rows == 0 || dim == 0) return out;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "mgg_aggregate_cpu", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    auto weight_as = [&](StepField w) {  // weights are read in the accumulation type
-      return s.has(w) ? s[w].to(c10::CppTypeToScalarType<acc_t>::value).contiguous() : at::Tensor();
-    };
-    const at::Tensor lw = weight_as(kLocalWeight), rw = weight_as(kRemoteWeight);
-    const PlanPart<acc_t> local = plan_part<acc_t>(s, kLocalRowptr, kLocalCol, lw, at::Tensor());
-    const PlanPart<acc_t> remote = plan_part<acc_t>(s, kRemoteRowptr, kRemoteCol, rw, s[kRemotePe]);
-    const TableSource<scalar_t> lsrc{x.data_ptr<scalar_t>(), dim};
-    const auto rsrc = make_remote(scalar_t{});
-    scalar_t* o = out.data_ptr<scalar_t>();
-    const Schedule sch{s[kRanges].data_ptr<int64_t>(), s[kRanges].size(0) - 1, s[kFixups].data_ptr<int64_t>(),
-                       s[kFixups].size(0)};
-    std::vector<acc_t> carry(static_cast<size_t>(s.num_slots * dim));
-    at::parallel_for(0, dim, kGrain, [&](int64_t d0, int64_t d1) {
-      std::vector<acc_t> sum(static_cast<size_t>(d1 - d0));
-      execute_ranges<scalar_t, acc_t>(local, lsrc, remote, rsrc, sch, dim, o, carry.data(), sum.data(), d0, d1);
-    });
-  });
-  return out;
+  Prepared p;
+  const at::ScalarType acc = accumulation_type(x);
+  p.call.dtype = x.scalar_type();
+  p.call.dim = x.size(1);
+  p.call.local = part_of(s, kLocalRowptr, kLocalCol, kLocalWeight, acc, p.local_weight);
+  p.call.local.table = x.data_ptr();
+  p.call.remote = part_of(s, kRemoteRowptr, kRemoteCol, kRemoteWeight, acc, p.remote_weight);
+  p.call.out = out.data_ptr();
+  return p;
 }
 
 at::Tensor aggregate_cpu(const at::Tensor& x, const at::Tensor& x_remote, const PlanList& plan, at::IntArrayRef params,
                          bool /*deterministic: every run is*/) {
   const Call c = check_aggregate(x, x_remote, plan, params);
-  return execute(x, c, [&](auto zero) {
-    using scalar_t = decltype(zero);
-    return TableSource<scalar_t>{x_remote.data_ptr<scalar_t>(), x.size(1)};
-  });
+  const int64_t rows = c.step.rows();
+  at::Tensor out = at::empty({rows, x.size(1)}, x.options());
+  if (rows == 0 || x.size(1) == 0) return out;
+  Prepared p = prepare(c, x, out);
+  p.call.remote.table = x_remote.data_ptr();
+  cpu::for_row_ranges(p.call, rows, cpu::row_kernels().sum);
+  return out;
 }
 
 at::Tensor aggregate_peers_cpu(const at::Tensor& x, at::TensorList peers, int64_t my_pe, const PlanList& plan,
                                at::IntArrayRef params, int64_t fetch, bool /*deterministic: every run is*/) {
   const Call c = check_aggregate_peers(x, peers, my_pe, plan, params, fetch);
+  const int64_t rows = c.step.rows();
+  at::Tensor out = at::empty({rows, x.size(1)}, x.options());
+  if (rows == 0 || x.size(1) == 0) return out;
   std::vector<const void*> base;
-  for (const auto& p : peers) base.push_back(p.data_ptr());
-  return execute(x, c, [&](auto zero) { return PeerSource<decltype(zero)>{base.data(), x.size(1)}; });
+  for (const auto& t : peers) base.push_back(t.data_ptr());
+  Prepared p = prepare(c, x, out);
+  if (c.step.has_remote()) {
+    p.call.remote.pe = c.step[kRemotePe].data_ptr<int32_t>();
+    p.call.remote.peers = base.data();
+  }
+  cpu::for_row_ranges(p.call, rows, cpu::row_kernels().sum);
+  return out;
 }
 
-// Max/min (core/extreme.h): row by row, one task per slice of feature columns.
+// Max/min (core/extreme.h).
 std::tuple<at::Tensor, at::Tensor> aggregate_extreme_cpu(const at::Tensor& x, const at::Tensor& x_remote,
                                                          const PlanList& plan, at::IntArrayRef params,
                                                          c10::string_view reduce) {
   const ExtremeCall e = check_aggregate_extreme(x, x_remote, plan, params, reduce);
-  const Step& s = e.call.step;
-  const int64_t dim = x.size(1), rows = s.rows();
-  at::Tensor out = at::empty({rows, dim}, x.options());
-  at::Tensor arg = at::empty({rows, dim}, x.options().dtype(at::kLong));
-  if (rows == 0 || dim == 0) return {out, arg};
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "mgg_aggregate_extreme_cpu", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const PlanPart<acc_t> local = plan_part<acc_t>(s, kLocalRowptr, kLocalCol, at::Tensor(), at::Tensor());
-    const PlanPart<acc_t> remote = plan_part<acc_t>(s, kRemoteRowptr, kRemoteCol, at::Tensor(), at::Tensor());
-    const TableSource<scalar_t> lsrc{x.data_ptr<scalar_t>(), dim};
-    const TableSource<scalar_t> rsrc{x_remote.data_ptr<scalar_t>(), dim};
-    at::parallel_for(0, dim, kGrain, [&](int64_t d0, int64_t d1) {
-      std::vector<acc_t> best(d1 - d0);
-      execute_extreme_rows<scalar_t, acc_t>(local, lsrc, remote, rsrc, x.size(0), e.is_max, rows, dim,
-                                            out.data_ptr<scalar_t>(), arg.data_ptr<int64_t>(), best.data(), d0, d1);
-    });
-  });
+  const int64_t rows = e.call.step.rows();
+  at::Tensor out = at::empty({rows, x.size(1)}, x.options());
+  at::Tensor arg = at::empty({rows, x.size(1)}, x.options().dtype(at::kLong));
+  if (rows == 0 || x.size(1) == 0) return {out, arg};
+  Prepared p = prepare(e.call, x, out);
+  p.call.remote.table = x_remote.data_ptr();
+  p.call.arg = arg.data_ptr<int64_t>();
+  p.call.is_max = e.is_max;
+  p.call.remote_base = x.size(0);
+  cpu::for_row_ranges(p.call, rows, cpu::row_kernels().extreme);
   return {out, arg};
 }
 

@@ -1,6 +1,6 @@
 // CPU implementations of the attention ops (GAT; formulas and layouts in core/attention.h): each
 // output row is computed by one thread, its edges in plan order, so results do not depend on the
-// thread count.
+// thread count; threads own nnz-balanced ranges of rows (parallel_rows.h).
 //   attend, attend_backward                 sources from tables (the rank's rows and a halo)
 //   attend_peers, _peers_dst, _peers_src    sources named by owner PE (each PE's own table)
 #include <ATen/Dispatch.h>
@@ -11,11 +11,10 @@
 #include "../../core/attention_executor.h"
 #include "../attention_terms.h"
 #include "../step.h"
+#include "parallel_rows.h"
 
 namespace mgg {
 namespace {
-
-constexpr int64_t kRowGrain = 64;
 
 template <typename acc_t>
 PlanPart<acc_t> part_of(const Step& s, StepField rowptr, StepField col, bool peers) {
@@ -43,7 +42,7 @@ void forward_rows(const AttentionCall& c, const AttentionShape& s, int64_t rows,
   const PlanPart<acc_t> local = part_of<acc_t>(c.step, kLocalRowptr, kLocalCol, peers);
   const PlanPart<acc_t> remote = part_of<acc_t>(c.step, kRemoteRowptr, kRemoteCol, peers);
   const int64_t H = s.heads, HC = H * s.channels, W = s.width();
-  at::parallel_for(0, rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+  cpu::parallel_rows(local.rowptr, remote.rowptr, rows, W, [&](int64_t r0, int64_t r1) {
     std::vector<acc_t> acc(HC), m(H), sum(H);
     for (int64_t r = r0; r < r1; ++r) {
       auto walk = [&](auto&& f) { for_edges(local, lsrc, remote, rsrc, c.ids, W, r, f); };
@@ -58,7 +57,7 @@ void dst_rows(const AttentionCall& c, const AttentionShape& s, int64_t rows, Sou
   const PlanPart<acc_t> local = part_of<acc_t>(c.step, kLocalRowptr, kLocalCol, peers);
   const PlanPart<acc_t> remote = part_of<acc_t>(c.step, kRemoteRowptr, kRemoteCol, peers);
   const int64_t H = s.heads, W = s.width(), T = s.terms_width();
-  at::parallel_for(0, rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+  cpu::parallel_rows(local.rowptr, remote.rowptr, rows, W, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       auto walk = [&](auto&& f) { for_edges(local, lsrc, remote, rsrc, c.ids, W, r, f); };
       attend_dst_row<scalar_t, acc_t>(walk, terms + r * T, s, c.ids.rows(r), d_dst + r * H);
@@ -73,7 +72,7 @@ void src_rows(const Step& step, const NodeIds& ids, const AttentionShape& s, int
   const PlanPart<acc_t> local = part_of<acc_t>(step, kLocalRowptr, kLocalCol, peers);
   const PlanPart<acc_t> remote = part_of<acc_t>(step, kRemoteRowptr, kRemoteCol, peers);
   const int64_t W = s.width(), T = s.terms_width();
-  at::parallel_for(0, rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+  cpu::parallel_rows(local.rowptr, remote.rowptr, rows, T, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       auto walk = [&](auto&& f) { for_edges(local, lterms, remote, rterms, ids, T, r, f); };
       attend_src_row<scalar_t, acc_t>(walk, own + r * W, s, ids.rows(r), grad + r * W);
