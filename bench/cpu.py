@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import gc
 import statistics
 import time
@@ -40,7 +39,7 @@ from mgg.runtime.timing import measure
 from . import cache
 from .competitors import check, sparse_mm_supports
 from .env import environment
-from .report import CsvLog, geomean, write_csv
+from .report import CsvLog, geomean, logged_run, write_csv, write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = [
@@ -380,19 +379,7 @@ def main(argv=None) -> int:
         stem = Path(args.report).with_suffix("")
         write_csv(rows, Path(f"{stem}.csv"), COLUMNS)
     else:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        stem = out / f"cpu-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-        log = CsvLog(Path(f"{stem}.csv"), COLUMNS)
-        try:
-            rows = run(args, log)
-        finally:
-            log.close()
+        rows, stem = logged_run(args.out, "cpu", COLUMNS, lambda log: run(args, log))
     env = {k: rows[0][k] for k in ("device", "torch", "date")} if rows else environment(torch.device("cpu"))
-    md = markdown(rows, env, args)
-    Path(f"{stem}.md").write_text(md)
-    if rows:
-        plot(rows, Path(f"{stem}.png"))
-    print(md)
-    print(f"wrote {stem}.csv, .md, .png")
+    write_report(stem, markdown(rows, env, args), rows, plot)
     return 0

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import time
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from mgg.runtime.timing import measure
 from . import cache
 from .competitors import check
 from .env import environment
-from .report import CsvLog, geomean, write_csv
+from .report import CsvLog, geomean, logged_run, write_csv, write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = [
@@ -397,17 +396,6 @@ def main(argv=None) -> int:
             r["auto"] = r["auto"].split(":")[0]
         write_csv(rows, Path(f"{stem}.csv"), COLUMNS)
     else:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        stem = out / f"order-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-        log = CsvLog(Path(f"{stem}.csv"), COLUMNS)
-        try:
-            rows = run(args, log)
-        finally:
-            log.close()
-    md = markdown(rows, args, environment(torch.device("cpu")))
-    Path(f"{stem}.md").write_text(md)
-    plot(rows, Path(f"{stem}.png"))
-    print(md)
-    print(f"wrote {stem}.csv, .md, .png")
+        rows, stem = logged_run(args.out, "order", COLUMNS, lambda log: run(args, log))
+    write_report(stem, markdown(rows, args, environment(torch.device("cpu"))), rows, plot)
     return 0

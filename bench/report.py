@@ -6,6 +6,7 @@ import csv
 import math
 import os
 from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 
 COLUMNS = [
@@ -71,6 +72,28 @@ class CsvLog:
 
     def close(self) -> None:
         self._f.close()
+
+
+def logged_run(out, prefix: str, columns: list, run) -> tuple[list, Path]:
+    """A script's measured run: run(log) with a CsvLog at OUT/PREFIX-<date>.csv (rows on disk as
+    they are measured); (its rows, the path without suffix, for the .md and .png beside it)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"{prefix}-{datetime.now():%Y%m%d-%H%M%S}"
+    log = CsvLog(Path(f"{stem}.csv"), columns)
+    try:
+        return run(log), stem
+    finally:
+        log.close()
+
+
+def write_report(stem: Path, md: str, rows: list, plot) -> None:
+    """The run's markdown and, with rows, its plot (plot(rows, path)) beside its CSV; prints both."""
+    Path(f"{stem}.md").write_text(md)
+    if rows:
+        plot(rows, Path(f"{stem}.png"))
+    print(md)
+    print(f"wrote {stem}.csv, .md, .png")
 
 
 def write_csv(rows: list[dict], path: Path, columns: list = COLUMNS) -> None:
