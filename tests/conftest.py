@@ -1,11 +1,28 @@
 """Fixtures of mgg's tests, and which cases `make test` runs; helpers (generated graphs, references,
 devices) are in mgg.testing."""
 
+import os
 from collections import defaultdict
 
 import pytest
 
 from mgg.data import bundled_planetoid_dir
+
+
+def pytest_configure(config):
+    """Each test process takes its share of the cores for torch's and mgg's CPU threads (OpenMP),
+    and so do the processes it starts (OMP_NUM_THREADS is inherited), unless the caller set it:
+    OpenMP threads spin while they wait, and two xdist workers of two threads each, beside make
+    test-rest's two, on a 2-core machine took CI from 26 to 45 minutes. Tests of thread counts
+    set their own."""
+    worker = getattr(config, "workerinput", None)
+    if worker is None and config.getoption("numprocesses", None):
+        return  # xdist's controller runs no test, and its workers would inherit its share
+    workers = worker["workercount"] if worker else 1
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 def _generate_pyg_propagate_fused():
