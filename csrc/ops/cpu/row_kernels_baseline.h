@@ -15,5 +15,6 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../core/executor.h"
 #include "../../core/extreme.h"
 #include "row_kernels.h"

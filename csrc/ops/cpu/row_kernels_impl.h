@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../core/executor.h"
 #include "../../core/extreme.h"
 #include "row_kernels.h"
 
@@ -70,32 +71,16 @@ inline void store_vector(const Vectorized<acc_type<scalar_t>>& v, scalar_t* o, i
   }
 }
 
-// A part's sources as rows: table rows, or each PE's.
-template <typename scalar_t>
-struct TableRows {
-  const scalar_t* table;
-  int64_t ld;
-  const scalar_t* row(const RowPart& p, int64_t e) const { return table + static_cast<int64_t>(p.col[e]) * ld; }
-};
-template <typename scalar_t>
-struct PeerRows {
-  const void* const* peers;
-  int64_t ld;
-  const scalar_t* row(const RowPart& p, int64_t e) const {
-    return static_cast<const scalar_t*>(peers[p.pe[e]]) + static_cast<int64_t>(p.col[e]) * ld;
-  }
-};
-
 // A tile of a row: columns [d0, d0 + NV * V), the last vector holding only `last` elements (V: all).
 template <int NV>
 struct Tile {
   int64_t d0, last;
 };
 
-// acc += the tile of the source rows of edges [begin, end) of part p (times their weights), the
-// rows of edges up to `ahead_end` prefetched kAhead edges ahead. kFull: the tile's last vector is
-// whole (else it holds t.last elements). Always inlined into sum_tile, so that the accumulators
-// live in registers across the edges.
+// acc += the tile of the source rows (a TableSource or PeerSource, core/executor.h) of edges
+// [begin, end) of part p (times their weights), the rows of edges up to `ahead_end` prefetched
+// kAhead edges ahead. kFull: the tile's last vector is whole (else it holds t.last elements).
+// Always inlined into sum_tile, so that the accumulators live in registers across the edges.
 template <typename scalar_t, int NV, bool kWeighted, bool kFull, typename Rows>
 C10_ALWAYS_INLINE void gather(Vectorized<acc_type<scalar_t>> (&acc)[NV], const RowPart& p, const Rows& rows,
                               int64_t begin, int64_t end, int64_t ahead_end, Tile<NV> t) {
@@ -106,10 +91,10 @@ C10_ALWAYS_INLINE void gather(Vectorized<acc_type<scalar_t>> (&acc)[NV], const R
   const acc_t* weight = static_cast<const acc_t*>(p.weight);
   for (int64_t e = begin; e < end; ++e) {
     if (e + kAhead < ahead_end) {
-      const char* next = reinterpret_cast<const char*>(rows.row(p, e + kAhead) + t.d0);
+      const char* next = reinterpret_cast<const char*>(rows.row(p.pe, p.col, e + kAhead) + t.d0);
       for (int64_t b = 0; b < bytes; b += kLine) __builtin_prefetch(next + b, 0, 3);
     }
-    const scalar_t* x = rows.row(p, e) + t.d0;
+    const scalar_t* x = rows.row(p.pe, p.col, e) + t.d0;
     Vec v[NV];
 #pragma GCC unroll 8
     for (int j = 0; j < NV - 1; ++j) v[j] = load_vector(x + j * V);
@@ -144,7 +129,7 @@ C10_ALWAYS_INLINE void gather_part(Vectorized<acc_type<scalar_t>> (&acc)[NV], co
 }
 
 template <typename scalar_t, int NV, typename RemoteRows>
-void sum_tile(const RowsCall& c, const TableRows<scalar_t>& lrows, const RemoteRows& rrows, int64_t r,
+void sum_tile(const RowsCall& c, const TableSource<scalar_t>& lrows, const RemoteRows& rrows, int64_t r,
               int64_t local_end, int64_t remote_end, Tile<NV> t) {
   using Vec = Vectorized<acc_type<scalar_t>>;
   constexpr int64_t V = Vec::size();
@@ -159,12 +144,12 @@ void sum_tile(const RowsCall& c, const TableRows<scalar_t>& lrows, const RemoteR
   store_vector(acc[NV - 1], o + (NV - 1) * V, t.last);
 }
 
-// Rows [r0, r1): each row's columns in tiles of kMaxVectors vectors, then 4, 2, 1, the last
-// vector partial where dim is not a multiple of V.
+// Rows [r0, r1): each row's columns in tiles of kMaxVectors vectors, then one tile of the 1 to
+// kMaxVectors vectors left, its last vector partial where dim is not a multiple of V.
 template <typename scalar_t, typename RemoteRows>
 void sum_rows_with(const RowsCall& c, const RemoteRows& rrows, int64_t r0, int64_t r1) {
   constexpr int64_t V = Vectorized<acc_type<scalar_t>>::size();
-  const TableRows<scalar_t> lrows{static_cast<const scalar_t*>(c.local.table), c.dim};
+  const TableSource<scalar_t> lrows{static_cast<const scalar_t*>(c.local.table), c.dim};
   const int64_t local_end = c.local.rowptr[r1], remote_end = c.remote.rowptr ? c.remote.rowptr[r1] : 0;
   const int64_t vectors = (c.dim + V - 1) / V, last = c.dim - (vectors - 1) * V;
   for (int64_t r = r0; r < r1; ++r) {
@@ -196,9 +181,9 @@ void sum_rows_with(const RowsCall& c, const RemoteRows& rrows, int64_t r0, int64
 template <typename scalar_t>
 void sum_rows(const RowsCall& c, int64_t r0, int64_t r1) {
   if (c.remote.pe)
-    sum_rows_with<scalar_t>(c, PeerRows<scalar_t>{c.remote.peers, c.dim}, r0, r1);
+    sum_rows_with<scalar_t>(c, PeerSource<scalar_t>{c.remote.peers, c.dim}, r0, r1);
   else
-    sum_rows_with<scalar_t>(c, TableRows<scalar_t>{static_cast<const scalar_t*>(c.remote.table), c.dim}, r0, r1);
+    sum_rows_with<scalar_t>(c, TableSource<scalar_t>{static_cast<const scalar_t*>(c.remote.table), c.dim}, r0, r1);
 }
 
 // Max/min over rows [r0, r1): best and at hold the row's current winners; the first edge's row is
