@@ -113,7 +113,9 @@ SLOW_S = 1.0  # an implementation whose warm-up takes longer is timed in the fir
 
 def interleaved(impls: dict, reps: int, slow_reps: int) -> dict:
     """{name: median ms}: one warm-up each, then `reps` rounds timing every implementation once
-    per round, so that a slow spell of a shared machine falls on all of them alike; one whose
+    per round, so that a slow spell of a shared machine falls on all of them alike, each round
+    starting one implementation later (the one after a big allocator pays for the pages it
+    returned, so none always comes after the same one); one whose
     warm-up took over SLOW_S seconds (PyG's scatter on the big rows: tens of times mgg's) only in
     the first `slow_reps`."""
     samples = {name: [] for name in impls}
@@ -125,10 +127,12 @@ def interleaved(impls: dict, reps: int, slow_reps: int) -> dict:
     gc.collect()
     gc.disable()  # as timeit does: a collection started by one call's garbage is timed in another's
     try:
+        names = list(impls)
         for k in range(reps):
-            for name, fn in impls.items():
+            for name in names[k % len(names) :] + names[: k % len(names)]:  # each follows each alike
                 if k >= rounds[name]:
                     continue
+                fn = impls[name]
                 t0 = time.perf_counter()
                 fn()
                 samples[name].append((time.perf_counter() - t0) * 1e3)

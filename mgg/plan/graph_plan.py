@@ -27,6 +27,7 @@ class Plan:
     plans on demand and kept in a bounded cache."""
 
     max_cached_plans = 8
+    max_cached_calls = 32  # kinds of aggregate call (config, grad, device, dtype, shape) kept as lookups
 
     def __init__(self, graph: Graph, num_ranks: int = 1, bounds: Optional[np.ndarray] = None, gathered: bool = False):
         self.graph, self.gathered = graph, gathered
@@ -39,6 +40,7 @@ class Plan:
         self._plans: OrderedDict = OrderedDict()
         self._owner_of: Optional[np.ndarray] = None
         self._no_halos: dict = {}  # (device, dtype, width) -> an empty halo table
+        self._calls: dict = {}  # aggregate's (config, grad, device, dtype, shape) -> its op arguments
 
     @property
     def num_ranks(self) -> int:
@@ -74,6 +76,7 @@ class Plan:
             rp = self._plans[key] = RankPlan(self.shard(rank), config)
             while len(self._plans) > self.max_cached_plans:
                 self._plans.popitem(last=False)
+                self._calls.clear()
         else:
             self._plans.move_to_end(key)
         return rp
@@ -81,6 +84,7 @@ class Plan:
     def drop(self, rank: int, config: Config) -> None:
         """Forgets rank `rank`'s plan under `config` (its schedule; the shard stays)."""
         self._plans.pop((rank, config), None)
+        self._calls.clear()  # their op arguments hold the schedule
 
     def halo_nodes(self, rank: int) -> np.ndarray:
         """The global ids of rank `rank`'s halo rows, in halo order (sorted): its shard's, found
@@ -133,9 +137,18 @@ class Plan:
     def aggregate(self, x: torch.Tensor, config: Optional[Config] = None, deterministic: bool = False) -> torch.Tensor:
         """out[v] = sum over edges u->v of w(u,v) * x[u] on this one-rank plan, differentiable in x
         (mgg.aggregate)."""
-        self._check_rows(x, "mgg.aggregate")
-        x = x.contiguous()
-        return self.rank_plan(0, config or DEFAULT_CONFIG).aggregate(x, self._no_halo(x), deterministic)
+        grad = x.requires_grad and torch.is_grad_enabled() if isinstance(x, torch.Tensor) else False
+        key = (config, grad, x.device, x.dtype, x.shape) if isinstance(x, torch.Tensor) else None
+        args = None if torch.compiler.is_compiling() else self._calls.get(key)
+        if args is None:  # the first call of its kind: checked, then its op arguments kept
+            self._check_rows(x, "mgg.aggregate")
+            plan, params = self.rank_plan(0, config or DEFAULT_CONFIG).op_args(x.device, transposed=grad)
+            args = (self._no_halo(x), plan, params)
+            if not torch.compiler.is_compiling():
+                if len(self._calls) >= self.max_cached_calls:
+                    self._calls.clear()
+                self._calls[key] = args
+        return ops.aggregate(x.contiguous(), *args, deterministic)
 
     def aggregate_extreme(self, x: torch.Tensor, reduce: str, config: Optional[Config] = None) -> torch.Tensor:
         """out[v] = the elementwise max (reduce='max') or min ('min') of x[u] over the edges u->v of

@@ -502,6 +502,30 @@ def test_configs_share_one_copy_of_the_edges(device):
         assert grown <= schedules + (1 << 20), f"device memory grew by {grown} bytes; schedules hold {schedules}"
 
 
+def test_repeated_calls_are_lookups_that_still_check():
+    """A one-rank plan keeps each kind of call's op arguments (Plan._calls, keyed by config,
+    gradient, device, dtype and shape): the call again gives the same bits, a gradient after a call
+    without one still flows (the transposed step is there), an x of another shape is still
+    checked, and dropping a plan forgets them."""
+    g = random_graph(200, 1500, seed=3, weighted=True)
+    plan = Plan(g)
+    x = torch.randn(200, 8, dtype=torch.float64)
+    with torch.no_grad():
+        first = mgg.aggregate(x, plan)
+    assert torch.equal(mgg.aggregate(x, plan), first)
+    xg = x.clone().requires_grad_(True)
+    out = mgg.aggregate(xg, plan)
+    assert torch.equal(out.detach(), first)
+    out.backward(torch.ones_like(out))
+    a = g.to_torch_sparse(torch.float64).to_dense()
+    torch.testing.assert_close(xg.grad, a.t() @ torch.ones(200, 8, dtype=torch.float64))
+    with pytest.raises(MggError, match="x has 199 rows but the graph has 200 nodes"):
+        mgg.aggregate(torch.randn(199, 8, dtype=torch.float64), plan)
+    assert torch.equal(mgg.aggregate(x, plan, Config(1, 1, 1)), first)
+    plan.drop(0, Config())
+    assert not plan._calls and torch.equal(mgg.aggregate(x, plan), first)
+
+
 def test_gpu_only_placements_are_refused_on_the_cpu_in_one_line():
     if torch.cuda.is_available():
         pytest.skip("checks the refusal where no GPU is visible")

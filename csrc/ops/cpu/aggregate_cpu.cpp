@@ -30,6 +30,9 @@ cpu::RowPart part_of(const Step& s, StepField rowptr, StepField col, StepField w
   return p;
 }
 
+// Whether a table's rows are worth prefetching (row_kernels.h).
+bool worth_prefetching(const at::Tensor& table) { return cpu::prefetch_pays(table.numel() * table.element_size()); }
+
 struct Prepared {
   cpu::RowsCall call;
   at::Tensor local_weight, remote_weight;  // the converted weights the call points into
@@ -43,6 +46,7 @@ Prepared prepare(const Call& c, const at::Tensor& x, const at::Tensor& out) {
   p.call.dim = x.size(1);
   p.call.local = part_of(s, kLocalRowptr, kLocalCol, kLocalWeight, acc, p.local_weight);
   p.call.local.table = x.data_ptr();
+  p.call.local.prefetch = worth_prefetching(x);
   p.call.remote = part_of(s, kRemoteRowptr, kRemoteCol, kRemoteWeight, acc, p.remote_weight);
   p.call.out = out.data_ptr();
   return p;
@@ -56,6 +60,7 @@ at::Tensor aggregate_cpu(const at::Tensor& x, const at::Tensor& x_remote, const 
   if (rows == 0 || x.size(1) == 0) return out;
   Prepared p = prepare(c, x, out);
   p.call.remote.table = x_remote.data_ptr();
+  p.call.remote.prefetch = worth_prefetching(x_remote);
   cpu::for_row_ranges(p.call, rows, cpu::row_kernels().sum);
   return out;
 }

@@ -14,7 +14,7 @@ namespace mgg::cpu {
 
 // Elements (edges and rows, times the row width) below which a range is not worth a thread:
 // waking a thread costs about what summing this many elements from cache does.
-constexpr int64_t kElementsPerRange = 1 << 18;
+constexpr int64_t kElementsPerRange = 1 << 15;
 
 // fn(row_begin, row_end) over rows [0, rows) of a step whose parts have these row pointers
 // (remote_rowptr may be null); width: the elements a row's edge touches.

@@ -129,8 +129,8 @@ C10_ALWAYS_INLINE void gather_part(Vectorized<acc_type<scalar_t>> (&acc)[NV], co
 }
 
 template <typename scalar_t, int NV, typename RemoteRows>
-void sum_tile(const RowsCall& c, const TableSource<scalar_t>& lrows, const RemoteRows& rrows, int64_t r,
-              int64_t local_end, int64_t remote_end, Tile<NV> t) {
+C10_ALWAYS_INLINE void sum_tile(const RowsCall& c, const TableSource<scalar_t>& lrows, const RemoteRows& rrows,
+                                int64_t r, int64_t local_end, int64_t remote_end, Tile<NV> t) {
   using Vec = Vectorized<acc_type<scalar_t>>;
   constexpr int64_t V = Vec::size();
   Vec acc[NV];
@@ -144,37 +144,48 @@ void sum_tile(const RowsCall& c, const TableSource<scalar_t>& lrows, const Remot
   store_vector(acc[NV - 1], o + (NV - 1) * V, t.last);
 }
 
+// Rows [r0, r1), each with whole tiles of kMaxVectors vectors from column 0 up to `d_rest`, then
+// one tile of NV vectors (the last holding `last` elements). The tile size is a template argument
+// here, outside the row loop, so a narrow row costs no dispatch of its own.
+template <typename scalar_t, int NV, typename RemoteRows>
+void sum_range(const RowsCall& c, const TableSource<scalar_t>& lrows, const RemoteRows& rrows, int64_t r0, int64_t r1,
+               int64_t d_rest, int64_t last) {
+  constexpr int64_t V = Vectorized<acc_type<scalar_t>>::size();
+  // the last edge whose source row is prefetched (none where the part's table stays in cache)
+  const int64_t local_end = c.local.prefetch ? c.local.rowptr[r1] : 0;
+  const int64_t remote_end = c.remote.rowptr && c.remote.prefetch ? c.remote.rowptr[r1] : 0;
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t d0 = 0; d0 < d_rest; d0 += kMaxVectors * V)
+      sum_tile<scalar_t, kMaxVectors>(c, lrows, rrows, r, local_end, remote_end, Tile<kMaxVectors>{d0, V});
+    sum_tile<scalar_t, NV>(c, lrows, rrows, r, local_end, remote_end, Tile<NV>{d_rest, last});
+  }
+}
+
 // Rows [r0, r1): each row's columns in tiles of kMaxVectors vectors, then one tile of the 1 to
 // kMaxVectors vectors left, its last vector partial where dim is not a multiple of V.
 template <typename scalar_t, typename RemoteRows>
 void sum_rows_with(const RowsCall& c, const RemoteRows& rrows, int64_t r0, int64_t r1) {
   constexpr int64_t V = Vectorized<acc_type<scalar_t>>::size();
   const TableSource<scalar_t> lrows{static_cast<const scalar_t*>(c.local.table), c.dim};
-  const int64_t local_end = c.local.rowptr[r1], remote_end = c.remote.rowptr ? c.remote.rowptr[r1] : 0;
   const int64_t vectors = (c.dim + V - 1) / V, last = c.dim - (vectors - 1) * V;
-  for (int64_t r = r0; r < r1; ++r) {
-    int64_t v = 0;
-    for (; vectors - v > kMaxVectors; v += kMaxVectors)
-      sum_tile<scalar_t, kMaxVectors>(c, lrows, rrows, r, local_end, remote_end, Tile<kMaxVectors>{v * V, V});
-    // the rest (1 to kMaxVectors vectors, the last of them partial): one tile of its own size
-    const int64_t d0 = v * V;
-    switch (vectors - v) {
-#define MGG_TILE(N)                                                                      \
-  case N:                                                                                \
-    sum_tile<scalar_t, N>(c, lrows, rrows, r, local_end, remote_end, Tile<N>{d0, last}); \
+  const int64_t rest = (vectors - 1) % kMaxVectors + 1;  // the vectors of the last tile
+  const int64_t d_rest = (vectors - rest) * V;
+  switch (rest) {
+#define MGG_TILE(N)                                                \
+  case N:                                                          \
+    sum_range<scalar_t, N>(c, lrows, rrows, r0, r1, d_rest, last); \
     break;
-      MGG_TILE(1)
-      MGG_TILE(2)
-      MGG_TILE(3)
-      MGG_TILE(4)
-      MGG_TILE(5)
-      MGG_TILE(6)
-      MGG_TILE(7)
-      MGG_TILE(8)
+    MGG_TILE(1)
+    MGG_TILE(2)
+    MGG_TILE(3)
+    MGG_TILE(4)
+    MGG_TILE(5)
+    MGG_TILE(6)
+    MGG_TILE(7)
+    MGG_TILE(8)
 #undef MGG_TILE
-      default:
-        break;
-    }
+    default:
+      break;
   }
 }
 
