@@ -160,6 +160,10 @@ def main(argv=None) -> int:
         from .cpu import main as cpu_main
 
         return cpu_main(argv[1:])
+    if argv[:1] == ["nodes"]:  # not a suite: inter-node bytes of the flat and node-level halo (bench/nodes.py)
+        from .nodes import main as nodes_main
+
+        return nodes_main(argv[1:])
     if argv[:1] == ["order"]:  # not a suite: node orders against the user's (bench/order.py), its own columns
         from .order import main as order_main
 

@@ -7,7 +7,7 @@
 #
 #   A  bash bench/gpu_verify.sh versions deps build graphs bad-schedule cuda kernel ncu-kernel
 #   B  bash bench/gpu_verify.sh versions deps build graphs tune-one memcheck
-#   later: kernel-bf16 nvshmem-a nvshmem-b nvshmem-c accuracy train-dist racecheck synccheck ncu scaling dist tune
+#   later: kernel-bf16 nvshmem-a nvshmem-b nvshmem-c accuracy train-dist nodes racecheck synccheck ncu scaling dist tune
 #
 # `graphs` generates the kernel stage's graphs into the cache in the background, one process a
 # graph, while the stages after it run; `kernel` waits for them first.
@@ -264,6 +264,7 @@ for s in "$@"; do
     # one GPU under torchrun with each backend (issue 29: reaches the one-process accuracy)
     accuracy) stage accuracy 300 $PY -m bench.accuracy --dataset cora --device cuda --seeds 5 --out "$OUT" \
       --tag "$TAG" --quiet ;;
+    nodes) stage nodes 300 $PYTEST tests/distributed/test_node_halo.py -k on_one_gpu ;;
     train-dist)
       for b in nvshmem halo; do
         stage "train-$b" 180 $PY -m torch.distributed.run --standalone --nproc-per-node 2 -m mgg train \

@@ -154,9 +154,9 @@ def cmd_train(args):
         )
         if res["rank"] != 0:
             return
-        print(f"{res['world']} ranks, backend {args.backend}, partition {args.partition}")
+        print(f"{res['world']} ranks, backend {args.backend}, partition {res['partition']}")
     else:
-        if args.partition != "range":
+        if args.partition not in (None, "range"):
             raise MggError(
                 "--partition applies to distributed training (torchrun with 2 or more processes); one "
                 "process owns every node"
@@ -373,8 +373,9 @@ def parser() -> argparse.ArgumentParser:
         choices=_backends(),
         default="halo",
         help="peer access under torchrun: halo (all-to-all over torch.distributed), nvshmem (MGG: "
-        "symmetric memory, the kernel reads peers; needs --device cuda) or allgather (CAGNET 1D: "
-        "every rank gathers all rows each layer)",
+        "symmetric memory, the kernel reads peers; needs --device cuda), allgather (CAGNET 1D: "
+        "every rank gathers all rows each layer) or node-halo (across machines: each remote row "
+        "over the network once per machine, then inside the machine; machines of LOCAL_WORLD_SIZE ranks)",
     )
     p.add_argument(
         "--fetch",
@@ -394,9 +395,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--partition",
         choices=_partition_methods(),
-        default="range",
+        default=None,
         help="under torchrun, which nodes each rank owns: range (MGG Algorithm 1), random, metis or "
-        "hypergraph (see mgg partition)",
+        "hypergraph (see mgg partition); with node-halo, how the graph is split between machines. "
+        "Default: range, and for node-halo the installed method that cuts the least inter-node volume",
     )
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--quiet", action="store_true")

@@ -10,6 +10,9 @@ peers' rows through the backend:
   returns the halo rows' gradients to their owners.
 - `allgather` (CAGNET 1D): every rank gathers all rows each layer and aggregates its own rows
   from the whole table (backends/allgather.py); its adjoint reduce-scatters the table's gradient.
+- `node-halo`: across machines (g = gpus_per_node consecutive ranks each), each remote row
+  crosses the network once per machine that reads it, then reaches the machine's ranks that read
+  it inside the machine (backends/node_halo.py); the graph is split between machines first.
 
 The same model code runs on both. Which nodes a rank owns is a partition (mgg.partition): by
 default MGG's ranges of the graph's own order, or a relabelling that cuts communication
@@ -34,9 +37,11 @@ from ..graph import Graph
 from ..ops import attention_table
 from ..partitioning import CACHED, METHODS, Partition
 from ..partitioning import partition as partition_nodes
+from ..partitioning.nodes import best_method, node_partition
 from ..plan import Config, Plan, check_remote_reads
 from ..runtime.remote_reads import AUTO
 from .backends import BACKENDS as _KINDS
+from .backends.node_halo import gpus_per_node as _gpus_per_node
 from .comm import all_gather_rows
 
 BACKENDS = tuple(_KINDS)  # the backends' names (mgg.distributed.backends)
@@ -58,8 +63,10 @@ class DistPlan:
         backend: str = "halo",
         fetch: str = "get-warp",
         remote_reads: str = "per-edge",
+        gpus_per_node: int = 1,
     ):
         self.rank, self.world, self.group = rank, len(bounds) - 1, group
+        self.gpus_per_node = gpus_per_node  # ranks per machine (the node-halo backend's stages)
         self.backend, self.fetch = backend, fetch
         self.remote_reads = remote_reads  # the nvshmem backend's: per-edge (MGG) or once (steps.REMOTE_READS)
         kind = _KINDS[backend]
@@ -161,12 +168,16 @@ class DistGraph:
     Args:
         graph: the graph, in the user's node order; every rank passes the same one.
         group: the torch.distributed group (default: the world).
-        backend: 'halo' or 'nvshmem' (module docstring).
+        backend: 'halo', 'nvshmem', 'allgather' or 'node-halo' (module docstring).
         fetch: how the nvshmem backend reads peers' rows (mgg._C.FETCH).
         partition: which nodes each rank owns: a method of mgg.partition ('range', MGG
-            Algorithm 1 on the graph's order, the default; 'random', 'metis', 'hypergraph') or a
+            Algorithm 1 on the graph's order; 'random', 'metis', 'hypergraph') or a
             precomputed mgg.Partition of this graph for this many ranks. Rank 0 partitions (or
-            reads the disk cache) and the others receive its result, so all ranks agree.
+            reads the disk cache) and the others receive its result, so all ranks agree. With
+            'node-halo' a method splits the graph between machines, and each machine's part goes
+            to its ranks by MGG's ranges (mgg.partitioning.nodes). None (the default): 'range',
+            and for 'node-halo' (of a square graph) the installed method that cuts the least
+            inter-node volume.
         seed: the partitioning method's seed.
         size: (N_src, N_dst) of a bipartite graph (module docstring), whose `graph` holds its
             edges over max(N_src, N_dst) nodes: mgg.Graph.from_edge_index(edge_index, max(size))
@@ -179,6 +190,8 @@ class DistGraph:
             RankPlan.aggregate_peers_once; on dense graphs many times fewer bytes over NVLink) or
             'auto' (each layer's shape measured at its first step in the modes the cost model
             keeps, the faster kept: mgg.runtime.remote_reads). Other backends move each row once anyway.
+        gpus_per_node: the ranks of one machine (consecutive ranks; default torchrun's
+            LOCAL_WORLD_SIZE): the node-halo backend's machines.
 
     The ranks own contiguous ranges of the relabelled graph, but every tensor a user hands in
     or gets back is in the user's node order: `local(t)` takes a per-node tensor and gives this
@@ -193,13 +206,17 @@ class DistGraph:
         group=None,
         backend: str = "halo",
         fetch: str = "get-warp",
-        partition: Union[str, Partition] = "range",
+        partition: Union[str, Partition, None] = None,
         seed: int = 0,
         size: Optional[tuple] = None,
         remote_reads: str = "per-edge",
+        gpus_per_node: Optional[int] = None,
     ):
         if backend not in BACKENDS:
             raise MggError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self.gpus_per_node = _gpus_per_node(gpus_per_node)
+        if partition is None:
+            partition = best_method() if backend == "node-halo" and size is None else "range"
         if remote_reads != AUTO:
             check_remote_reads(remote_reads)
         if not dist.is_initialized():
@@ -211,7 +228,18 @@ class DistGraph:
         self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
         if self.world > graph.num_nodes:
             raise MggError(f"{self.world} ranks exceed the graph's {graph.num_nodes} nodes")
-        self.partition = _agree(graph, self.world, self.rank, group, partition, seed)
+        if backend == "node-halo" and self.world % self.gpus_per_node:
+            raise MggError(
+                f"backend node-halo: {self.world} ranks do not form machines of {self.gpus_per_node} ranks "
+                "(gpus_per_node, or torchrun's LOCAL_WORLD_SIZE)"
+            )
+        machines = self.world // self.gpus_per_node
+        compute = (
+            (lambda method: node_partition(graph, machines, self.gpus_per_node, method, seed))
+            if backend == "node-halo"
+            else (lambda method: partition_nodes(graph, self.world, method, seed))
+        )
+        self.partition = _agree(graph, self.world, self.rank, group, partition, compute)
         self.bounds = self.partition.bounds
         self.row_begin, self.row_end = int(self.bounds[self.rank]), int(self.bounds[self.rank + 1])
         # the ranges of the sources and of the destinations: the rows of each range below N_src, N_dst
@@ -311,7 +339,7 @@ class DistGraph:
         if tag not in self._plans:
             g = self.partition.relabel(make(self.graph))
             self._plans[tag] = DistPlan(
-                g, self.rank, self.bounds, self.group, self.backend, self.fetch, self.remote_reads
+                g, self.rank, self.bounds, self.group, self.backend, self.fetch, self.remote_reads, self.gpus_per_node
             )
         return self._plans[tag]
 
@@ -348,10 +376,12 @@ def _bipartite_size(graph: Graph, size: Optional[tuple], partition: Union[str, P
     return n_src, n_dst
 
 
-def _agree(graph: Graph, world: int, rank: int, group, partition: Union[str, Partition], seed: int) -> Partition:
+def _agree(
+    graph: Graph, world: int, rank: int, group, partition: Union[str, Partition], compute: Callable[[str], Partition]
+) -> Partition:
     """The ranks' common partition: a given one (checked), one computed alike on every rank
     ('range', 'random'), or rank 0's result (read from its disk cache or computed) sent to all;
-    an error on rank 0 is raised on every rank."""
+    an error on rank 0 is raised on every rank. compute(method) computes one."""
     if isinstance(partition, Partition):
         if partition.num_nodes != graph.num_nodes or partition.num_ranks != world:
             raise MggError(
@@ -362,11 +392,11 @@ def _agree(graph: Graph, world: int, rank: int, group, partition: Union[str, Par
     if not isinstance(partition, str) or partition not in METHODS:
         raise MggError(f"partition must be one of {METHODS} or an mgg.Partition, got {partition!r}")
     if partition not in CACHED:
-        return partition_nodes(graph, world, partition, seed)
+        return compute(partition)
     box: list = [None]
     if rank == 0:
         try:
-            box[0] = partition_nodes(graph, world, partition, seed)
+            box[0] = compute(partition)
         except Exception as e:  # every rank raises it: none waits for a result that never comes
             box[0] = str(e) if isinstance(e, MggError) else f"rank 0 could not partition: {e.__class__.__name__}: {e}"
     dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)

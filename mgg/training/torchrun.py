@@ -20,7 +20,7 @@ def train(
     backend: str = "halo",
     progress: bool = True,
     fetch: str = "get-warp",
-    partition="range",
+    partition=None,
     remote_reads: str = "per-edge",
 ) -> dict:
     """Trains once per seed over the ranks of the torchrun job; every rank returns the summary.
@@ -40,4 +40,4 @@ def train(
     init_from_env(cfg.device, backend)
     dg = DistGraph(ds.graph, backend=backend, fetch=fetch, partition=partition, remote_reads=remote_reads)
     runs = [train_once(ds, cfg, s, progress, dg) for s in cfg.seeds]
-    return dict(summarize(ds, cfg, runs), rank=dg.rank, world=dg.world)
+    return dict(summarize(ds, cfg, runs), rank=dg.rank, world=dg.world, partition=dg.partition.method)

@@ -862,3 +862,42 @@ def test_cpu_bench_writes_its_columns_and_refuses_a_wrong_result(tmp_path, monke
     monkeypatch.setattr(mgg, "aggregate", lambda x, plan: torch.zeros_like(x))
     with pytest.raises(AssertionError):
         cpu.main(["--smoke", "--out", str(tmp_path / "wrong-mgg"), "--dtypes", "float32", "--threads", "1"])
+
+
+def test_nodes_bench_counts_what_the_routes_count(tmp_path):
+    """python -m bench nodes on a tiny graph: the issue's columns, a row per machine count and D,
+    bytes that are the plan's (row, machine) and (row, rank) pairs counted by brute force, the flat
+    halo never below the node-level one, and a band for each backend's epoch."""
+    import numpy as np
+
+    from bench import cache, nodes
+    from mgg.partitioning.nodes import node_partition
+    from mgg.plan import Plan
+
+    assert nodes.main(["--smoke", "--out", str(tmp_path)]) == 0
+    (path,) = tmp_path.glob("nodes-*.csv")
+    rows = list(csv.DictReader(open(path)))
+    assert {"graph", "nodes", "gpus_per_node", "D", "flat_halo_bytes", "node_halo_bytes"} <= set(rows[0])
+    assert [(int(r["nodes"]), int(r["D"])) for r in rows] == [
+        (n, d) for n in nodes.SMOKE["nodes"] for d in nodes.SMOKE["dims"]
+    ]
+    g, _ = cache.graph(nodes.SMOKE["graphs"][0], None)
+    gpn = nodes.SMOKE["gpus_per_node"]
+    for r in rows:
+        part = node_partition(g, int(r["nodes"]), gpn, "range")
+        plan = Plan(part.relabel(g), bounds=part.bounds)
+        owner = np.searchsorted(plan.bounds, np.arange(g.num_nodes), side="right") - 1
+        pairs, flat = set(), 0
+        for rank in range(plan.num_ranks):
+            h = plan.halo_nodes(rank)
+            away = h[owner[h] // gpn != rank // gpn]
+            pairs |= {(int(v), rank // gpn) for v in away}
+            flat += away.size
+        row_bytes = int(r["D"]) * 4
+        assert int(r["node_halo_bytes"]) == len(pairs) * row_bytes
+        assert int(r["flat_halo_bytes"]) == flat * row_bytes >= int(r["node_halo_bytes"])
+        for b in ("flat", "node"):
+            assert 0 < float(r[f"{b}_ms_low"]) <= float(r[f"{b}_ms_high"])
+    assert (tmp_path / path.name.replace(".csv", ".md")).exists() and (
+        tmp_path / path.name.replace(".csv", ".png")
+    ).exists()

@@ -65,6 +65,7 @@ def _installed(package):
         return False
 
 
+@pytest.mark.full  # make test-full (tests/conftest.py)
 def test_partition_methods_compared(tmp_path):
     """--method all: one row per method; metis and hypergraph (where installed) cut Cora's remote
     edges far below the range split; the second run reads them from the cache."""
@@ -96,6 +97,7 @@ def test_partition_one_rank_says_there_is_nothing_to_do():
     assert json.loads(r.stdout)["total"]["remote_edges"] == 0
 
 
+@pytest.mark.full  # make test-full (tests/conftest.py)
 def test_partition_missing_package_is_one_line(tmp_path):
     (tmp_path / "pymetis.py").write_text("raise ImportError('simulated: not installed')\n")
     path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))

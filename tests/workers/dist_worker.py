@@ -116,6 +116,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--partition", default="range", help="a method of mgg.partition")
+    ap.add_argument("--gpus-per-node", type=int, help="the node-halo backend's machines (default LOCAL_WORLD_SIZE)")
     ap.add_argument(
         "--precomputed", action="store_true", help="partition here (seed 5) and hand DistGraph the mgg.Partition"
     )
@@ -138,7 +139,14 @@ def run_and_write(args):
     )
     fetches = args.fetch.split(",")
     for fetch in fetches:
-        dg = DistGraph(g, backend=args.backend, fetch=fetch, partition=part, remote_reads=args.remote_reads)
+        dg = DistGraph(
+            g,
+            backend=args.backend,
+            fetch=fetch,
+            partition=part,
+            remote_reads=args.remote_reads,
+            gpus_per_node=args.gpus_per_node,
+        )
         assert not args.precomputed or dg.partition is part
         (logits, xgrad, wgrads), identical = run(args, dg)
         logits, xgrad = dg.gather(logits), dg.gather(xgrad)  # every rank's rows, in the user's node order

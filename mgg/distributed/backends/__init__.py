@@ -14,8 +14,9 @@ entry in BACKENDS). A backend class has:
 
 from .allgather import AllGatherBackend
 from .halo import Halo
+from .node_halo import NodeHalo
 from .nvshmem import Nvshmem
 
-BACKENDS = {"halo": Halo, "nvshmem": Nvshmem, "allgather": AllGatherBackend}
+BACKENDS = {"halo": Halo, "nvshmem": Nvshmem, "allgather": AllGatherBackend, "node-halo": NodeHalo}
 
 __all__ = ["BACKENDS"]

@@ -1,0 +1,138 @@
+"""Where each halo row of the node-level halo travels (the `node-halo` backend), computed from the
+plan alone, alike on every rank and in a benchmark without processes.
+
+The ranks form machines of g consecutive ranks (machine of rank r: r // g). Machine n needs U_n:
+the distinct rows owned on other machines that any of its ranks reads. Stage 1 brings each row of
+U_n over the network once, from its owner to one rank of n, its receiver (U_n in id order, cut into
+g runs of about equal size, run i to the machine's i-th rank); rank q keeps what it receives as its
+node-halo rows B_q (in id order). Stage 2 stays inside the machine: rank r's halo row h comes from
+its provider, h's owner when that shares r's machine, else h's receiver on r's machine; provider p
+serves rows of its table [own rows | B_p]. The rows arrive grouped by provider (rank order), each
+group in halo order, and are put into halo order, the order the rank's plan reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import MggError
+
+
+@dataclass
+class RankRoutes:
+    """One rank's share of both stages. Counts are per peer rank (the whole group, zero where
+    nothing moves); an index names rows of the sender's table, grouped by destination in rank order."""
+
+    send1_index: np.ndarray  # own rows (offsets into the rank's range) sent to receivers elsewhere
+    send1_counts: list
+    recv1_counts: list  # node-halo rows received from each owner (B_q, in id order)
+    send2_index: np.ndarray  # rows of [own rows | node-halo rows] served to each rank of the machine
+    send2_counts: list
+    recv2_counts: list
+    to_halo: np.ndarray  # halo = received[to_halo]
+    num_node_halo: int  # |B_q|
+
+
+class NodeRoutes:
+    """The routes of every rank of a Plan over machines of `gpus_per_node` consecutive ranks."""
+
+    def __init__(self, plan, gpus_per_node: int):
+        world = plan.num_ranks
+        if gpus_per_node < 1 or world % gpus_per_node:
+            raise MggError(
+                f"node-halo: {world} ranks do not form machines of {gpus_per_node} ranks (LOCAL_WORLD_SIZE); "
+                "every machine must have the same number"
+            )
+        self.plan, self.g, self.world = plan, gpus_per_node, world
+        self.bounds = np.asarray(plan.bounds, np.int64)
+        self.machines = world // gpus_per_node
+        self._node_halo: dict = {}  # machine -> (U_n, receiver rank of each)
+
+    def machine(self, rank: int) -> int:
+        return rank // self.g
+
+    def owner(self, ids: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.bounds, ids, side="right") - 1
+
+    def node_halo(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """U_n (global ids, sorted) and the rank of machine n that receives each."""
+        if n not in self._node_halo:
+            parts = []
+            for r in range(n * self.g, (n + 1) * self.g):
+                h = self.plan.halo_nodes(r)
+                parts.append(h[self.owner(h) // self.g != n])
+            u = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+            receiver = n * self.g + (np.arange(u.size, dtype=np.int64) * self.g) // max(u.size, 1)
+            self._node_halo[n] = (u.astype(np.int64), receiver)
+        return self._node_halo[n]
+
+    def received(self, q: int) -> np.ndarray:
+        """B_q: the node-halo rows rank q receives (global ids, sorted)."""
+        u, receiver = self.node_halo(self.machine(q))
+        return u[receiver == q]
+
+    def inter_node_rows(self) -> int:
+        """Rows that cross the network per exchange: the distinct (row, destination machine) pairs."""
+        return sum(self.node_halo(n)[0].size for n in range(self.machines))
+
+    def flat_inter_node_rows(self) -> int:
+        """The same for the flat halo over the same ranks: its (row, destination rank) pairs whose
+        owner sits on another machine."""
+        total = 0
+        for r in range(self.world):
+            h = self.plan.halo_nodes(r)
+            total += int(np.count_nonzero(self.owner(h) // self.g != self.machine(r)))
+        return total
+
+    def rank(self, r: int) -> RankRoutes:
+        """Rank r's routes."""
+        world, g, n = self.world, self.g, self.machine(r)
+        lo, hi = int(self.bounds[r]), int(self.bounds[r + 1])
+        # stage 1: to every receiver on another machine, the rows of ours it receives, in id order
+        send1, send1_counts = [], [0] * world
+        for q in range(world):
+            if self.machine(q) == n:
+                continue
+            b = self.received(q)
+            mine = b[(b >= lo) & (b < hi)]
+            send1.append(mine - lo)
+            send1_counts[q] = int(mine.size)
+        mine_b = self.received(r)
+        recv1_counts = np.bincount(self.owner(mine_b), minlength=world).astype(int).tolist()
+        # stage 2: each rank of the machine reads its halo rows from their providers
+        send2, send2_counts = [], [0] * world
+        for t in range(n * g, (n + 1) * g):
+            h = self.plan.halo_nodes(t)
+            provider, slot = self._providers(t, h)
+            ours = provider == r
+            send2.append(slot[ours])
+            send2_counts[t] = int(np.count_nonzero(ours))
+        h = self.plan.halo_nodes(r)
+        provider, _ = self._providers(r, h)
+        order = np.argsort(provider, kind="stable")  # received: by provider, each in halo order
+        to_halo = np.empty_like(order)
+        to_halo[order] = np.arange(order.size)
+        recv2_counts = np.bincount(provider, minlength=world).astype(int).tolist()
+        cat = lambda parts: np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)  # noqa: E731
+        return RankRoutes(
+            cat(send1), send1_counts, recv1_counts, cat(send2), send2_counts, recv2_counts, to_halo, int(mine_b.size)
+        )
+
+    def _providers(self, t: int, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For rank t's halo rows h: the rank of t's machine that serves each, and its row in that
+        rank's table [own rows | node-halo rows]."""
+        n = self.machine(t)
+        owner = self.owner(h)
+        provider = owner.copy()
+        slot = h - self.bounds[owner]
+        away = owner // self.g != n
+        if away.any():
+            u, receiver = self.node_halo(n)
+            at = np.searchsorted(u, h[away])
+            q = receiver[at]
+            provider[away] = q
+            # the row's place among q's received rows, after q's own rows
+            first = np.searchsorted(receiver, q, side="left")
+            slot[away] = (self.bounds[q + 1] - self.bounds[q]) + (at - first)
+        return provider, slot
