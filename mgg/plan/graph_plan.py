@@ -137,14 +137,16 @@ class Plan:
     def aggregate(self, x: torch.Tensor, config: Optional[Config] = None, deterministic: bool = False) -> torch.Tensor:
         """out[v] = sum over edges u->v of w(u,v) * x[u] on this one-rank plan, differentiable in x
         (mgg.aggregate)."""
-        grad = x.requires_grad and torch.is_grad_enabled() if isinstance(x, torch.Tensor) else False
-        key = (config, grad, x.device, x.dtype, x.shape) if isinstance(x, torch.Tensor) else None
-        args = None if torch.compiler.is_compiling() else self._calls.get(key)
+        if not isinstance(x, torch.Tensor):
+            self._check_rows(x, "mgg.aggregate")  # raises: not a tensor
+        grad = x.requires_grad and torch.is_grad_enabled()
+        key = None if torch.compiler.is_compiling() else (config, grad, x.device, x.dtype, x.shape)
+        args = self._calls.get(key)
         if args is None:  # the first call of its kind: checked, then its op arguments kept
             self._check_rows(x, "mgg.aggregate")
             plan, params = self.rank_plan(0, config or DEFAULT_CONFIG).op_args(x.device, transposed=grad)
             args = (self._no_halo(x), plan, params)
-            if not torch.compiler.is_compiling():
+            if key is not None:
                 if len(self._calls) >= self.max_cached_calls:
                     self._calls.clear()
                 self._calls[key] = args

@@ -54,14 +54,21 @@ class HaloExchange:
         result does not depend on scheduling)."""
         back = all_to_all_rows(grad_halo, int(self.send_index.numel()), self.recv_counts, self.send_counts, self.group)
         grad = grad_halo.new_zeros((rows, grad_halo.size(1)))
-        index, start = self._index(grad.device), 0
-        for n in self.send_counts:
-            grad.index_add_(0, index[start : start + n], back[start : start + n])
-            start += n
+        add_blocks(grad, self._index(grad.device), back, self.send_counts)
         return grad
 
     def __call__(self, x_own: torch.Tensor) -> torch.Tensor:
         return _Exchange.apply(x_own, self)
+
+
+def add_blocks(out: torch.Tensor, index: torch.Tensor, rows: torch.Tensor, counts: list) -> None:
+    """out[index] += rows, one sender's block after another (counts[p] rows from peer p, distinct
+    within a block), so the sums do not depend on scheduling."""
+    start = 0
+    for n in counts:
+        if n:
+            out.index_add_(0, index[start : start + n], rows[start : start + n])
+        start += n
 
 
 class _Exchange(torch.autograd.Function):

@@ -16,7 +16,7 @@ import torch
 from ...errors import MggError
 from ..comm import all_to_all_rows
 from ..node_routes import NodeRoutes
-from .halo import Halo, _Exchange
+from .halo import Halo, _Exchange, add_blocks
 
 
 def gpus_per_node(given=None) -> int:
@@ -34,7 +34,6 @@ class NodeHaloExchange:
         self.group, self.rank, self.g = group, rank, routes.g
         r = routes.rank(rank)
         self.routes = r
-        self.num_rows = int(routes.bounds[rank + 1] - routes.bounds[rank])
         self.num_halo = int(r.to_halo.size)
         self._index = {}  # (device, name) -> the index on that device
         self.traffic = {"inter_node": 0, "intra_node": 0}  # bytes this rank sent, per kind
@@ -74,23 +73,14 @@ class NodeHaloExchange:
         received.index_copy_(0, self._on("to_halo", dev), grad_halo)  # back to arrival order
         back2 = self._move(received, int(r.send2_index.size), r.recv2_counts, r.send2_counts)
         table = grad_halo.new_zeros((rows + r.num_node_halo, grad_halo.size(1)))
-        _add_blocks(table, self._on("send2_index", dev), back2, r.send2_counts)
+        add_blocks(table, self._on("send2_index", dev), back2, r.send2_counts)
         back1 = self._move(table[rows:].contiguous(), int(r.send1_index.size), r.recv1_counts, r.send1_counts)
         grad = table[:rows].clone()
-        _add_blocks(grad, self._on("send1_index", dev), back1, r.send1_counts)
+        add_blocks(grad, self._on("send1_index", dev), back1, r.send1_counts)
         return grad
 
     def __call__(self, x_own: torch.Tensor) -> torch.Tensor:
         return _Exchange.apply(x_own, self)
-
-
-def _add_blocks(out: torch.Tensor, index: torch.Tensor, rows: torch.Tensor, counts: list) -> None:
-    """out[index] += rows, one sender's block after another (rows of a block are distinct)."""
-    start = 0
-    for n in counts:
-        if n:
-            out.index_add_(0, index[start : start + n], rows[start : start + n])
-        start += n
 
 
 class NodeHalo(Halo):
