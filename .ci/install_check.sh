@@ -7,14 +7,22 @@
 # Where nvcc exists, that build must have its CUDA kernels (.ci/check_cuda_build.sh).
 # Disk: two CUDA builds of torch (about 5.5 GB each: the venv's and the build environment's) and
 # the newest one's wheels (about 2 GB) at the peak; pip's cache is off so that those wheels are not
-# kept, and the venv goes whether the check passes or fails.
+# kept, and a temporary venv goes whether the check passes or fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
 TORCH=${TORCH:-$(sed -n 's/^TORCH *?= *//p' Makefile)}
 export PIP_NO_CACHE_DIR=1
-VENV=$(mktemp -d)/venv
-trap 'rm -rf "$(dirname "$VENV")"' EXIT
+# CHECK_VENV: where the venv goes (must not exist yet); CI passes .venv, so that the README's setup
+# after it reuses the venv and its torch instead of installing torch a second time. Otherwise a
+# temporary folder, removed when the check ends.
+if [ -n "${CHECK_VENV:-}" ]; then
+  [ ! -e "$CHECK_VENV" ] || { echo "install_check: $CHECK_VENV exists; the check needs a fresh venv"; exit 2; }
+  VENV=$(realpath -m "$CHECK_VENV")  # absolute: the checks below run from /tmp
+else
+  VENV=$(mktemp -d)/venv
+  trap 'rm -rf "$(dirname "$VENV")"' EXIT
+fi
 start=$(date +%s)
 echo "install_check: free disk where pip builds: $(df -h --output=avail "${TMPDIR:-/tmp}" | tail -n 1 | tr -d ' ')"
 $PY -m venv "$VENV"

@@ -33,7 +33,14 @@ using at::vec::Vectorized;
 template <typename scalar_t>
 using acc_type = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
 
-constexpr int kMaxVectors = 8;  // accumulators of a tile: 8 of the 16 AVX2 registers (of 32 with AVX-512)
+// The accumulators of a tile: 8 of AVX2's 16 vector registers (of AVX-512's 32). ATen's DEFAULT
+// vector is 32 bytes on x86, two of SSE's 16 registers, so 4 of them fill 8 there (and 8-vector
+// tiles of the emulated vector took g++ a minute and a half to compile).
+#ifdef CPU_CAPABILITY_DEFAULT
+constexpr int kMaxVectors = 4;
+#else
+constexpr int kMaxVectors = 8;
+#endif
 constexpr int64_t kAhead = 16;  // edges between a source row's prefetch and its load
 constexpr int64_t kLine = 64;   // bytes a prefetch brings
 
@@ -161,6 +168,17 @@ void sum_range(const RowsCall& c, const TableSource<scalar_t>& lrows, const Remo
   }
 }
 
+// sum_range with its last tile's width NV chosen from `rest` (1 to kMaxVectors) by recursion, so
+// that only the widths this copy uses are compiled.
+template <typename scalar_t, int NV, typename RemoteRows>
+void sum_range_of_width(const RowsCall& c, const TableSource<scalar_t>& lrows, const RemoteRows& rrows, int64_t r0,
+                        int64_t r1, int64_t rest, int64_t d_rest, int64_t last) {
+  if constexpr (NV < kMaxVectors) {
+    if (rest != NV) return sum_range_of_width<scalar_t, NV + 1>(c, lrows, rrows, r0, r1, rest, d_rest, last);
+  }
+  sum_range<scalar_t, NV>(c, lrows, rrows, r0, r1, d_rest, last);
+}
+
 // Rows [r0, r1): each row's columns in tiles of kMaxVectors vectors, then one tile of the 1 to
 // kMaxVectors vectors left, its last vector partial where dim is not a multiple of V.
 template <typename scalar_t, typename RemoteRows>
@@ -169,24 +187,7 @@ void sum_rows_with(const RowsCall& c, const RemoteRows& rrows, int64_t r0, int64
   const TableSource<scalar_t> lrows{static_cast<const scalar_t*>(c.local.table), c.dim};
   const int64_t vectors = (c.dim + V - 1) / V, last = c.dim - (vectors - 1) * V;
   const int64_t rest = (vectors - 1) % kMaxVectors + 1;  // the vectors of the last tile
-  const int64_t d_rest = (vectors - rest) * V;
-  switch (rest) {
-#define MGG_TILE(N)                                                \
-  case N:                                                          \
-    sum_range<scalar_t, N>(c, lrows, rrows, r0, r1, d_rest, last); \
-    break;
-    MGG_TILE(1)
-    MGG_TILE(2)
-    MGG_TILE(3)
-    MGG_TILE(4)
-    MGG_TILE(5)
-    MGG_TILE(6)
-    MGG_TILE(7)
-    MGG_TILE(8)
-#undef MGG_TILE
-    default:
-      break;
-  }
+  sum_range_of_width<scalar_t, 1>(c, lrows, rrows, r0, r1, rest, (vectors - rest) * V, last);
 }
 
 template <typename scalar_t>
