@@ -164,6 +164,10 @@ def main(argv=None) -> int:
         from .nodes import main as nodes_main
 
         return nodes_main(argv[1:])
+    if argv[:1] == ["grid"]:  # not a suite: Plexus's grids ranked by the model (bench/grid.py), no device
+        from .grid import main as grid_main
+
+        return grid_main(argv[1:])
     if argv[:1] == ["order"]:  # not a suite: node orders against the user's (bench/order.py), its own columns
         from .order import main as order_main
 

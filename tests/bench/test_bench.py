@@ -901,3 +901,29 @@ def test_nodes_bench_counts_what_the_routes_count(tmp_path):
     assert (tmp_path / path.name.replace(".csv", ".md")).exists() and (
         tmp_path / path.name.replace(".csv", ".png")
     ).exists()
+
+
+def test_grid_bench_ranks_every_grid(tmp_path):
+    """python -m bench grid on a small description: the issue's columns, every factorisation once,
+    ranks from 1 in the model's order, the band's ends in order, the bytes of the model's busiest
+    rank; a malformed graph is one line."""
+    from bench import grid
+    from mgg.distributed.grid import GridShape, factorizations
+    from mgg.runtime.grid_model import Network, rank_bytes
+
+    assert grid.main(["--smoke", "--out", str(tmp_path)]) == 0
+    (path,) = tmp_path.glob("grid-*.csv")
+    rows = list(csv.DictReader(open(path)))
+    want = {"graph", "gpus", "gpus_per_node", "grid", "rank", "predicted_ms_low", "predicted_ms_high"}
+    assert want | {"bytes_x", "bytes_y", "bytes_z", "memory_gb", "fits"} <= set(rows[0])
+    assert sorted(r["grid"] for r in rows) == sorted(str(s) for s in factorizations(grid.SMOKE["gpus"]))
+    assert [int(r["rank"]) for r in rows] == list(range(1, len(rows) + 1))
+    mids = [(float(r["predicted_ms_low"]) + float(r["predicted_ms_high"])) / 2 for r in rows]
+    assert mids == sorted(mids) and all(float(r["predicted_ms_low"]) <= float(r["predicted_ms_high"]) for r in rows)
+    stats = grid.graph_stats(grid.SMOKE["graph"])
+    for r in rows:
+        per_rank = rank_bytes(GridShape.parse(r["grid"]), stats.nodes, stats.dims, 4)
+        assert [int(r[f"bytes_{a}"]) for a in "xyz"] == [int(per_rank[a].max()) for a in "xyz"]
+    assert Network(4, 300, 100).axis_bytes_per_s(GridShape(1, 8, 1), "y") == 100e9 / 1
+    with pytest.raises(SystemExit):
+        grid.main(["--graph", "1000:abc", "--out", str(tmp_path)])

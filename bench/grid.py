@@ -1,0 +1,167 @@
+"""Plexus's 3D grid: every grid of G GPUs ranked by predicted epoch time (mgg.runtime.grid_model:
+the bytes per axis of mgg.distributed.grid's GCN at ring rates, the SpMM at both ends of the range
+kernel's band, memory per GPU). Nothing here runs on a GPU: every time is predicted.
+
+    python -m bench grid [--gpus 64] [--gpus-per-node 4] [--graph ogbn-products] [--gpu h100]
+                         [--intra 300] [--inter 100] [--memory-gb 80] [--out DIR] [--smoke]
+
+--graph: ogbn-products (its statistics: OGB's nodes and edges, Plexus's 3-layer GCN of 128 hidden), or
+NODES:NONZEROS:D0,D1,...,CLASSES. Defaults: Plexus's Perlmutter (4 A100 per node, 4 x 25 GB/s NICs per
+node, NVLink 3 at 300 GB/s one way per GPU). Writes grid-<date>.csv, .md and .png; `grid="auto"` and
+`mgg train --grid auto` take the first row of the same ranking."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from pathlib import Path
+
+from mgg.errors import MggError
+from mgg.runtime.grid_model import OGBN_PRODUCTS, GraphStats, Network, rank_grids
+
+from .report import logged_run, write_report
+
+ROOT = Path(__file__).resolve().parent.parent
+COLUMNS = [
+    "graph",
+    "gpus",
+    "gpus_per_node",
+    "grid",
+    "rank",
+    "predicted_ms_low",
+    "predicted_ms_high",
+    "bytes_x",
+    "bytes_y",
+    "bytes_z",
+    "memory_gb",
+    "fits",
+    "intra_gbps",
+    "inter_gbps",
+    "gpu",
+    "graph_nodes",
+    "graph_nonzeros",
+    "dims",
+    "date",
+]
+SMOKE = dict(gpus=8, gpus_per_node=4, graph="1000:20000:16,8,4")
+
+
+def graph_stats(spec: str) -> GraphStats:
+    if spec == "ogbn-products":
+        return OGBN_PRODUCTS
+    parts = spec.split(":")
+    try:
+        nodes, nnz, dims = int(parts[0]), int(parts[1]), tuple(int(d) for d in parts[2].split(","))
+    except (IndexError, ValueError):
+        raise MggError(
+            f"bench grid: --graph is ogbn-products or NODES:NONZEROS:D0,D1,...,CLASSES, got {spec!r}"
+        ) from None
+    if len(parts) != 3 or len(dims) < 2 or min(nodes, nnz, *dims) < 1:
+        raise MggError(f"bench grid: --graph is ogbn-products or NODES:NONZEROS:D0,D1,...,CLASSES, got {spec!r}")
+    return GraphStats(spec, nodes, nnz, dims)
+
+
+def run(args, log) -> list:
+    stats = graph_stats(args.graph)
+    net = Network(args.gpus_per_node, args.intra, args.inter)
+    date = datetime.now().strftime("%Y-%m-%d")
+    rows = []
+    for i, p in enumerate(rank_grids(args.gpus, stats, net, args.gpu, memory_limit=args.memory_gb * 1e9), start=1):
+        row = dict(
+            graph=stats.name,
+            gpus=args.gpus,
+            gpus_per_node=args.gpus_per_node,
+            grid=str(p.shape),
+            rank=i,
+            predicted_ms_low=round(p.low_s * 1e3, 2),
+            predicted_ms_high=round(p.high_s * 1e3, 2),
+            **{f"bytes_{a}": int(p.bytes_axis[a]) for a in "xyz"},
+            memory_gb=round(p.memory / 1e9, 3),
+            fits=p.fits,
+            intra_gbps=args.intra,
+            inter_gbps=args.inter,
+            gpu=args.gpu,
+            graph_nodes=stats.nodes,
+            graph_nonzeros=stats.nonzeros,
+            dims="-".join(str(d) for d in stats.dims),
+            date=date,
+        )
+        log.add(row)
+        rows.append(row)
+    return rows
+
+
+def markdown(rows: list, args) -> str:
+    r0 = rows[0]
+    out = [
+        f"# Grids of {r0['gpus']} GPUs ({r0['gpus_per_node']} per node) for {r0['graph']}: predicted, never measured",
+        "",
+        f"{r0['date']}. {r0['graph_nodes']} nodes, {r0['graph_nonzeros']} nonzeros, GCN widths {r0['dims']}, fp32; "
+        f"{args.gpu}, {args.intra} GB/s per GPU inside a node, {args.inter} GB/s per node between nodes; "
+        f"{args.memory_gb} GB per GPU. Epoch: one forward and backward; communication of every collective at ring "
+        "rates plus the SpMM at both ends of the kernel model's band (mgg.runtime.grid_model). Bytes: the busiest "
+        "rank's per axis (the model's bytes equal those a CPU run counts: tests/distributed/test_grid.py).",
+        "",
+        "| rank | grid | epoch ms (band) | MB x | MB y | MB z | GB per GPU | fits |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r['rank']} | {r['grid']} | {r['predicted_ms_low']}-{r['predicted_ms_high']} | "
+            f"{r['bytes_x'] / 1e6:.1f} | {r['bytes_y'] / 1e6:.1f} | {r['bytes_z'] / 1e6:.1f} | {r['memory_gb']} | "
+            f"{'yes' if r['fits'] else 'no'} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def plot(rows: list, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(6, 0.3 * len(rows)), 4))
+    x = range(len(rows))
+    lo = [r["predicted_ms_low"] for r in rows]
+    hi = [r["predicted_ms_high"] for r in rows]
+    colors = [
+        "C0"
+        if sum(int(v) > 1 for v in r["grid"].split("x")) == 3
+        else "C1"
+        if sum(int(v) > 1 for v in r["grid"].split("x")) == 2
+        else "C2"
+        for r in rows
+    ]
+    ax.bar(x, [h - lo_ for h, lo_ in zip(hi, lo, strict=True)], bottom=lo, color=colors, width=0.7)
+    ax.set_xticks(list(x), [r["grid"] for r in rows], rotation=90, fontsize=7)
+    ax.set(
+        ylabel="predicted epoch ms (band)",
+        title=f"{rows[0]['graph']} on {rows[0]['gpus']} GPUs: 3D (blue), 2D (orange), 1D (green)",
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench grid", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gpus", type=int, default=64)
+    ap.add_argument("--gpus-per-node", type=int, default=4)
+    ap.add_argument("--graph", default="ogbn-products")
+    ap.add_argument("--gpu", default="h100")
+    ap.add_argument("--intra", type=float, default=300.0, help="GB/s per GPU inside a node, one way (NVLink 3: 300)")
+    ap.add_argument("--inter", type=float, default=100.0, help="GB/s per node between nodes (Perlmutter: 4 x 25)")
+    ap.add_argument("--memory-gb", type=float, default=80.0)
+    ap.add_argument("--smoke", action="store_true", help="a tiny graph: the harness runs, nothing to cite")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    args = ap.parse_args(argv)
+    if args.smoke:
+        for k, v in SMOKE.items():
+            setattr(args, k, v)
+    try:
+        graph_stats(args.graph)
+    except MggError as e:
+        ap.error(str(e))
+    rows, stem = logged_run(args.out, "grid", COLUMNS, lambda log: run(args, log))
+    write_report(stem, markdown(rows, args), rows, plot)
+    return 0

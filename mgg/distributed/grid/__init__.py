@@ -1,0 +1,10 @@
+"""Plexus's 3D process grid (plexus-3d-parallel.txt) on torch.distributed, with mgg's op as the
+local SpMM: the grid's shape (shape.py), what each rank holds (shards.py), the collectives with
+their adjoints and byte counts (collectives.py) and a GCN on the grid (gcn.py)."""
+
+from .collectives import Grid
+from .gcn import GridGCN
+from .shape import GridShape, factorizations
+from .shards import Orders, balance
+
+__all__ = ["Grid", "GridGCN", "GridShape", "Orders", "balance", "factorizations"]

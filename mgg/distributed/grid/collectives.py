@@ -1,0 +1,151 @@
+"""The grid's process groups (torch's DeviceMesh, named dims z, x, y) and the four collectives of
+the 3D algorithm as autograd functions, each with its adjoint (plexus-3d-parallel.txt, Algorithms
+1 and 2). Every call counts the bytes it moves per rank (ring algorithms: an all-reduce of M bytes
+over G ranks moves 2 (G - 1) / G * M, an all-gather or reduce-scatter of M bytes (G - 1) / G * M),
+per axis, in `Grid.moved`; mgg.runtime.grid_model predicts the same numbers.
+
+- `sum_over(t, axis)`: all-reduce; the adjoint passes the gradient on (the sum's users are copies).
+- `sum_and_share(t, axis)`: all-reduce; the adjoint all-reduces too (the ranks of the axis use the
+  sum differently: each with its own slice of W).
+- `share(t, axis)`: the identity; the adjoint all-reduces (a copy whose users differ by rank).
+- `gather(t, axis, dim, n, reduce_back)`: all-gather along dim (uneven pieces padded); the adjoint
+  takes the rank's own piece of the gradient (reduce_back=False: the users are copies) or
+  reduce-scatters it (True: the users differ by rank)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+from ...errors import MggError
+from .comm_sizes import ring_bytes
+from .shape import AXES, MESH_DIMS, GridShape
+from .shards import bounds
+
+
+class Grid:
+    """This rank's place in a GridShape over the default process group: its coordinates, one
+    process group per axis (DeviceMesh), and the bytes moved per axis so far."""
+
+    def __init__(self, shape: GridShape, device_type: Optional[str] = None):
+        from torch.distributed.device_mesh import init_device_mesh
+
+        if not dist.is_initialized():
+            raise MggError("grid: torch.distributed is not initialised (run under torchrun, or init_process_group)")
+        shape.check_world(dist.get_world_size())
+        self.shape = shape
+        device_type = device_type or ("cuda" if dist.get_backend() == "nccl" else "cpu")
+        self.mesh = init_device_mesh(device_type, shape.mesh_shape, mesh_dim_names=MESH_DIMS)
+        self.rank = dist.get_rank()
+        self.coord = shape.coords(self.rank)
+        self.group = {a: self.mesh.get_group(a) for a in AXES}
+        self.moved = {a: 0 for a in AXES}
+
+    def extent(self, axis: str) -> int:
+        return self.shape.extent(axis)
+
+    def reset_counts(self) -> None:
+        self.moved = {a: 0 for a in AXES}
+
+    def _count(self, kind: str, t: torch.Tensor, axis: str) -> None:
+        self.moved[axis] += ring_bytes(kind, t.numel() * t.element_size(), self.extent(axis))
+
+    def all_reduce(self, t: torch.Tensor, axis: str) -> torch.Tensor:
+        t = t.contiguous().clone()
+        if self.extent(axis) > 1:
+            self._count("all_reduce", t, axis)
+            dist.all_reduce(t, group=self.group[axis])
+        return t
+
+    def all_gather(self, t: torch.Tensor, axis: str, dim: int, n: int) -> torch.Tensor:
+        """The pieces of a dimension of n items cut by `bounds`, this rank's t one of them, joined."""
+        parts = self.extent(axis)
+        if parts == 1:
+            return t
+        cuts = bounds(n, parts)
+        size = cuts[1] - cuts[0]
+        moved = t.movedim(dim, 0)
+        padded = moved.new_zeros((size, *moved.shape[1:]))
+        padded[: moved.size(0)] = moved
+        pieces = [torch.empty_like(padded) for _ in range(parts)]
+        self._count("all_gather", padded.new_empty((size * parts, *moved.shape[1:])), axis)
+        dist.all_gather(pieces, padded, group=self.group[axis])
+        whole = torch.cat([p[: cuts[i + 1] - cuts[i]] for i, p in enumerate(pieces)])
+        return whole.movedim(0, dim).contiguous()
+
+    def reduce_scatter(self, t: torch.Tensor, axis: str, dim: int) -> torch.Tensor:
+        """The sum over the axis of t, cut along dim by `bounds`; this rank's piece."""
+        parts = self.extent(axis)
+        if parts == 1:
+            return t
+        n = t.size(dim)
+        cuts = bounds(n, parts)
+        size = cuts[1] - cuts[0]
+        moved = t.movedim(dim, 0)
+        padded = moved.new_zeros((size * parts, *moved.shape[1:]))
+        for i in range(parts):
+            padded[i * size : i * size + cuts[i + 1] - cuts[i]] = moved[cuts[i] : cuts[i + 1]]
+        out = padded.new_empty((size, *moved.shape[1:]))
+        self._count("reduce_scatter", padded, axis)
+        dist.reduce_scatter_single(out, padded, group=self.group[axis])
+        i = self.coord[axis]
+        return out[: cuts[i + 1] - cuts[i]].movedim(0, dim).contiguous()
+
+    def piece(self, t: torch.Tensor, axis: str, dim: int) -> torch.Tensor:
+        """This rank's piece of t along dim (no communication)."""
+        b = bounds(t.size(dim), self.extent(axis))
+        i = self.coord[axis]
+        return t.narrow(dim, b[i], b[i + 1] - b[i])
+
+
+class _SumOver(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t, grid, axis, share_back):
+        ctx.grid, ctx.axis, ctx.share_back = grid, axis, share_back
+        return grid.all_reduce(t, axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (ctx.grid.all_reduce(g, ctx.axis) if ctx.share_back else g), None, None, None
+
+
+class _Share(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t, grid, axis):
+        ctx.grid, ctx.axis = grid, axis
+        return t.view_as(t)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.grid.all_reduce(g, ctx.axis), None, None
+
+
+class _Gather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t, grid, axis, dim, n, reduce_back):
+        ctx.grid, ctx.axis, ctx.dim, ctx.reduce_back = grid, axis, dim, reduce_back
+        return grid.all_gather(t, axis, dim, n)
+
+    @staticmethod
+    def backward(ctx, g):
+        grid, axis, dim = ctx.grid, ctx.axis, ctx.dim
+        back = grid.reduce_scatter(g, axis, dim) if ctx.reduce_back else grid.piece(g, axis, dim).contiguous()
+        return back, None, None, None, None, None
+
+
+def sum_over(t: torch.Tensor, grid: Grid, axis: str) -> torch.Tensor:
+    return _SumOver.apply(t, grid, axis, False) if grid.extent(axis) > 1 else t
+
+
+def sum_and_share(t: torch.Tensor, grid: Grid, axis: str) -> torch.Tensor:
+    return _SumOver.apply(t, grid, axis, True) if grid.extent(axis) > 1 else t
+
+
+def share(t: torch.Tensor, grid: Grid, axis: str) -> torch.Tensor:
+    return _Share.apply(t, grid, axis) if grid.extent(axis) > 1 else t
+
+
+def gather(t: torch.Tensor, grid: Grid, axis: str, dim: int, n: int, reduce_back: bool) -> torch.Tensor:
+    return _Gather.apply(t, grid, axis, dim, n, reduce_back) if grid.extent(axis) > 1 else t

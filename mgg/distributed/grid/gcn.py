@@ -1,0 +1,211 @@
+"""A GCN on Plexus's 3D grid (plexus-3d-parallel.txt, Algorithms 1 and 2, section 3.2): layer l
+with roles (a, b, c) (shards.roles) on this rank:
+
+    F    its input: rows over a, columns over b (layer 0: rows also cut over c, gathered first)
+    H    = sum over a of SpMM(A_l[rows over c, columns over a], F)       (mgg's op on the shard)
+    W    its weight: rows over b, columns over a, rows also cut over c (gathered before use)
+    Q    = sum over b of H @ W, plus the bias's columns over a; relu between layers
+    out  rows over c, columns over a, the same on each rank of b: the next layer's input as it
+         stands (roles (c, a, b))
+
+The adjoints are the collectives' own (grid.collectives): W's gradient reduce-scattered over c,
+H's all-reduced over a, the input's all-reduced (layer 0: reduce-scattered) over c. The adjacency
+shards are normalised as GCNConv normalises the whole graph (mgg.Graph.gcn_norm) and planned
+once. The last layer's logits are gathered over a (the classes), so each rank holds every class
+of its output rows; loss(...) is the cross entropy over a rank's rows, summed over the grid to
+the whole graph's."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from ...errors import MggError
+from ...functional import aggregate, make_plan
+from ...graph import Graph
+from .collectives import Grid, gather, share, sum_and_share, sum_over
+from .shards import Orders, edges_in_order, roles, shard_graph, span
+
+
+class _NoEdges(torch.autograd.Function):
+    """The product of an empty shard: zeros, and a zero gradient (so the input's adjoint collective
+    still runs on this rank as on the others)."""
+
+    @staticmethod
+    def forward(ctx, x, rows):
+        ctx.shape = x.shape
+        return x.new_zeros((rows, x.size(1)))
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.new_zeros(ctx.shape), None
+
+
+class GridLayerShard:
+    """Layer l's adjacency shard on this rank, planned once: rows over c in the layer's output
+    order, columns over a in its input order."""
+
+    def __init__(self, grid: Grid, graph: Graph, orders: Orders, layer: int):
+        a, _, c = roles(layer)
+        n = graph.num_nodes
+        self.row_span = span(n, grid.extent(c), grid.coord[c])
+        self.col_span = span(n, grid.extent(a), grid.coord[a])
+        rows, cols, w = edges_in_order(graph, orders.of_output(layer), orders.of_input(layer))
+        g, self.rows, self.cols = shard_graph(rows, cols, w, self.row_span, self.col_span)
+        self.nnz = 0 if g is None else g.num_edges
+        self.plan = make_plan(g) if g is not None and g.num_edges else None
+
+    def spmm(self, x: torch.Tensor) -> torch.Tensor:
+        if self.plan is None:
+            return _NoEdges.apply(x, self.rows)
+        m = max(self.rows, self.cols)
+        if x.size(0) < m:
+            x = torch.cat([x, x.new_zeros((m - x.size(0), x.size(1)))])
+        return aggregate(x, self.plan)[: self.rows]
+
+
+class GridGCN(torch.nn.Module):
+    """len(dims) - 1 GCN layers (dims[0] input features, dims[-1] classes) over `grid`.
+
+    Args:
+        grid: this rank's Grid.
+        graph: the whole graph (every rank loads the same), normalised here as GCNConv does.
+        dims: the widths, input first.
+        permute: Plexus's double permutation (two seeded node orders, alternating by layer).
+        seed: the permutations' seed.
+        bias: a bias per layer, as GCNConv's.
+    """
+
+    def __init__(
+        self,
+        grid: Grid,
+        graph: Graph,
+        dims: Sequence[int],
+        permute: bool = True,
+        seed: int = 0,
+        bias: bool = True,
+        dtype: torch.dtype = torch.float32,
+    ):
+        super().__init__()
+        if len(dims) < 2:
+            raise MggError(f"GridGCN: dims needs the input width and at least one layer's, got {list(dims)}")
+        self.grid, self.dims, self.num_nodes = grid, list(dims), graph.num_nodes
+        self.orders = Orders.make(graph.num_nodes, permute, seed)
+        norm = graph.gcn_norm(dtype=dtype)
+        self.shards = [GridLayerShard(grid, norm, self.orders, layer) for layer in range(len(dims) - 1)]
+        self.weights = torch.nn.ParameterList()
+        self.biases = torch.nn.ParameterList()
+        for layer, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
+            full = torch.empty(d_in, d_out, dtype=dtype)
+            torch.nn.init.xavier_uniform_(full, generator=torch.Generator().manual_seed(seed + layer))
+            self.weights.append(torch.nn.Parameter(self._weight_piece(full, layer)))
+            if bias:
+                self.biases.append(torch.nn.Parameter(self._bias_piece(torch.zeros(d_out, dtype=dtype), layer)))
+
+    # --- what this rank holds of the whole tensors -------------------------------------------
+    def weight_span(self, layer: int) -> tuple:
+        """((first row, end), (first column, end)) of layer's whole W (d_in x d_out) held here:
+        rows over b, then cut over c; columns over a."""
+        a, b, c = roles(layer)
+        g = self.grid
+        r0, r1 = span(self.dims[layer], g.extent(b), g.coord[b])
+        p0, p1 = span(r1 - r0, g.extent(c), g.coord[c])
+        return (r0 + p0, r0 + p1), span(self.dims[layer + 1], g.extent(a), g.coord[a])
+
+    def bias_span(self, layer: int) -> tuple:
+        """(first, end) of layer's bias held here (its columns over a; copies over b and c)."""
+        a = roles(layer)[0]
+        return span(self.dims[layer + 1], self.grid.extent(a), self.grid.coord[a])
+
+    def input_columns(self) -> tuple:
+        """(first, end) of the input features' columns held here (over layer 0's b)."""
+        b = roles(0)[1]
+        return span(self.dims[0], self.grid.extent(b), self.grid.coord[b])
+
+    def _weight_piece(self, full: torch.Tensor, layer: int) -> torch.Tensor:
+        rows, cols = self.weight_span(layer)
+        return full[rows[0] : rows[1], cols[0] : cols[1]].clone()
+
+    def _bias_piece(self, full: torch.Tensor, layer: int) -> torch.Tensor:
+        b0, b1 = self.bias_span(layer)
+        return full[b0:b1].clone()
+
+    def load_weights(self, weights: Sequence[torch.Tensor], biases: Optional[Sequence[torch.Tensor]] = None) -> None:
+        """Each layer's whole W (d_in x d_out, i.e. GCNConv's lin.weight.T) and bias; this rank keeps its pieces."""
+        with torch.no_grad():
+            for layer, w in enumerate(weights):
+                self.weights[layer].copy_(self._weight_piece(w.to(self.weights[layer].dtype), layer))
+            for layer, b in enumerate(biases or []):
+                self.biases[layer].copy_(self._bias_piece(b.to(self.biases[layer].dtype), layer))
+
+    def input_nodes(self) -> np.ndarray:
+        """The node ids of this rank's input rows (layer 0: rows over x, then cut over z)."""
+        a, _, c = roles(0)
+        nodes = Orders.nodes_at(self.orders.of_input(0))[
+            slice(*span(self.num_nodes, self.grid.extent(a), self.grid.coord[a]))
+        ]
+        return nodes[slice(*span(len(nodes), self.grid.extent(c), self.grid.coord[c]))]
+
+    def input_shard(self, x: torch.Tensor) -> torch.Tensor:
+        """This rank's piece of the whole feature matrix x (user order)."""
+        if x.shape != (self.num_nodes, self.dims[0]):
+            raise MggError(
+                f"GridGCN: x must be [{self.num_nodes}, {self.dims[0]}] (nodes, dims[0]), got {list(x.shape)}"
+            )
+        c0, c1 = self.input_columns()
+        return x[torch.from_numpy(self.input_nodes())][:, c0:c1].contiguous()
+
+    def output_nodes(self) -> np.ndarray:
+        """The node ids of the rows of forward()'s result on this rank."""
+        last = len(self.dims) - 2
+        return Orders.nodes_at(self.orders.of_output(last))[slice(*self.shards[last].row_span)]
+
+    # --- the computation --------------------------------------------------------------------
+    def forward(self, x_shard: torch.Tensor) -> torch.Tensor:
+        """x_shard (input_shard's) -> the logits of output_nodes(), every class."""
+        g, h = self.grid, x_shard
+        for layer, shard in enumerate(self.shards):
+            a, b, c = roles(layer)
+            d_in = self.dims[layer]
+            if layer == 0:
+                h = gather(h, g, c, 0, shard.cols, reduce_back=True)
+            else:
+                h = share(h, g, c)
+            h = sum_and_share(shard.spmm(h), g, a)
+            w = gather(self.weights[layer], g, c, 0, _length(span(d_in, g.extent(b), g.coord[b])), reduce_back=True)
+            h = sum_over(h @ w, g, b)
+            if len(self.biases):
+                h = h + share(self.biases[layer], g, c)
+            if layer < len(self.shards) - 1:
+                h = torch.relu(h)
+        a_last = roles(len(self.shards) - 1)[0]
+        return gather(h, g, a_last, 1, self.dims[-1], reduce_back=False)
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """This rank's share of the mean cross entropy over the nodes of `mask` (whole-graph
+        labels and mask, user order): its rows' sum over the mask's count. The shares of the
+        ranks along the last layer's row axis add up to the mean; the other ranks hold copies
+        (whole_loss adds them up, for a report)."""
+        nodes = torch.from_numpy(self.output_nodes())
+        keep = mask[nodes]
+        total = int(mask.sum())
+        return torch.nn.functional.cross_entropy(logits[keep], labels[nodes][keep], reduction="sum") / max(total, 1)
+
+    def whole_loss(self, share_of_loss: torch.Tensor) -> float:
+        """The mean loss over the whole graph from this rank's share (a collective over the last
+        layer's row axis; not counted in the moved bytes, which are the training step's)."""
+        c_last = roles(len(self.shards) - 1)[2]
+        t = share_of_loss.detach().reshape(1).clone()
+        if self.grid.extent(c_last) > 1:
+            torch.distributed.all_reduce(t, group=self.grid.group[c_last])
+        return float(t)
+
+    def balance(self) -> dict:
+        """Nonzeros of this rank's shard per layer."""
+        return {layer: s.nnz for layer, s in enumerate(self.shards)}
+
+
+def _length(sp: tuple) -> int:
+    return sp[1] - sp[0]

@@ -1,0 +1,173 @@
+"""Plexus's 3D grid (mgg.distributed.grid) on CPU processes (gloo): for every grid of 4 and of 8
+ranks (1D, 2D and 3D shapes; uneven shards, empty ones included) and 2 and 3 layers, the GCN's
+logits, loss and gradients (input, every weight and bias) equal one process's mgg.nn.GCNConv
+stack; the double permutation balances the shards of a lattice in row-major order; the shapes'
+arithmetic."""
+
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from mgg import MggError
+from mgg.distributed.grid import GridShape, Orders, balance, factorizations
+from mgg.graph import Graph
+from mgg.nn import GCNConv
+from mgg.testing import assert_same_formula
+from tests.distributed.grid_case import DEPTHS, case
+from tests.distributed.test_distributed import ROOT, TIMEOUT, worker_env
+
+WORKER = os.path.join(ROOT, "tests", "workers", "grid_worker.py")
+
+
+def reference(layers: int) -> dict:
+    """One process: GCNConv layers (relu between) with the case's weights; mean cross entropy."""
+    graph, x, labels, mask, weights, biases = case(layers)
+    convs = []
+    for w, b in zip(weights, biases, strict=True):
+        conv = GCNConv(w.size(0), w.size(1)).double()
+        with torch.no_grad():
+            conv.lin.weight.copy_(w.T)
+            conv.bias.copy_(b)
+        convs.append(conv)
+    x = x.clone().requires_grad_(True)
+    h = x
+    for i, conv in enumerate(convs):
+        h = conv(h, graph)
+        if i < len(convs) - 1:
+            h = torch.relu(h)
+    loss = torch.nn.functional.cross_entropy(h[mask], labels[mask])
+    loss.backward()
+    return dict(
+        logits=h.detach(),
+        loss=float(loss.detach()),
+        x_grad=x.grad,
+        w_grads=[c.lin.weight.grad.T for c in convs],
+        b_grads=[c.bias.grad for c in convs],
+    )
+
+
+@pytest.fixture(scope="module")
+def grid_runs(tmp_path_factory):
+    """world size -> {(grid, layers): the workers' result}, each world launched once for all its grids."""
+    runs = {}
+
+    def get(world: int, *extra) -> dict:
+        key = (world, *extra)
+        if key not in runs:
+            out = tmp_path_factory.mktemp("grid") / f"grid{world}.pkl"
+            cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", "--standalone"]
+            r = subprocess.run(
+                cmd + [WORKER, str(out), *extra], capture_output=True, text=True, timeout=TIMEOUT, env=worker_env()
+            )
+            assert r.returncode == 0, r.stderr[-3000:]
+            runs[key] = pickle.load(open(out, "rb"))
+        return runs[key]
+
+    return get
+
+
+def check_equal(got: dict, ref: dict) -> None:
+    assert got["copies_agree"]
+    assert_same_formula(got["logits"], ref["logits"], msg="logits")
+    for loss in got["losses"]:
+        assert abs(loss - ref["loss"]) <= 1e-10 * abs(ref["loss"]), (loss, ref["loss"])
+    assert_same_formula(got["x_grad"], ref["x_grad"], msg="input gradient")
+    for i, (g, r) in enumerate(zip(got["w_grads"], ref["w_grads"], strict=True)):
+        assert_same_formula(g, r, msg=f"weight {i} gradient")
+    for i, (g, r) in enumerate(zip(got["b_grads"], ref["b_grads"], strict=True)):
+        assert_same_formula(g, r, msg=f"bias {i} gradient")
+
+
+@pytest.mark.parametrize("layers", DEPTHS)
+@pytest.mark.parametrize("grid", [str(s) for s in factorizations(4)])
+def test_every_grid_of_four_equals_one_process(grid_runs, grid, layers):
+    check_equal(grid_runs(4)[(grid, layers)], reference(layers))
+
+
+@pytest.mark.full  # eight processes on two cores: make test-full (tests/conftest.py)
+@pytest.mark.parametrize("layers", DEPTHS)
+@pytest.mark.parametrize("grid", [str(s) for s in factorizations(8)])
+def test_every_grid_of_eight_equals_one_process(grid_runs, grid, layers):
+    check_equal(grid_runs(8)[(grid, layers)], reference(layers))
+
+
+@pytest.mark.parametrize("grid", ["2x2x1", "1x2x2"])
+def test_without_the_permutation_the_same(grid_runs, grid):
+    check_equal(grid_runs(4, "--no-permute", "--grids", "2x2x1", "1x2x2")[(grid, 3)], reference(3))
+
+
+def test_factorizations_and_shapes():
+    assert len(factorizations(8)) == 10 and len(factorizations(4)) == 6 and len(factorizations(1)) == 1
+    assert all(s.size == 8 for s in factorizations(8))
+    s = GridShape.parse("4x2x1")
+    assert (s.x, s.y, s.z) == (4, 2, 1) and str(s) == "4x2x1"
+    g = GridShape(2, 2, 2)  # rank = z * Gx * Gy + x * Gy + y
+    assert [g.rank(**g.coords(r)) for r in range(8)] == list(range(8))
+    assert g.coords(6) == {"z": 1, "x": 1, "y": 0}
+    assert g.groups("y") == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert g.inside_node("y", 4) and g.inside_node("x", 4) and not g.inside_node("z", 4)
+    assert not GridShape(1, 8, 1).inside_node("y", 4)
+    with pytest.raises(MggError, match="GXxGYxGZ"):
+        GridShape.parse("4x2")
+    with pytest.raises(MggError, match="8 ranks, but the world has 4"):
+        GridShape(2, 2, 2).check_world(4)
+
+
+def lattice(side: int) -> Graph:
+    """A side x side 4-neighbour lattice, ids in row-major order (geography)."""
+    idx = np.arange(side * side).reshape(side, side)
+    src = np.concatenate([idx[:, :-1].ravel(), idx[:, 1:].ravel(), idx[:-1].ravel(), idx[1:].ravel()])
+    dst = np.concatenate([idx[:, 1:].ravel(), idx[:, :-1].ravel(), idx[1:].ravel(), idx[:-1].ravel()])
+    return Graph.from_edges(torch.from_numpy(src), torch.from_numpy(dst), side * side)
+
+
+def test_double_permutation_balances_a_lattice():
+    """8 x 8 shards of a 256 x 256 lattice in row-major order: badly imbalanced as given (only the
+    diagonal blocks hold edges), within 5% of the mean after the double permutation."""
+    g = lattice(256)
+    plain = balance(g, 8, 8, Orders.make(g.num_nodes, permute=False))
+    permuted = balance(g, 8, 8, Orders.make(g.num_nodes, permute=True, seed=0))
+    assert plain > 7.0, plain
+    assert permuted <= 1.05, permuted
+
+
+def check_bytes(got: dict, grid: str, layers: int) -> None:
+    """mgg.runtime.grid_model's bytes per axis equal those the run counted at its collectives."""
+    from mgg.runtime.grid_model import rank_bytes
+
+    _, x, _, _, weights, _ = case(layers)
+    dims = [x.size(1)] + [w.size(1) for w in weights]
+    model = rank_bytes(GridShape.parse(grid), x.size(0), dims, x.element_size(), input_grad=True)
+    for axis in "xyz":
+        assert model[axis].sum() == pytest.approx(got["moved"][axis], rel=1e-12), (axis, got["moved"])
+    assert sum(got["moved"].values()) > 0 or grid == "1x1x1"
+
+
+@pytest.mark.parametrize("grid", [str(s) for s in factorizations(4)])
+def test_model_bytes_equal_the_runs_grids_of_four(grid_runs, grid):
+    for layers in DEPTHS:
+        check_bytes(grid_runs(4)[(grid, layers)], grid, layers)
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("grid", [str(s) for s in factorizations(8)])
+def test_model_bytes_equal_the_runs_grids_of_eight(grid_runs, grid):
+    for layers in DEPTHS:
+        check_bytes(grid_runs(8)[(grid, layers)], grid, layers)
+
+
+def test_model_ranks_ogbn_products_as_plexus_figure_5():
+    """64 GPUs of 4 per node at Perlmutter's rates (4 x 25 GB/s NICs per node; NVLink 3, 300 GB/s
+    one way per GPU): 3D grids ahead of the 2D and 1D ones, a symmetric one first."""
+    from mgg.runtime.grid_model import OGBN_PRODUCTS, Network, rank_grids
+
+    ranked = rank_grids(64, OGBN_PRODUCTS, Network(4, 300, 100))
+    dims3 = [p for p in ranked if min(p.shape.x, p.shape.y, p.shape.z) > 1]
+    assert str(ranked[0].shape) == "4x4x4"
+    best_1d = min(i for i, p in enumerate(ranked) if sorted((p.shape.x, p.shape.y, p.shape.z))[:2] == [1, 1])
+    assert all(ranked.index(p) < best_1d for p in dims3[:3])
