@@ -140,7 +140,17 @@ def cmd_train(args):
         autotune=args.autotune,
         deterministic=args.deterministic,
     )
-    if distributed:
+    if args.backend == "grid":  # Plexus's 3D grid, under torchrun or in one process (a 1x1x1 grid)
+        if args.partition not in (None, "range"):
+            raise MggError("--partition applies to the row-partitioned backends; the grid cuts the graph by its grid")
+        from .training.grid import train as train_grid
+
+        res = train_grid(ds, cfg, args.grid, progress=not args.quiet)
+        if res["rank"] != 0:
+            return
+        inside = "yes" if res["y_inside_node"] else "no"
+        print(f"{res['world']} ranks, backend grid, grid {res['grid']} (Y groups inside a node: {inside})")
+    elif distributed:
         from .training.torchrun import train as train_distributed
 
         res = train_distributed(
@@ -256,7 +266,7 @@ def _add_config(p):
 def _backends() -> tuple:
     from .distributed.graph import BACKENDS
 
-    return BACKENDS
+    return (*BACKENDS, "grid")
 
 
 def _partition_methods() -> list:
@@ -375,7 +385,14 @@ def parser() -> argparse.ArgumentParser:
         help="peer access under torchrun: halo (all-to-all over torch.distributed), nvshmem (MGG: "
         "symmetric memory, the kernel reads peers; needs --device cuda), allgather (CAGNET 1D: "
         "every rank gathers all rows each layer) or node-halo (across machines: each remote row "
-        "over the network once per machine, then inside the machine; machines of LOCAL_WORLD_SIZE ranks)",
+        "over the network once per machine, then inside the machine; machines of LOCAL_WORLD_SIZE ranks) "
+        "or grid (Plexus's 3D grid: adjacency, features and weights split over GXxGYxGZ ranks; gcn)",
+    )
+    p.add_argument(
+        "--grid",
+        default="auto",
+        help="with --backend grid: GXxGYxGZ (e.g. 4x2x1; Y innermost, inside a node), or auto: the first of "
+        "mgg.runtime.grid_model's ranking (python -m bench grid)",
     )
     p.add_argument(
         "--fetch",

@@ -171,3 +171,104 @@ def test_model_ranks_ogbn_products_as_plexus_figure_5():
     assert str(ranked[0].shape) == "4x4x4"
     best_1d = min(i for i, p in enumerate(ranked) if sorted((p.shape.x, p.shape.y, p.shape.z))[:2] == [1, 1])
     assert all(ranked.index(p) < best_1d for p in dims3[:3])
+
+
+TRAIN = ["-m", "mgg", "train", "--backend", "grid", "--epochs", "4", "--seeds", "1", "--dropout", "0.5"]
+
+
+def _grid_curve(progress: str, summary: str) -> tuple:
+    """Per epoch (loss, val, test) from rank 0's progress bar, and the accuracies reached."""
+    import re
+
+    rows = list(dict.fromkeys(re.findall(r"loss=([0-9.]+), test=([0-9.]+), val=([0-9.]+)", progress)))
+    reached = re.findall(r"test ([0-9.]+)% \(val ([0-9.]+)% at epoch (\d+)\)", summary)
+    assert rows and reached, (progress[-1000:], summary[-1000:])
+    return [tuple(float(v) for v in r) for r in rows], reached
+
+
+def _same_curve(a: tuple, b: tuple) -> None:
+    (rows_a, reached_a), (rows_b, reached_b) = a, b
+    assert reached_a == reached_b and len(rows_a) == len(rows_b)
+    for ra, rb in zip(rows_a, rows_b, strict=True):
+        assert ra[1:] == rb[1:] and abs(ra[0] - rb[0]) <= 2e-4, (ra, rb)
+
+
+@pytest.fixture(scope="module")
+def one_process_curve():
+    """`mgg train --backend grid` in one process (a 1x1x1 grid), dropout on."""
+    r = subprocess.run(
+        [sys.executable, *TRAIN, "--grid", "1x1x1"], capture_output=True, text=True, timeout=TIMEOUT, env=worker_env()
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "1 ranks, backend grid, grid 1x1x1" in r.stdout
+    return _grid_curve(r.stderr, r.stdout)
+
+
+def test_train_cli_on_a_grid_of_four_trains_as_one_process(one_process_curve):
+    """torchrun with 4 ranks on a 2x2x1 grid: every epoch's loss and accuracies are the one
+    process's (the dropout mask is the same for every grid)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node=4",
+        "--standalone",
+        *TRAIN,
+        "--grid",
+        "2x2x1",
+    ]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=worker_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "4 ranks, backend grid, grid 2x2x1 (Y groups inside a node: yes)" in r.stdout
+    _same_curve(_grid_curve(r.stderr, r.stdout), one_process_curve)
+
+
+@pytest.mark.full  # two agents: make test-full (tests/conftest.py)
+def test_two_torchrun_agents_train_as_one_process(one_process_curve):
+    """Two torchrun agents of two ranks each (c10d rendezvous on the loopback, gloo): a 2x2x1 grid's
+    Y groups are each agent's ranks, and the epochs are the one process's."""
+    port = 29900 + os.getpid() % 90
+    agent = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2"]
+    agent += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"grid-{os.getpid()}"]
+    env = worker_env({"GLOO_SOCKET_IFNAME": "lo"})
+    agents = [
+        subprocess.Popen(
+            [*agent, *TRAIN, "--grid", "2x2x1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        for _ in range(2)
+    ]
+    outs = [a.communicate(timeout=TIMEOUT) for a in agents]
+    for a, (_, err) in zip(agents, outs, strict=True):
+        assert a.returncode == 0, err[-3000:]
+    text = "".join(o for o, _ in outs)
+    assert "4 ranks, backend grid, grid 2x2x1 (Y groups inside a node: yes)" in text, text[-2000:]
+    _same_curve(_grid_curve("".join(e for _, e in outs), text), one_process_curve)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "gin"], "the grid backend runs gcn"),
+        (["--grid", "2x2"], "GXxGYxGZ"),
+        (["--grid", "2x2x1"], "4 ranks, but the world has 1"),
+    ],
+)
+def test_train_cli_errors_are_one_line(args, message):
+    r = subprocess.run(
+        [sys.executable, *TRAIN, *args], capture_output=True, text=True, timeout=TIMEOUT, env=worker_env()
+    )
+    assert r.returncode != 0
+    assert message in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+def test_dropout_mask_is_the_same_for_any_block():
+    """keep_mask of a block is that block of the whole matrix's mask (so copies and every grid
+    agree), differs by step and layer, and keeps about 1 - p."""
+    from mgg.distributed.grid.gcn import keep_mask
+
+    whole = keep_mask(torch.arange(300), 0, 40, 7, 1, 0.3)
+    block = keep_mask(torch.tensor([5, 17, 250]), 10, 25, 7, 1, 0.3)
+    assert torch.equal(block, whole[[5, 17, 250], 10:25])
+    assert not torch.equal(whole, keep_mask(torch.arange(300), 0, 40, 8, 1, 0.3))
+    assert not torch.equal(whole, keep_mask(torch.arange(300), 0, 40, 7, 2, 0.3))
+    assert abs(whole.double().mean().item() - 0.7) < 0.02

@@ -43,6 +43,27 @@ class _NoEdges(torch.autograd.Function):
         return g.new_zeros(ctx.shape), None
 
 
+def _i64(v: int) -> int:
+    """v modulo 2^64 as a signed 64-bit int (torch's int64 arithmetic wraps the same way)."""
+    return (v + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+_K = [_i64(k) for k in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0x2545F4914F6CDD1D)]
+
+
+def keep_mask(nodes: torch.Tensor, col0: int, col1: int, step: int, layer: int, p: float) -> torch.Tensor:
+    """Dropout's keep mask of the block (nodes x columns [col0, col1)) of layer `layer`'s input at
+    training step `step`: a hash of (node, column, step, layer) (splitmix64's finaliser) against p,
+    so every rank that holds an entry (copies included) draws the same, whatever the grid."""
+    cols = torch.arange(col0, col1, dtype=torch.int64)
+    h = nodes.to(torch.int64)[:, None] * _K[0] + cols[None, :] * _K[1] + _i64(step * _K[2] + layer * _K[3])
+    for shift, mult in ((30, _K[1]), (27, _K[2])):
+        h = (h ^ ((h >> shift) & ((1 << (64 - shift)) - 1))) * mult
+    h = h ^ ((h >> 31) & ((1 << 33) - 1))
+    u = ((h >> 11) & ((1 << 53) - 1)).double() / float(1 << 53)
+    return u >= p
+
+
 class GridLayerShard:
     """Layer l's adjacency shard on this rank, planned once: rows over c in the layer's output
     order, columns over a in its input order."""
@@ -52,6 +73,8 @@ class GridLayerShard:
         n = graph.num_nodes
         self.row_span = span(n, grid.extent(c), grid.coord[c])
         self.col_span = span(n, grid.extent(a), grid.coord[a])
+        # the node ids of the input rows this shard reads (its columns), for dropout's mask
+        self.col_nodes = torch.from_numpy(Orders.nodes_at(orders.of_input(layer))[slice(*self.col_span)])
         rows, cols, w = edges_in_order(graph, orders.of_output(layer), orders.of_input(layer))
         g, self.rows, self.cols = shard_graph(rows, cols, w, self.row_span, self.col_span)
         self.nnz = 0 if g is None else g.num_edges
@@ -76,6 +99,8 @@ class GridGCN(torch.nn.Module):
         permute: Plexus's double permutation (two seeded node orders, alternating by layer).
         seed: the permutations' seed.
         bias: a bias per layer, as GCNConv's.
+        dropout: the probability of zeroing an entry of each layer's input while training (as
+            mgg.nn.models' GCN places it), drawn by keep_mask: the same for every grid.
     """
 
     def __init__(
@@ -87,11 +112,15 @@ class GridGCN(torch.nn.Module):
         seed: int = 0,
         bias: bool = True,
         dtype: torch.dtype = torch.float32,
+        dropout: float = 0.0,
     ):
         super().__init__()
         if len(dims) < 2:
             raise MggError(f"GridGCN: dims needs the input width and at least one layer's, got {list(dims)}")
+        if not 0.0 <= dropout < 1.0:
+            raise MggError(f"GridGCN: dropout must be in [0, 1), got {dropout}")
         self.grid, self.dims, self.num_nodes = grid, list(dims), graph.num_nodes
+        self.dropout, self.step = dropout, 0
         self.orders = Orders.make(graph.num_nodes, permute, seed)
         norm = graph.gcn_norm(dtype=dtype)
         self.shards = [GridLayerShard(grid, norm, self.orders, layer) for layer in range(len(dims) - 1)]
@@ -173,6 +202,10 @@ class GridGCN(torch.nn.Module):
                 h = gather(h, g, c, 0, shard.cols, reduce_back=True)
             else:
                 h = share(h, g, c)
+            if self.training and self.dropout > 0:
+                cols = span(d_in, g.extent(b), g.coord[b])
+                keep = keep_mask(shard.col_nodes, *cols, self.step, layer, self.dropout).to(h.device)
+                h = h * keep / (1 - self.dropout)
             h = sum_and_share(shard.spmm(h), g, a)
             w = gather(self.weights[layer], g, c, 0, _length(span(d_in, g.extent(b), g.coord[b])), reduce_back=True)
             h = sum_over(h @ w, g, b)
@@ -180,6 +213,8 @@ class GridGCN(torch.nn.Module):
                 h = h + share(self.biases[layer], g, c)
             if layer < len(self.shards) - 1:
                 h = torch.relu(h)
+        if self.training:
+            self.step += 1
         a_last = roles(len(self.shards) - 1)[0]
         return gather(h, g, a_last, 1, self.dims[-1], reduce_back=False)
 

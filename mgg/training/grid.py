@@ -1,0 +1,128 @@
+"""Full-graph training of a GCN on Plexus's 3D grid (mgg.distributed.grid) under torchrun, or in
+one process (a 1x1x1 grid): the protocol of mgg.training.loop (features normalised, Adam, weight
+decay on the first layer only, dropout on each layer's input, test accuracy at the best validation
+epoch), so that every grid trains the same epochs (the dropout mask is the grid's keep_mask, the
+same for every grid) as the 1x1x1 grid in one process."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+from tqdm.auto import tqdm
+
+from ..data import NodeDataset
+from ..distributed.grid import Grid, GridGCN, GridShape
+from ..distributed.grid.shards import roles
+from ..errors import MggError
+from ..runtime.grid_model import GraphStats, Network, rank_grids
+from .loop import RunResult, TrainConfig, normalize_features, summarize
+
+# grid="auto" without a cluster description: a DGX H100's rates (NVLink 450 GB/s per GPU, 8 x 400 Gb/s per node)
+AUTO_INTRA_GBPS, AUTO_INTER_GBPS = 450.0, 400.0
+
+
+def dims_of(ds: NodeDataset, cfg: TrainConfig) -> list:
+    return [ds.x.size(1)] + [cfg.hidden] * (cfg.layers - 1) + [ds.num_classes]
+
+
+def choose_shape(grid: str, world: int, ds: NodeDataset, cfg: TrainConfig, gpus_per_node: int) -> GridShape:
+    """`grid` as GXxGYxGZ, or 'auto': the first of mgg.runtime.grid_model's ranking for this graph."""
+    if grid != "auto":
+        shape = GridShape.parse(grid)
+        shape.check_world(world)
+        return shape
+    stats = GraphStats(ds.name, ds.graph.num_nodes, ds.graph.num_edges + ds.graph.num_nodes, tuple(dims_of(ds, cfg)))
+    return rank_grids(world, stats, Network(gpus_per_node, AUTO_INTRA_GBPS, AUTO_INTER_GBPS))[0].shape
+
+
+def _start_group() -> None:
+    if dist.is_initialized():
+        return
+    if "WORLD_SIZE" in os.environ:
+        dist.init_process_group("gloo")
+    else:  # one process: a group of one
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+
+def _accuracies(model: GridGCN, x_shard, ds: NodeDataset) -> tuple:
+    model.eval()
+    with torch.no_grad():
+        pred = model(x_shard).argmax(1)
+    nodes = torch.from_numpy(model.output_nodes())
+    right = (pred == ds.y[nodes]).double()
+    counts = torch.tensor([float((right * m[nodes]).sum()) for m in (ds.val_mask, ds.test_mask)], dtype=torch.float64)
+    c_last = roles(len(model.shards) - 1)[2]
+    if model.grid.extent(c_last) > 1:
+        dist.all_reduce(counts, group=model.grid.group[c_last])
+    totals = torch.tensor([float(ds.val_mask.sum()), float(ds.test_mask.sum())], dtype=torch.float64)
+    val, test = (counts / totals.clamp(min=1)).tolist()
+    return val, test
+
+
+def train_once(grid: Grid, ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool) -> RunResult:
+    x = normalize_features(ds.x.float())
+    model = GridGCN(grid, ds.graph, dims_of(ds, cfg), seed=seed, dropout=cfg.dropout)
+    first = [model.weights[0], *(model.biases[:1])]
+    rest = [p for p in model.parameters() if all(p is not q for q in first)]
+    opt = torch.optim.Adam(
+        [dict(params=first, weight_decay=cfg.weight_decay), dict(params=rest, weight_decay=0.0)], lr=cfg.lr
+    )
+    x_shard = model.input_shard(x)
+    best, times = (-1.0, 0.0, 0), []
+    bar = tqdm(range(cfg.epochs), desc=f"seed {seed}", disable=not progress or grid.rank != 0, leave=False)
+    for epoch in bar:
+        t0 = time.perf_counter()
+        model.train()
+        opt.zero_grad()
+        loss = model.loss(model(x_shard), ds.y, ds.train_mask)
+        loss.backward()
+        opt.step()
+        times.append((time.perf_counter() - t0) * 1e3)
+        whole = model.whole_loss(loss)
+        val, test = _accuracies(model, x_shard, ds)
+        if val > best[0]:
+            best = (val, test, epoch)
+        bar.set_postfix(loss=f"{whole:.4f}", val=f"{val:.3f}", test=f"{best[1]:.3f}")
+    return RunResult(seed, best[1], best[0], best[2], statistics.median(times), len(times))
+
+
+def train(ds: NodeDataset, cfg: TrainConfig, grid: str = "auto", progress: bool = True) -> dict:
+    """Trains once per seed on the grid `grid` (GXxGYxGZ or 'auto') over the torchrun job's ranks
+    (or one process); every rank returns the summary."""
+    if cfg.model != "gcn":
+        raise MggError(
+            f"the grid backend runs gcn (Plexus's 3D algorithm); {cfg.model} runs on --backend halo, "
+            "node-halo, allgather or nvshmem"
+        )
+    if ds.y.dim() != 1:
+        raise MggError("the grid backend trains single-label node classification (y of [N] class ids)")
+    if cfg.device.startswith("cuda"):
+        raise MggError("the grid backend runs on CPU processes (gloo) in this version: add --device cpu")
+    _start_group()
+    world = dist.get_world_size()
+    gpus_per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    shape = choose_shape(grid, world, ds, cfg, gpus_per_node)
+    g = Grid(shape, "cpu")
+    runs = [train_once(g, ds, cfg, s, progress) for s in cfg.seeds]
+    return dict(
+        summarize(ds, cfg, runs),
+        rank=g.rank,
+        world=world,
+        grid=str(shape),
+        y_inside_node=_y_inside_node(g, gpus_per_node),
+    )
+
+
+def _y_inside_node(g: Grid, gpus_per_node: int) -> bool:
+    """Whether every Y group's ranks run on one node: the node each rank was launched on (torchrun's
+    GROUP_RANK, the agent), gathered over Y; every rank gets the answer of all."""
+    node = int(os.environ.get("GROUP_RANK", g.rank // gpus_per_node))
+    nodes = [None] * g.extent("y")
+    dist.all_gather_object(nodes, node, group=g.group["y"])
+    inside = torch.tensor([float(len(set(nodes)) == 1)])
+    dist.all_reduce(inside, op=dist.ReduceOp.MIN)
+    return bool(inside.item())
