@@ -873,6 +873,7 @@ def test_nodes_bench_counts_what_the_routes_count(tmp_path):
     from bench import cache, nodes
     from mgg.partitioning.nodes import node_partition
     from mgg.plan import Plan
+    from mgg.runtime.grid_model import GraphStats, Network, rank_grids
 
     assert nodes.main(["--smoke", "--out", str(tmp_path)]) == 0
     (path,) = tmp_path.glob("nodes-*.csv")
@@ -896,8 +897,13 @@ def test_nodes_bench_counts_what_the_routes_count(tmp_path):
         row_bytes = int(r["D"]) * 4
         assert int(r["node_halo_bytes"]) == len(pairs) * row_bytes
         assert int(r["flat_halo_bytes"]) == flat * row_bytes >= int(r["node_halo_bytes"])
-        for b in ("flat", "node"):
+        for b in ("flat", "node", "grid"):
             assert 0 < float(r[f"{b}_ms_low"]) <= float(r[f"{b}_ms_high"])
+        # the grid backend's row: the best grid of the ranks by the grid model, on the graph's statistics
+        d = int(r["D"])
+        stats = GraphStats(r["graph"], g.num_nodes, g.num_edges + g.num_nodes, (d, d, d))
+        best = rank_grids(int(r["nodes"]) * gpn, stats, Network(gpn, float(r["intra_gbps"]), float(r["inter_gbps"])))
+        assert r["grid"] == str(best[0].shape)
     assert (tmp_path / path.name.replace(".csv", ".md")).exists() and (
         tmp_path / path.name.replace(".csv", ".png")
     ).exists()
