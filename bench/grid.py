@@ -1,4 +1,4 @@
-"""Plexus's 3D grid: every grid of G GPUs ranked by predicted epoch time (mgg.runtime.grid_model:
+"""Plexus's 3D grid: every grid of G GPUs ranked by predicted epoch time (mgg.distributed.grid.model:
 the bytes per axis of mgg.distributed.grid's GCN at ring rates, the SpMM at both ends of the range
 kernel's band, memory per GPU). Nothing here runs on a GPU: every time is predicted.
 
@@ -16,8 +16,8 @@ import argparse
 from datetime import datetime
 from pathlib import Path
 
+from mgg.distributed.grid.model import OGBN_PRODUCTS, GraphStats, Network, rank_grids
 from mgg.errors import MggError
-from mgg.runtime.grid_model import OGBN_PRODUCTS, GraphStats, Network, rank_grids
 
 from .report import logged_run, write_report
 
@@ -99,7 +99,7 @@ def markdown(rows: list, args) -> str:
         f"{r0['date']}. {r0['graph_nodes']} nodes, {r0['graph_nonzeros']} nonzeros, GCN widths {r0['dims']}, fp32; "
         f"{args.gpu}, {args.intra} GB/s per GPU inside a node, {args.inter} GB/s per node between nodes; "
         f"{args.memory_gb} GB per GPU. Epoch: one forward and backward; communication of every collective at ring "
-        "rates plus the SpMM at both ends of the kernel model's band (mgg.runtime.grid_model). Bytes: the busiest "
+        "rates plus the SpMM at both ends of the kernel model's band (mgg.distributed.grid.model). Bytes: the busiest "
         "rank's per axis (the model's bytes equal those a CPU run counts: tests/distributed/test_grid.py).",
         "",
         "| rank | grid | epoch ms (band) | MB x | MB y | MB z | GB per GPU | fits |",

@@ -15,7 +15,7 @@ ratio is what sending each row once per machine saves:
 - predicted epoch time of each, a band (mgg.runtime.cluster_model: the busiest machine's network
   bytes at --inter GB/s, the busiest GPU's NVLink bytes at --intra GB/s, each rank's aggregation at
   both ends of the range kernel's bandwidth bound; two layers of width D), and beside them the grid
-  backend's (Plexus's 3D grid, mgg.runtime.grid_model: the best grid of the N x g ranks for a GCN of
+  backend's (Plexus's 3D grid, mgg.distributed.grid.model: the best grid of the N x g ranks for a GCN of
   two layers of width D on the graph's statistics, its collectives at the same rates, its SpMM at the
   same band).
 Writes nodes-<date>.csv, .md and .png."""
@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+from mgg.distributed.grid.model import GraphStats, Network, rank_grids
 from mgg.distributed.node_routes import NodeRoutes
 from mgg.partitioning.nodes import node_partition
 from mgg.plan import Plan
 from mgg.runtime.cluster_model import Cluster, RankTraffic, epoch_band
-from mgg.runtime.grid_model import GraphStats, Network, rank_grids
 
 from . import cache
 from .env import environment
@@ -166,7 +166,7 @@ def markdown(rows: list, args) -> str:
         f"forward; its backward sends as many), fp32. Predicted epoch (two layers of width D, forward and "
         f"backward): {args.gpu}, NVLink {args.intra} GB/s per GPU, network {args.inter} GB/s per machine; "
         "exchange then aggregation, the aggregation at both ends of the kernel model's band. Grid: the best "
-        "grid of the ranks by mgg.runtime.grid_model (a GCN of two layers of width D; its collectives at the "
+        "grid of the ranks by mgg.distributed.grid.model (a GCN of two layers of width D; its collectives at the "
         "same rates, its SpMM at the same band). Every epoch time is predicted, none measured.",
         "",
     ]

@@ -392,7 +392,7 @@ def parser() -> argparse.ArgumentParser:
         "--grid",
         default="auto",
         help="with --backend grid: GXxGYxGZ (e.g. 4x2x1; Y innermost, inside a node), or auto: the first of "
-        "mgg.runtime.grid_model's ranking (python -m bench grid)",
+        "mgg.distributed.grid.model's ranking (python -m bench grid)",
     )
     p.add_argument(
         "--fetch",

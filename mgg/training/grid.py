@@ -16,9 +16,9 @@ from tqdm.auto import tqdm
 
 from ..data import NodeDataset
 from ..distributed.grid import Grid, GridGCN, GridShape
+from ..distributed.grid.model import GraphStats, Network, rank_grids
 from ..distributed.grid.shards import roles
 from ..errors import MggError
-from ..runtime.grid_model import GraphStats, Network, rank_grids
 from .loop import RunResult, TrainConfig, normalize_features, summarize
 
 # grid="auto" without a cluster description: a DGX H100's rates (NVLink 450 GB/s per GPU, 8 x 400 Gb/s per node)
@@ -30,7 +30,7 @@ def dims_of(ds: NodeDataset, cfg: TrainConfig) -> list:
 
 
 def choose_shape(grid: str, world: int, ds: NodeDataset, cfg: TrainConfig, gpus_per_node: int) -> GridShape:
-    """`grid` as GXxGYxGZ, or 'auto': the first of mgg.runtime.grid_model's ranking for this graph."""
+    """`grid` as GXxGYxGZ, or 'auto': the first of mgg.distributed.grid.model's ranking for this graph."""
     if grid != "auto":
         shape = GridShape.parse(grid)
         shape.check_world(world)

@@ -871,9 +871,9 @@ def test_nodes_bench_counts_what_the_routes_count(tmp_path):
     import numpy as np
 
     from bench import cache, nodes
+    from mgg.distributed.grid.model import GraphStats, Network, rank_grids
     from mgg.partitioning.nodes import node_partition
     from mgg.plan import Plan
-    from mgg.runtime.grid_model import GraphStats, Network, rank_grids
 
     assert nodes.main(["--smoke", "--out", str(tmp_path)]) == 0
     (path,) = tmp_path.glob("nodes-*.csv")
@@ -915,7 +915,7 @@ def test_grid_bench_ranks_every_grid(tmp_path):
     rank; a malformed graph is one line."""
     from bench import grid
     from mgg.distributed.grid import GridShape, factorizations
-    from mgg.runtime.grid_model import Network, rank_bytes
+    from mgg.distributed.grid.model import Network, rank_bytes
 
     assert grid.main(["--smoke", "--out", str(tmp_path)]) == 0
     (path,) = tmp_path.glob("grid-*.csv")

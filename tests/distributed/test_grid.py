@@ -137,8 +137,8 @@ def test_double_permutation_balances_a_lattice():
 
 
 def check_bytes(got: dict, grid: str, layers: int) -> None:
-    """mgg.runtime.grid_model's bytes per axis equal those the run counted at its collectives."""
-    from mgg.runtime.grid_model import rank_bytes
+    """mgg.distributed.grid.model's bytes per axis equal those the run counted at its collectives."""
+    from mgg.distributed.grid.model import rank_bytes
 
     _, x, _, _, weights, _ = case(layers)
     dims = [x.size(1)] + [w.size(1) for w in weights]
@@ -164,7 +164,7 @@ def test_model_bytes_equal_the_runs_grids_of_eight(grid_runs, grid):
 def test_model_ranks_ogbn_products_as_plexus_figure_5():
     """64 GPUs of 4 per node at Perlmutter's rates (4 x 25 GB/s NICs per node; NVLink 3, 300 GB/s
     one way per GPU): 3D grids ahead of the 2D and 1D ones, a symmetric one first."""
-    from mgg.runtime.grid_model import OGBN_PRODUCTS, Network, rank_grids
+    from mgg.distributed.grid.model import OGBN_PRODUCTS, Network, rank_grids
 
     ranked = rank_grids(64, OGBN_PRODUCTS, Network(4, 300, 100))
     dims3 = [p for p in ranked if min(p.shape.x, p.shape.y, p.shape.z) > 1]

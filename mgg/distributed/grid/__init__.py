@@ -1,6 +1,7 @@
 """Plexus's 3D process grid (plexus-3d-parallel.txt) on torch.distributed, with mgg's op as the
 local SpMM: the grid's shape (shape.py), what each rank holds (shards.py), the collectives with
-their adjoints and byte counts (collectives.py) and a GCN on the grid (gcn.py)."""
+their adjoints and byte counts (collectives.py), a GCN on the grid (gcn.py) and Plexus's model of a
+grid's epoch (model.py: bench grid, grid="auto")."""
 
 from .collectives import Grid
 from .gcn import GridGCN

@@ -2,7 +2,7 @@
 the 3D algorithm as autograd functions, each with its adjoint (plexus-3d-parallel.txt, Algorithms
 1 and 2). Every call counts the bytes it moves per rank (ring algorithms: an all-reduce of M bytes
 over G ranks moves 2 (G - 1) / G * M, an all-gather or reduce-scatter of M bytes (G - 1) / G * M),
-per axis, in `Grid.moved`; mgg.runtime.grid_model predicts the same numbers.
+per axis, in `Grid.moved`; mgg.distributed.grid.model predicts the same numbers.
 
 - `sum_over(t, axis)`: all-reduce; the adjoint passes the gradient on (the sum's users are copies).
 - `sum_and_share(t, axis)`: all-reduce; the adjoint all-reduces too (the ranks of the axis use the

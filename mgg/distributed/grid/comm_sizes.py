@@ -1,5 +1,5 @@
 """Bytes a rank moves in one ring collective (Thakur et al., as Plexus's model takes them; no
-latency term): the one formula both the collectives' counters and mgg.runtime.grid_model use."""
+latency term): the one formula both the collectives' counters and mgg.distributed.grid.model use."""
 
 from __future__ import annotations
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..distributed.grid.comm_sizes import ring_bytes
-from ..distributed.grid.shape import AXES, GridShape, factorizations
-from ..distributed.grid.shards import bounds, roles, span
-from . import kernel_model as km
+from ...runtime import kernel_model as km
+from .comm_sizes import ring_bytes
+from .shape import AXES, GridShape, factorizations
+from .shards import bounds, roles, span
 
 
 @dataclass(frozen=True)
