@@ -15,7 +15,7 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from ..data import NodeDataset
-from ..distributed.grid import Grid, GridGCN, GridShape
+from ..distributed.grid import Grid, GridNet, GridShape
 from ..distributed.grid.model import GraphStats, Network, rank_grids
 from ..distributed.grid.shards import roles
 from ..errors import MggError
@@ -48,7 +48,7 @@ def _start_group() -> None:
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 
 
-def _accuracies(model: GridGCN, x_shard, ds: NodeDataset) -> tuple:
+def _accuracies(model: GridNet, x_shard, ds: NodeDataset) -> tuple:
     model.eval()
     with torch.no_grad():
         pred = model(x_shard).argmax(1)
@@ -65,7 +65,7 @@ def _accuracies(model: GridGCN, x_shard, ds: NodeDataset) -> tuple:
 
 def train_once(grid: Grid, ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool) -> RunResult:
     x = normalize_features(ds.x.float())
-    model = GridGCN(grid, ds.graph, dims_of(ds, cfg), seed=seed, dropout=cfg.dropout)
+    model = GridNet(grid, ds.graph, dims_of(ds, cfg), seed=seed, dropout=cfg.dropout)
     first = [model.weights[0], *(model.biases[:1])]
     rest = [p for p in model.parameters() if all(p is not q for q in first)]
     opt = torch.optim.Adam(
@@ -95,8 +95,8 @@ def train(ds: NodeDataset, cfg: TrainConfig, grid: str = "auto", progress: bool 
     (or one process); every rank returns the summary."""
     if cfg.model != "gcn":
         raise MggError(
-            f"the grid backend runs gcn (Plexus's 3D algorithm); {cfg.model} runs on --backend halo, "
-            "node-halo, allgather or nvshmem"
+            f"mgg train --backend grid trains gcn (from Python, mgg.distributed.grid.GridNet also runs SAGE and "
+            f"a one-linear GIN); {cfg.model} trains on --backend halo, node-halo, allgather or nvshmem"
         )
     if ds.y.dim() != 1:
         raise MggError("the grid backend trains single-label node classification (y of [N] class ids)")

@@ -933,3 +933,29 @@ def test_grid_bench_ranks_every_grid(tmp_path):
     assert Network(4, 300, 100).axis_bytes_per_s(GridShape(1, 8, 1), "y") == 100e9 / 1
     with pytest.raises(SystemExit):
         grid.main(["--graph", "1000:abc", "--out", str(tmp_path)])
+
+
+def test_grid_bench_measures_every_grid_on_processes(tmp_path):
+    """python -m bench grid --measure on two processes: every grid's measured step time, and the
+    bytes it moved per axis, counted at the collectives, equal to the model's busiest rank's for a
+    training step (no gradient of the input); a graph that cannot run here is one line."""
+    from bench import grid
+    from mgg.distributed.grid import GridShape, factorizations
+    from mgg.distributed.grid.model import rank_bytes
+
+    spec, dims = "rmat:300:1500", [8, 4, 3]
+    argv = ["--measure", "--gpus", "2", "--graph", spec, "--dims", "8,4,3", "--reps", "1", "--out", str(tmp_path)]
+    assert grid.main(argv) == 0
+    (path,) = tmp_path.glob("grid-*.csv")
+    rows = list(csv.DictReader(open(path)))
+    assert sorted(r["grid"] for r in rows) == sorted(str(s) for s in factorizations(2))
+    nodes = int(rows[0]["graph_nodes"])
+    assert nodes == 300
+    for r in rows:
+        want = rank_bytes(GridShape.parse(r["grid"]), nodes, dims, 4)
+        assert [int(r[f"measured_bytes_{a}"]) for a in "xyz"] == [int(want[a].max()) for a in "xyz"]
+        assert sum(int(r[f"measured_bytes_{a}"]) for a in "xyz") > 0 and float(r["measured_ms"]) > 0
+    assert "CPU step ms (measured)" in (tmp_path / path.name.replace(".csv", ".md")).read_text()
+    for bad in (["--measure", "--gpus", "2"], ["--measure", "--gpus", "2", "--graph", spec, "--dims", "8"]):
+        with pytest.raises(SystemExit):
+            grid.main([*bad, "--out", str(tmp_path)])

@@ -1,8 +1,9 @@
 """Plexus's 3D grid (mgg.distributed.grid) on CPU processes (gloo): for every grid of 4 and of 8
-ranks (1D, 2D and 3D shapes; uneven shards, empty ones included) and 2 and 3 layers, the GCN's
-logits, loss and gradients (input, every weight and bias) equal one process's mgg.nn.GCNConv
-stack; the double permutation balances the shards of a lattice in row-major order; the shapes'
-arithmetic."""
+ranks (1D, 2D and 3D shapes; uneven shards, empty ones included), GCN, SAGE and GIN, and 2 and 3
+layers, the logits, loss and gradients (input, every weight, bias and root weight) equal one
+process's stack of mgg.nn.GCNConv, SAGEConv or GINConv, and the model's bytes per axis those the
+run counts; the double permutation balances the shards of a lattice in row-major order; mgg train
+--backend grid trains as one process; the shapes' arithmetic."""
 
 import os
 import pickle
@@ -16,24 +17,39 @@ import torch
 from mgg import MggError
 from mgg.distributed.grid import GridShape, Orders, balance, factorizations
 from mgg.graph import Graph
-from mgg.nn import GCNConv
+from mgg.nn import GCNConv, GINConv, SAGEConv
 from mgg.testing import assert_same_formula
-from tests.distributed.grid_case import DEPTHS, case
+from tests.distributed.grid_case import CONVS, DEPTHS, EPS, case
 from tests.distributed.test_distributed import ROOT, TIMEOUT, worker_env
 
 WORKER = os.path.join(ROOT, "tests", "workers", "grid_worker.py")
 
 
-def reference(layers: int) -> dict:
-    """One process: GCNConv layers (relu between) with the case's weights; mean cross entropy."""
-    graph, x, labels, mask, weights, biases = case(layers)
-    convs = []
-    for w, b in zip(weights, biases, strict=True):
-        conv = GCNConv(w.size(0), w.size(1)).double()
-        with torch.no_grad():
+def one_layer(kind: str, w, b, root):
+    """The one-process layer with the case's weights, and its weight, bias and root weight."""
+    with torch.no_grad():
+        if kind == "gcn":
+            conv = GCNConv(w.size(0), w.size(1)).double()
             conv.lin.weight.copy_(w.T)
             conv.bias.copy_(b)
-        convs.append(conv)
+            return conv, conv.lin.weight, conv.bias, None
+        if kind == "sage":
+            conv = SAGEConv(w.size(0), w.size(1)).double()
+            conv.lin_l.weight.copy_(w.T)
+            conv.lin_l.bias.copy_(b)
+            conv.lin_r.weight.copy_(root.T)
+            return conv, conv.lin_l.weight, conv.lin_l.bias, conv.lin_r.weight
+        conv = GINConv(torch.nn.Linear(w.size(0), w.size(1)), eps=EPS).double()
+        conv.nn.weight.copy_(w.T)
+        conv.nn.bias.copy_(b)
+        return conv, conv.nn.weight, conv.nn.bias, None
+
+
+def reference(kind: str, layers: int) -> dict:
+    """One process: `kind` layers (relu between) with the case's weights; mean cross entropy."""
+    graph, x, labels, mask, weights, biases, roots = case(layers)
+    made = [one_layer(kind, w, b, r) for w, b, r in zip(weights, biases, roots, strict=True)]
+    convs = [m[0] for m in made]
     x = x.clone().requires_grad_(True)
     h = x
     for i, conv in enumerate(convs):
@@ -46,8 +62,9 @@ def reference(layers: int) -> dict:
         logits=h.detach(),
         loss=float(loss.detach()),
         x_grad=x.grad,
-        w_grads=[c.lin.weight.grad.T for c in convs],
-        b_grads=[c.bias.grad for c in convs],
+        w_grads=[m[1].grad.T for m in made],
+        b_grads=[m[2].grad for m in made],
+        r_grads=[m[3].grad.T for m in made if m[3] is not None],
     )
 
 
@@ -81,24 +98,28 @@ def check_equal(got: dict, ref: dict) -> None:
         assert_same_formula(g, r, msg=f"weight {i} gradient")
     for i, (g, r) in enumerate(zip(got["b_grads"], ref["b_grads"], strict=True)):
         assert_same_formula(g, r, msg=f"bias {i} gradient")
+    for i, (g, r) in enumerate(zip(got["r_grads"], ref["r_grads"], strict=True)):
+        assert_same_formula(g, r, msg=f"root weight {i} gradient")
 
 
 @pytest.mark.parametrize("layers", DEPTHS)
+@pytest.mark.parametrize("conv", CONVS)
 @pytest.mark.parametrize("grid", [str(s) for s in factorizations(4)])
-def test_every_grid_of_four_equals_one_process(grid_runs, grid, layers):
-    check_equal(grid_runs(4)[(grid, layers)], reference(layers))
+def test_every_grid_of_four_equals_one_process(grid_runs, grid, conv, layers):
+    check_equal(grid_runs(4)[(grid, conv, layers)], reference(conv, layers))
 
 
 @pytest.mark.full  # eight processes on two cores: make test-full (tests/conftest.py)
 @pytest.mark.parametrize("layers", DEPTHS)
+@pytest.mark.parametrize("conv", CONVS)
 @pytest.mark.parametrize("grid", [str(s) for s in factorizations(8)])
-def test_every_grid_of_eight_equals_one_process(grid_runs, grid, layers):
-    check_equal(grid_runs(8)[(grid, layers)], reference(layers))
+def test_every_grid_of_eight_equals_one_process(grid_runs, grid, conv, layers):
+    check_equal(grid_runs(8)[(grid, conv, layers)], reference(conv, layers))
 
 
 @pytest.mark.parametrize("grid", ["2x2x1", "1x2x2"])
 def test_without_the_permutation_the_same(grid_runs, grid):
-    check_equal(grid_runs(4, "--no-permute", "--grids", "2x2x1", "1x2x2")[(grid, 3)], reference(3))
+    check_equal(grid_runs(4, "--no-permute", "--grids", "2x2x1", "1x2x2")[(grid, "gcn", 3)], reference("gcn", 3))
 
 
 def test_factorizations_and_shapes():
@@ -136,13 +157,13 @@ def test_double_permutation_balances_a_lattice():
     assert permuted <= 1.05, permuted
 
 
-def check_bytes(got: dict, grid: str, layers: int) -> None:
+def check_bytes(got: dict, grid: str, conv: str, layers: int) -> None:
     """mgg.distributed.grid.model's bytes per axis equal those the run counted at its collectives."""
     from mgg.distributed.grid.model import rank_bytes
 
-    _, x, _, _, weights, _ = case(layers)
+    _, x, _, _, weights, _, _ = case(layers)
     dims = [x.size(1)] + [w.size(1) for w in weights]
-    model = rank_bytes(GridShape.parse(grid), x.size(0), dims, x.element_size(), input_grad=True)
+    model = rank_bytes(GridShape.parse(grid), x.size(0), dims, x.element_size(), input_grad=True, conv=conv)
     for axis in "xyz":
         assert model[axis].sum() == pytest.approx(got["moved"][axis], rel=1e-12), (axis, got["moved"])
     assert sum(got["moved"].values()) > 0 or grid == "1x1x1"
@@ -151,14 +172,16 @@ def check_bytes(got: dict, grid: str, layers: int) -> None:
 @pytest.mark.parametrize("grid", [str(s) for s in factorizations(4)])
 def test_model_bytes_equal_the_runs_grids_of_four(grid_runs, grid):
     for layers in DEPTHS:
-        check_bytes(grid_runs(4)[(grid, layers)], grid, layers)
+        for conv in CONVS:
+            check_bytes(grid_runs(4)[(grid, conv, layers)], grid, conv, layers)
 
 
 @pytest.mark.full
 @pytest.mark.parametrize("grid", [str(s) for s in factorizations(8)])
 def test_model_bytes_equal_the_runs_grids_of_eight(grid_runs, grid):
     for layers in DEPTHS:
-        check_bytes(grid_runs(8)[(grid, layers)], grid, layers)
+        for conv in CONVS:
+            check_bytes(grid_runs(8)[(grid, conv, layers)], grid, conv, layers)
 
 
 def test_model_ranks_ogbn_products_as_plexus_figure_5():
@@ -248,7 +271,7 @@ def test_two_torchrun_agents_train_as_one_process(one_process_curve):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--model", "gin"], "the grid backend runs gcn"),
+        (["--model", "gin"], "mgg train --backend grid trains gcn"),
         (["--grid", "2x2"], "GXxGYxGZ"),
         (["--grid", "2x2x1"], "4 ranks, but the world has 1"),
     ],
@@ -264,7 +287,7 @@ def test_train_cli_errors_are_one_line(args, message):
 def test_dropout_mask_is_the_same_for_any_block():
     """keep_mask of a block is that block of the whole matrix's mask (so copies and every grid
     agree), differs by step and layer, and keeps about 1 - p."""
-    from mgg.distributed.grid.gcn import keep_mask
+    from mgg.distributed.grid.net import keep_mask
 
     whole = keep_mask(torch.arange(300), 0, 40, 7, 1, 0.3)
     block = keep_mask(torch.tensor([5, 17, 250]), 10, 25, 7, 1, 0.3)

@@ -1,8 +1,8 @@
-"""Under torchrun (gloo): for every grid of the world's ranks and 2 and 3 layers, a GridGCN with
-the weights of tests/distributed/test_grid.py's reference on its random graph, one forward and
-backward of the mean cross entropy; rank 0 writes the whole logits, gradients (input, weights,
-biases), loss and the bytes moved per axis (summed over ranks) to OUT (a pickle keyed by
-(grid, layers)).
+"""Under torchrun (gloo): for every grid of the world's ranks, each convolution (GCN, SAGE, GIN) and
+2 and 3 layers, a GridNet with the weights of tests/distributed/test_grid.py's reference on its
+random graph, one forward and backward of the mean cross entropy; rank 0 writes the whole logits,
+gradients (input, weights, biases, root weights), loss and the bytes moved per axis (summed over
+ranks) to OUT (a pickle keyed by (grid, conv, layers)).
 
     torchrun --nproc-per-node=G tests/workers/grid_worker.py OUT [--no-permute] [--grids 2x2x1 ...]"""
 
@@ -16,8 +16,8 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
-from mgg.distributed.grid import Grid, GridGCN, GridShape, factorizations  # noqa: E402
-from tests.distributed.grid_case import DEPTHS, case  # noqa: E402
+from mgg.distributed.grid import Grid, GridNet, GridShape, factorizations  # noqa: E402
+from tests.distributed.grid_case import CONVS, DEPTHS, EPS, case  # noqa: E402
 
 
 def assemble(pieces, shape, dtype):
@@ -31,10 +31,11 @@ def assemble(pieces, shape, dtype):
 def run(shape: GridShape, permute: bool) -> dict:
     grid = Grid(shape)
     results = {}
-    for layers in DEPTHS:
-        graph, x, labels, mask, weights, biases = case(layers)
-        model = GridGCN(grid, graph, [x.size(1)] + [w.size(1) for w in weights], permute=permute, dtype=x.dtype)
-        model.load_weights(weights, biases)
+    for layers, conv in [(n, c) for n in DEPTHS for c in CONVS]:
+        graph, x, labels, mask, weights, biases, roots = case(layers)
+        dims = [x.size(1)] + [w.size(1) for w in weights]
+        model = GridNet(grid, graph, dims, permute=permute, dtype=x.dtype, conv=conv, eps=EPS)
+        model.load_weights(weights, biases, roots if conv == "sage" else None)
         grid.reset_counts()
         x_shard = model.input_shard(x).requires_grad_(True)
         logits = model(x_shard)
@@ -48,6 +49,10 @@ def run(shape: GridShape, permute: bool) -> dict:
                 (torch.arange(*model.weight_span(i)[0]), model.weight_span(i)[1], w.grad)
                 for i, w in enumerate(model.weights)
             ],
+            r_pieces=[
+                (torch.arange(*model.weight_span(i)[0]), model.weight_span(i)[1], w.grad)
+                for i, w in enumerate(model.root_weights)
+            ],
             b_pieces=[
                 (torch.zeros(1, dtype=torch.long), model.bias_span(i), b.grad[None]) for i, b in enumerate(model.biases)
             ],
@@ -57,7 +62,7 @@ def run(shape: GridShape, permute: bool) -> dict:
         every = [None] * dist.get_world_size()
         dist.all_gather_object(every, mine)
         if dist.get_rank() == 0:
-            results[(str(shape), layers)] = combine(every, x, weights, biases)
+            results[(str(shape), conv, layers)] = combine(every, x, weights, biases)
     return results
 
 
@@ -72,6 +77,11 @@ def combine(every, x, weights, biases):
         copies_agree=all(torch.equal(logits[e["out_nodes"]], e["logits"]) for e in every),
         x_grad=assemble([e["x_piece"] for e in every], tuple(x.shape), dt),
         w_grads=[assemble([e["w_pieces"][i] for e in every], tuple(w.shape), dt) for i, w in enumerate(weights)],
+        r_grads=[
+            assemble([e["r_pieces"][i] for e in every], tuple(w.shape), dt)
+            for i, w in enumerate(weights)
+            if every[0]["r_pieces"]
+        ],
         b_grads=[assemble([e["b_pieces"][i] for e in every], (1, b.numel()), dt)[0] for i, b in enumerate(biases)],
         losses=[e["loss"] for e in every],
         moved={a: sum(e["moved"][a] for e in every) for a in "xyz"},

@@ -49,13 +49,14 @@ class Grid:
     def reset_counts(self) -> None:
         self.moved = {a: 0 for a in AXES}
 
-    def _count(self, kind: str, t: torch.Tensor, axis: str) -> None:
-        self.moved[axis] += ring_bytes(kind, t.numel() * t.element_size(), self.extent(axis))
+    def _count(self, kind: str, numel: int, t: torch.Tensor, axis: str) -> None:
+        """Counts a collective over `numel` elements of t's type (the whole buffer: see ring_bytes)."""
+        self.moved[axis] += ring_bytes(kind, numel * t.element_size(), self.extent(axis))
 
     def all_reduce(self, t: torch.Tensor, axis: str) -> torch.Tensor:
         t = t.contiguous().clone()
         if self.extent(axis) > 1:
-            self._count("all_reduce", t, axis)
+            self._count("all_reduce", t.numel(), t, axis)
             dist.all_reduce(t, group=self.group[axis])
         return t
 
@@ -70,7 +71,7 @@ class Grid:
         padded = moved.new_zeros((size, *moved.shape[1:]))
         padded[: moved.size(0)] = moved
         pieces = [torch.empty_like(padded) for _ in range(parts)]
-        self._count("all_gather", padded.new_empty((size * parts, *moved.shape[1:])), axis)
+        self._count("all_gather", padded.numel() * parts, padded, axis)
         dist.all_gather(pieces, padded, group=self.group[axis])
         whole = torch.cat([p[: cuts[i + 1] - cuts[i]] for i, p in enumerate(pieces)])
         return whole.movedim(0, dim).contiguous()
@@ -88,7 +89,7 @@ class Grid:
         for i in range(parts):
             padded[i * size : i * size + cuts[i + 1] - cuts[i]] = moved[cuts[i] : cuts[i + 1]]
         out = padded.new_empty((size, *moved.shape[1:]))
-        self._count("reduce_scatter", padded, axis)
+        self._count("reduce_scatter", padded.numel(), padded, axis)
         dist.reduce_scatter_single(out, padded, group=self.group[axis])
         i = self.coord[axis]
         return out[: cuts[i + 1] - cuts[i]].movedim(0, dim).contiguous()

@@ -51,9 +51,12 @@ def _piece_bytes(n: int, parts: int) -> int:
     return (b[1] - b[0]) * parts
 
 
-def rank_bytes(shape: GridShape, nodes: int, dims, elem: int, input_grad: bool = False, bias: bool = True) -> dict:
+def rank_bytes(
+    shape: GridShape, nodes: int, dims, elem: int, input_grad: bool = False, bias: bool = True, conv: str = "gcn"
+) -> dict:
     """axis -> array over ranks of the bytes each sends in one forward and backward (a training
-    step of mgg.distributed.grid.GridGCN), as grid.collectives counts them."""
+    step of mgg.distributed.grid.GridNet of kind `conv`), as grid.collectives counts them: SAGE's
+    root term adds an H and a W of its own; GIN's moves as GCN's."""
     out = {a: np.zeros(shape.size) for a in AXES}
     layers = len(dims) - 1
     ext = shape.extent
@@ -76,10 +79,12 @@ def rank_bytes(shape: GridShape, nodes: int, dims, elem: int, input_grad: bool =
                     add(c, "reduce_scatter", _piece_bytes(n_a, ext(c)) * w_b)
             else:  # the input's gradient all-reduced over c
                 add(c, "all_reduce", n_a * w_b)
-            add(a, "all_reduce", n_c * w_b)  # H forward
-            add(a, "all_reduce", n_c * w_b)  # H's gradient
-            add(c, "all_gather", _piece_bytes(w_b, ext(c)) * w_a)  # W gathered
-            add(c, "reduce_scatter", _piece_bytes(w_b, ext(c)) * w_a)  # W's gradient
+            for _ in range(2 if conv == "sage" else 1):  # SAGE: the root term's H and W too
+                add(a, "all_reduce", n_c * w_b)  # H forward
+                if layer > 0 or input_grad:  # H's gradient (none where H is the input, without its gradient)
+                    add(a, "all_reduce", n_c * w_b)
+                add(c, "all_gather", _piece_bytes(w_b, ext(c)) * w_a)  # W gathered
+                add(c, "reduce_scatter", _piece_bytes(w_b, ext(c)) * w_a)  # W's gradient
             add(b, "all_reduce", n_c * w_a)  # Q
             if bias:
                 add(c, "all_reduce", w_a)  # the bias's gradient

@@ -1,19 +1,22 @@
-"""A GCN on Plexus's 3D grid (plexus-3d-parallel.txt, Algorithms 1 and 2, section 3.2): layer l
-with roles (a, b, c) (shards.roles) on this rank:
+"""Graph convolutions on Plexus's 3D grid (plexus-3d-parallel.txt, Algorithms 1 and 2, section
+3.2), those that are an SpMM then a GEMM: GCN, SAGE (mean; its root term is an SpMM by the identity)
+and GIN with one linear layer (the SpMM by A + (1 + eps) I). Layer l with roles (a, b, c)
+(shards.roles) on this rank:
 
     F    its input: rows over a, columns over b (layer 0: rows also cut over c, gathered first)
     H    = sum over a of SpMM(A_l[rows over c, columns over a], F)       (mgg's op on the shard)
     W    its weight: rows over b, columns over a, rows also cut over c (gathered before use)
-    Q    = sum over b of H @ W, plus the bias's columns over a; relu between layers
+    Q    = sum over b of H @ W (SAGE: + H_root @ W_root), plus the bias's columns over a; relu
+         between layers
     out  rows over c, columns over a, the same on each rank of b: the next layer's input as it
          stands (roles (c, a, b))
 
 The adjoints are the collectives' own (grid.collectives): W's gradient reduce-scattered over c,
 H's all-reduced over a, the input's all-reduced (layer 0: reduce-scattered) over c. The adjacency
-shards are normalised as GCNConv normalises the whole graph (mgg.Graph.gcn_norm) and planned
-once. The last layer's logits are gathered over a (the classes), so each rank holds every class
-of its output rows; loss(...) is the cross entropy over a rank's rows, summed over the grid to
-the whole graph's."""
+shards are normalised as the one-process layer normalises the whole graph (GCN: Graph.gcn_norm,
+SAGE: Graph.mean_norm, GIN: the plain sum) and planned once. The last layer's logits are gathered
+over a (the classes), so each rank holds every class of its output rows; loss(...) is the cross
+entropy over a rank's rows, summed over the grid to the whole graph's."""
 
 from __future__ import annotations
 
@@ -89,8 +92,12 @@ class GridLayerShard:
         return aggregate(x, self.plan)[: self.rows]
 
 
-class GridGCN(torch.nn.Module):
-    """len(dims) - 1 GCN layers (dims[0] input features, dims[-1] classes) over `grid`.
+CONVS = ("gcn", "sage", "gin")
+
+
+class GridNet(torch.nn.Module):
+    """len(dims) - 1 graph convolutions of kind `conv` (dims[0] input features, dims[-1] classes)
+    over `grid`.
 
     Args:
         grid: this rank's Grid.
@@ -101,6 +108,9 @@ class GridGCN(torch.nn.Module):
         bias: a bias per layer, as GCNConv's.
         dropout: the probability of zeroing an entry of each layer's input while training (as
             mgg.nn.models' GCN places it), drawn by keep_mask: the same for every grid.
+        conv: gcn (GCNConv), sage (SAGEConv, mean, with its root weight) or gin (GINConv with one
+            nn.Linear, eps fixed).
+        eps: GIN's eps.
     """
 
     def __init__(
@@ -113,23 +123,46 @@ class GridGCN(torch.nn.Module):
         bias: bool = True,
         dtype: torch.dtype = torch.float32,
         dropout: float = 0.0,
+        conv: str = "gcn",
+        eps: float = 0.0,
     ):
         super().__init__()
         if len(dims) < 2:
-            raise MggError(f"GridGCN: dims needs the input width and at least one layer's, got {list(dims)}")
+            raise MggError(f"GridNet: dims needs the input width and at least one layer's, got {list(dims)}")
         if not 0.0 <= dropout < 1.0:
-            raise MggError(f"GridGCN: dropout must be in [0, 1), got {dropout}")
+            raise MggError(f"GridNet: dropout must be in [0, 1), got {dropout}")
         self.grid, self.dims, self.num_nodes = grid, list(dims), graph.num_nodes
-        self.dropout, self.step = dropout, 0
+        if conv not in CONVS:
+            raise MggError(
+                f"the grid runs {', '.join(CONVS)} (an SpMM then a GEMM); {conv!r} runs on the halo, node-halo, "
+                "allgather or nvshmem backends"
+            )
+        self.dropout, self.step, self.conv, self.eps = dropout, 0, conv, float(eps)
         self.orders = Orders.make(graph.num_nodes, permute, seed)
-        norm = graph.gcn_norm(dtype=dtype)
-        self.shards = [GridLayerShard(grid, norm, self.orders, layer) for layer in range(len(dims) - 1)]
+        n, layers = graph.num_nodes, range(len(dims) - 1)
+        if conv == "gcn":
+            adjacency = graph.gcn_norm(dtype=dtype)
+        elif conv == "sage":
+            adjacency = graph.mean_norm(dtype=dtype)
+        else:
+            adjacency = Graph._unchecked(graph.rowptr, graph.col)  # GIN sums its neighbours' rows
+        self.shards = [GridLayerShard(grid, adjacency, self.orders, layer) for layer in layers]
+        # SAGE's root term and GIN's (1 + eps) x: an SpMM by the identity (in the layer's orders)
+        ids = torch.arange(n)
+        identity = Graph.from_edges(ids, ids, n, weight=torch.ones(n, dtype=dtype))
+        self.self_shards = (
+            [GridLayerShard(grid, identity, self.orders, layer) for layer in layers] if conv != "gcn" else []
+        )
         self.weights = torch.nn.ParameterList()
+        self.root_weights = torch.nn.ParameterList()
         self.biases = torch.nn.ParameterList()
         for layer, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
             full = torch.empty(d_in, d_out, dtype=dtype)
             torch.nn.init.xavier_uniform_(full, generator=torch.Generator().manual_seed(seed + layer))
             self.weights.append(torch.nn.Parameter(self._weight_piece(full, layer)))
+            if conv == "sage":
+                torch.nn.init.xavier_uniform_(full, generator=torch.Generator().manual_seed(seed + 1000 + layer))
+                self.root_weights.append(torch.nn.Parameter(self._weight_piece(full, layer)))
             if bias:
                 self.biases.append(torch.nn.Parameter(self._bias_piece(torch.zeros(d_out, dtype=dtype), layer)))
 
@@ -161,11 +194,19 @@ class GridGCN(torch.nn.Module):
         b0, b1 = self.bias_span(layer)
         return full[b0:b1].clone()
 
-    def load_weights(self, weights: Sequence[torch.Tensor], biases: Optional[Sequence[torch.Tensor]] = None) -> None:
-        """Each layer's whole W (d_in x d_out, i.e. GCNConv's lin.weight.T) and bias; this rank keeps its pieces."""
+    def load_weights(
+        self,
+        weights: Sequence[torch.Tensor],
+        biases: Optional[Sequence[torch.Tensor]] = None,
+        root_weights: Optional[Sequence[torch.Tensor]] = None,
+    ) -> None:
+        """Each layer's whole W (d_in x d_out: GCNConv's lin.weight.T, SAGEConv's lin_l.weight.T,
+        GINConv's nn.weight.T), bias and (SAGE) root weight (lin_r.weight.T); this rank keeps its pieces."""
         with torch.no_grad():
             for layer, w in enumerate(weights):
                 self.weights[layer].copy_(self._weight_piece(w.to(self.weights[layer].dtype), layer))
+            for layer, w in enumerate(root_weights or []):
+                self.root_weights[layer].copy_(self._weight_piece(w.to(self.root_weights[layer].dtype), layer))
             for layer, b in enumerate(biases or []):
                 self.biases[layer].copy_(self._bias_piece(b.to(self.biases[layer].dtype), layer))
 
@@ -181,7 +222,7 @@ class GridGCN(torch.nn.Module):
         """This rank's piece of the whole feature matrix x (user order)."""
         if x.shape != (self.num_nodes, self.dims[0]):
             raise MggError(
-                f"GridGCN: x must be [{self.num_nodes}, {self.dims[0]}] (nodes, dims[0]), got {list(x.shape)}"
+                f"GridNet: x must be [{self.num_nodes}, {self.dims[0]}] (nodes, dims[0]), got {list(x.shape)}"
             )
         c0, c1 = self.input_columns()
         return x[torch.from_numpy(self.input_nodes())][:, c0:c1].contiguous()
@@ -206,9 +247,18 @@ class GridGCN(torch.nn.Module):
                 cols = span(d_in, g.extent(b), g.coord[b])
                 keep = keep_mask(shard.col_nodes, *cols, self.step, layer, self.dropout).to(h.device)
                 h = h * keep / (1 - self.dropout)
-            h = sum_and_share(shard.spmm(h), g, a)
-            w = gather(self.weights[layer], g, c, 0, _length(span(d_in, g.extent(b), g.coord[b])), reduce_back=True)
-            h = sum_over(h @ w, g, b)
+            rows_w = _length(span(d_in, g.extent(b), g.coord[b]))
+            w = gather(self.weights[layer], g, c, 0, rows_w, reduce_back=True)
+            if self.conv == "gcn":
+                q = sum_and_share(shard.spmm(h), g, a) @ w
+            elif self.conv == "gin":
+                own = self.self_shards[layer].spmm(h)
+                q = sum_and_share(shard.spmm(h) + (1 + self.eps) * own, g, a) @ w
+            else:  # sage: the mean of the neighbours by W, the node's own row by W_root
+                w_root = gather(self.root_weights[layer], g, c, 0, rows_w, reduce_back=True)
+                own = sum_and_share(self.self_shards[layer].spmm(h), g, a)
+                q = sum_and_share(shard.spmm(h), g, a) @ w + own @ w_root
+            h = sum_over(q, g, b)
             if len(self.biases):
                 h = h + share(self.biases[layer], g, c)
             if layer < len(self.shards) - 1:
