@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # `pip install .` as a new user types it, with pip's default build isolation, into a fresh venv
 # that holds the torch the Makefile pins. pip builds mgg in an isolated environment with the
-# newest torch the package index serves, so this step is also CI's compile (CUDA kernels
-# included, where nvcc exists) against the newest torch. Then the import must work if that is
+# newest torch the package index serves, so this step is also CI's compile against the newest
+# torch (CUDA kernels included where nvcc exists, unless MGG_CPU_ONLY=1). Then the import must work if that is
 # the same torch, and otherwise fail with mgg's one-line message, never an undefined symbol.
-# Where nvcc exists, that build must have its CUDA kernels (.ci/check_cuda_build.sh).
+# Where nvcc exists, that build must have its CUDA kernels (.ci/check_cuda_build.sh), unless
+# MGG_CPU_ONLY=1 asks for a C++-only build (CI does: it compiles the CUDA kernels in the README's
+# build instead, against the pinned torch).
 # Disk: two CUDA builds of torch (about 5.5 GB each: the venv's and the build environment's) and
 # the newest one's wheels (about 2 GB) at the peak; pip's cache is off so that those wheels are not
 # kept, and a temporary venv goes whether the check passes or fails.

@@ -168,6 +168,10 @@ def main(argv=None) -> int:
         from .grid import main as grid_main
 
         return grid_main(argv[1:])
+    if argv[:1] == ["scaling"] and any(a == "--backend" or a.startswith("--backend=") for a in argv):
+        from .grid import scaling_main  # the grid backend's scaling: every grid measured at each rank count
+
+        return scaling_main(argv[1:])
     if argv[:1] == ["order"]:  # not a suite: node orders against the user's (bench/order.py), its own columns
         from .order import main as order_main
 

@@ -5,6 +5,7 @@ kernel's band, memory per GPU). Nothing here runs on a GPU: every time is predic
     python -m bench grid [--gpus 64] [--gpus-per-node 4] [--graph ogbn-products] [--gpu h100]
                          [--intra 300] [--inter 100] [--memory-gb 80] [--out DIR] [--smoke]
     python -m bench grid --measure --gpus 4 --graph SPEC [--dims 64,16,8] [--reps 10]
+    python -m bench scaling --backend grid [--pes 2 4 8] [--graphs SPEC] [--dims 64,16,8] [--reps 10]
 
 --graph: ogbn-products (its statistics: OGB's nodes and edges, Plexus's 3-layer GCN of 128 hidden), or
 NODES:NONZEROS:D0,D1,...,CLASSES. Defaults: Plexus's Perlmutter (4 A100 per node, 4 x 25 GB/s NICs per
@@ -14,7 +15,8 @@ node, NVLink 3 at 300 GB/s one way per GPU). Writes grid-<date>.csv, .md and .pn
 --measure: --gpus CPU processes under torchrun (gloo, one thread each) train a GCN of --dims on the
 graph SPEC (a bench graph: cora, rmat:N:E, ...) on every grid (bench/workers/grid_epoch.py); the
 measured step time and the bytes each step moved per axis (the busiest rank's, counted at the
-collectives) stand beside the prediction, and the run fails if the counted bytes are not the model's."""
+collectives) stand beside the prediction, and the run fails if the counted bytes are not the model's.
+`bench scaling --backend grid` is --measure at each rank count of --pes, a report each."""
 
 from __future__ import annotations
 
@@ -244,4 +246,23 @@ def main(argv=None) -> int:
         ap.error(str(e))
     rows, stem = logged_run(args.out, "grid", COLUMNS, lambda log: run(args, log))
     write_report(stem, markdown(rows, args), rows, plot)
+    return 0
+
+
+def scaling_main(argv=None) -> int:
+    """python -m bench scaling --backend grid: `--measure` for each rank count of --pes."""
+    ap = argparse.ArgumentParser(prog="python -m bench scaling --backend grid", description=scaling_main.__doc__)
+    ap.add_argument("--backend", choices=["grid"], required=True)
+    ap.add_argument("--pes", nargs="+", type=int, default=[2, 4, 8], help="CPU processes (ranks) per run")
+    ap.add_argument("--graphs", nargs="+", default=["cora"], help="bench graph specs, a run each")
+    ap.add_argument("--dims", default="64,16,8", help="the GCN's widths, D0,...,CLASSES")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--gpus-per-node", type=int, default=4, help="for the prediction beside the measurement")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    args = ap.parse_args(argv)
+    for spec in args.graphs:
+        for pes in args.pes:
+            argv_grid = ["--measure", "--gpus", str(pes), "--gpus-per-node", str(args.gpus_per_node)]
+            argv_grid += ["--graph", spec, "--dims", args.dims, "--reps", str(args.reps), "--out", args.out]
+            main(argv_grid)
     return 0

@@ -1,6 +1,6 @@
-"""Full-graph training of a GCN on Plexus's 3D grid (mgg.distributed.grid) under torchrun, or in
+"""Full-graph training of a GCN or GraphSAGE on Plexus's 3D grid (mgg.distributed.grid) under torchrun, or in
 one process (a 1x1x1 grid): the protocol of mgg.training.loop (features normalised, Adam, weight
-decay on the first layer only, dropout on each layer's input, test accuracy at the best validation
+decay as the model's protocol has it, dropout where mgg.nn.models puts it, test accuracy at the best validation
 epoch), so that every grid trains the same epochs (the dropout mask is the grid's keep_mask, the
 same for every grid) as the 1x1x1 grid in one process."""
 
@@ -19,8 +19,11 @@ from ..distributed.grid import Grid, GridNet, GridShape
 from ..distributed.grid.model import GraphStats, Network, rank_grids
 from ..distributed.grid.shards import roles
 from ..errors import MggError
+from ..nn import models
 from .loop import RunResult, TrainConfig, normalize_features, summarize
 
+# the models of mgg.nn.models whose layers GridNet runs as they are (its GIN has one linear layer, theirs an MLP)
+TRAINS = ("gcn", "sage")
 # grid="auto" without a cluster description: a DGX H100's rates (NVLink 450 GB/s per GPU, 8 x 400 Gb/s per node)
 AUTO_INTRA_GBPS, AUTO_INTER_GBPS = 450.0, 400.0
 
@@ -35,7 +38,8 @@ def choose_shape(grid: str, world: int, ds: NodeDataset, cfg: TrainConfig, gpus_
         shape = GridShape.parse(grid)
         shape.check_world(world)
         return shape
-    stats = GraphStats(ds.name, ds.graph.num_nodes, ds.graph.num_edges + ds.graph.num_nodes, tuple(dims_of(ds, cfg)))
+    nnz = ds.graph.num_edges + ds.graph.num_nodes
+    stats = GraphStats(ds.name, ds.graph.num_nodes, nnz, tuple(dims_of(ds, cfg)), cfg.model)
     return rank_grids(world, stats, Network(gpus_per_node, AUTO_INTRA_GBPS, AUTO_INTER_GBPS))[0].shape
 
 
@@ -65,12 +69,23 @@ def _accuracies(model: GridNet, x_shard, ds: NodeDataset) -> tuple:
 
 def train_once(grid: Grid, ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool) -> RunResult:
     x = normalize_features(ds.x.float())
-    model = GridNet(grid, ds.graph, dims_of(ds, cfg), seed=seed, dropout=cfg.dropout)
-    first = [model.weights[0], *(model.biases[:1])]
-    rest = [p for p in model.parameters() if all(p is not q for q in first)]
-    opt = torch.optim.Adam(
-        [dict(params=first, weight_decay=cfg.weight_decay), dict(params=rest, weight_decay=0.0)], lr=cfg.lr
+    # GCN: dropout on every layer's input; SAGE: between layers only (mgg.nn.models places them so)
+    model = GridNet(
+        grid,
+        ds.graph,
+        dims_of(ds, cfg),
+        seed=seed,
+        dropout=cfg.dropout,
+        conv=cfg.model,
+        input_dropout=cfg.model == "gcn",
     )
+    if models.PROTOCOLS[cfg.model].decay_first_layer_only:
+        first = [model.weights[0], *(model.biases[:1])]
+        rest = [p for p in model.parameters() if all(p is not q for q in first)]
+        groups = [dict(params=first, weight_decay=cfg.weight_decay), dict(params=rest, weight_decay=0.0)]
+        opt = torch.optim.Adam(groups, lr=cfg.lr)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     x_shard = model.input_shard(x)
     best, times = (-1.0, 0.0, 0), []
     bar = tqdm(range(cfg.epochs), desc=f"seed {seed}", disable=not progress or grid.rank != 0, leave=False)
@@ -93,10 +108,10 @@ def train_once(grid: Grid, ds: NodeDataset, cfg: TrainConfig, seed: int, progres
 def train(ds: NodeDataset, cfg: TrainConfig, grid: str = "auto", progress: bool = True) -> dict:
     """Trains once per seed on the grid `grid` (GXxGYxGZ or 'auto') over the torchrun job's ranks
     (or one process); every rank returns the summary."""
-    if cfg.model != "gcn":
+    if cfg.model not in TRAINS:
         raise MggError(
-            f"mgg train --backend grid trains gcn (from Python, mgg.distributed.grid.GridNet also runs SAGE and "
-            f"a one-linear GIN); {cfg.model} trains on --backend halo, node-halo, allgather or nvshmem"
+            f"mgg train --backend grid trains {' and '.join(TRAINS)} (from Python, mgg.distributed.grid.GridNet "
+            f"also runs a one-linear GIN); {cfg.model} trains on --backend halo, node-halo, allgather or nvshmem"
         )
     if ds.y.dim() != 1:
         raise MggError("the grid backend trains single-label node classification (y of [N] class ids)")

@@ -936,16 +936,19 @@ def test_grid_bench_ranks_every_grid(tmp_path):
 
 
 def test_grid_bench_measures_every_grid_on_processes(tmp_path):
-    """python -m bench grid --measure on two processes: every grid's measured step time, and the
-    bytes it moved per axis, counted at the collectives, equal to the model's busiest rank's for a
-    training step (no gradient of the input); a graph that cannot run here is one line."""
+    """python -m bench scaling --backend grid (bench grid --measure) on two processes: every grid's
+    measured step time, and the bytes it moved per axis, counted at the collectives, equal to the
+    model's busiest rank's for a training step (no gradient of the input); a graph that cannot run
+    here is one line."""
     from bench import grid
+    from bench.cli import main as bench_main
     from mgg.distributed.grid import GridShape, factorizations
     from mgg.distributed.grid.model import rank_bytes
 
     spec, dims = "rmat:300:1500", [8, 4, 3]
-    argv = ["--measure", "--gpus", "2", "--graph", spec, "--dims", "8,4,3", "--reps", "1", "--out", str(tmp_path)]
-    assert grid.main(argv) == 0
+    # `bench scaling --backend grid` is --measure at each rank count
+    argv = ["scaling", "--backend", "grid", "--pes", "2", "--graphs", spec, "--dims", "8,4,3", "--reps", "1"]
+    assert bench_main([*argv, "--out", str(tmp_path)]) == 0
     (path,) = tmp_path.glob("grid-*.csv")
     rows = list(csv.DictReader(open(path)))
     assert sorted(r["grid"] for r in rows) == sorted(str(s) for s in factorizations(2))

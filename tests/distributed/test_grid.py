@@ -5,6 +5,7 @@ process's stack of mgg.nn.GCNConv, SAGEConv or GINConv, and the model's bytes pe
 run counts; the double permutation balances the shards of a lattice in row-major order; mgg train
 --backend grid trains as one process; the shapes' arithmetic."""
 
+import functools
 import os
 import pickle
 import subprocess
@@ -216,15 +217,19 @@ def _same_curve(a: tuple, b: tuple) -> None:
         assert ra[1:] == rb[1:] and abs(ra[0] - rb[0]) <= 2e-4, (ra, rb)
 
 
-@pytest.fixture(scope="module")
-def one_process_curve():
-    """`mgg train --backend grid` in one process (a 1x1x1 grid), dropout on."""
-    r = subprocess.run(
-        [sys.executable, *TRAIN, "--grid", "1x1x1"], capture_output=True, text=True, timeout=TIMEOUT, env=worker_env()
-    )
+@functools.cache
+def _one_process_curve(model: str) -> tuple:
+    """`mgg train --backend grid --model MODEL` in one process (a 1x1x1 grid), dropout on."""
+    cmd = [sys.executable, *TRAIN, "--model", model, "--grid", "1x1x1"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=worker_env())
     assert r.returncode == 0, r.stderr[-3000:]
     assert "1 ranks, backend grid, grid 1x1x1" in r.stdout
     return _grid_curve(r.stderr, r.stdout)
+
+
+@pytest.fixture(scope="module")
+def one_process_curve():
+    return _one_process_curve("gcn")
 
 
 def test_train_cli_on_a_grid_of_four_trains_as_one_process(one_process_curve):
@@ -247,16 +252,21 @@ def test_train_cli_on_a_grid_of_four_trains_as_one_process(one_process_curve):
 
 
 @pytest.mark.full  # two agents: make test-full (tests/conftest.py)
-def test_two_torchrun_agents_train_as_one_process(one_process_curve):
-    """Two torchrun agents of two ranks each (c10d rendezvous on the loopback, gloo): a 2x2x1 grid's
-    Y groups are each agent's ranks, and the epochs are the one process's."""
+def test_two_torchrun_agents_train_as_one_process():
+    """Two torchrun agents of two ranks each (c10d rendezvous on the loopback, gloo) train GraphSAGE
+    (the GCN's 4 ranks are above; SAGE drops only between layers and decays every weight): a 2x2x1
+    grid's Y groups are each agent's ranks, and the epochs are the one process's."""
     port = 29900 + os.getpid() % 90
     agent = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2"]
     agent += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"grid-{os.getpid()}"]
     env = worker_env({"GLOO_SOCKET_IFNAME": "lo"})
     agents = [
         subprocess.Popen(
-            [*agent, *TRAIN, "--grid", "2x2x1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            [*agent, *TRAIN, "--model", "sage", "--grid", "2x2x1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         for _ in range(2)
     ]
@@ -265,13 +275,13 @@ def test_two_torchrun_agents_train_as_one_process(one_process_curve):
         assert a.returncode == 0, err[-3000:]
     text = "".join(o for o, _ in outs)
     assert "4 ranks, backend grid, grid 2x2x1 (Y groups inside a node: yes)" in text, text[-2000:]
-    _same_curve(_grid_curve("".join(e for _, e in outs), text), one_process_curve)
+    _same_curve(_grid_curve("".join(e for _, e in outs), text), _one_process_curve("sage"))
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--model", "gin"], "mgg train --backend grid trains gcn"),
+        (["--model", "gin"], "mgg train --backend grid trains gcn and sage"),
         (["--grid", "2x2"], "GXxGYxGZ"),
         (["--grid", "2x2x1"], "4 ranks, but the world has 1"),
     ],
@@ -295,3 +305,31 @@ def test_dropout_mask_is_the_same_for_any_block():
     assert not torch.equal(whole, keep_mask(torch.arange(300), 0, 40, 8, 1, 0.3))
     assert not torch.equal(whole, keep_mask(torch.arange(300), 0, 40, 7, 2, 0.3))
     assert abs(whole.double().mean().item() - 0.7) < 0.02
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    yield None
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("input_dropout", [True, False])
+def test_dropout_falls_where_the_model_puts_it(one_rank_group, input_dropout):
+    """GCN drops each layer's input; SAGE (input_dropout=False) only between layers: one layer of
+    it trains as it evaluates, two do not."""
+    from mgg.distributed.grid import Grid, GridNet
+    from mgg.testing import random_graph
+
+    g = random_graph(60, 400, seed=5)
+    x = torch.randn(60, 8, generator=torch.Generator().manual_seed(1))
+    for dims in ([8, 5], [8, 6, 5]):
+        net = GridNet(Grid(GridShape(1, 1, 1), "cpu"), g, dims, conv="sage", dropout=0.5, input_dropout=input_dropout)
+        x_shard = net.input_shard(x)
+        with torch.no_grad():
+            trained = net.train()(x_shard)
+            evaluated = net.eval()(x_shard)
+        dropped = not torch.equal(trained, evaluated)
+        assert dropped == (input_dropout or len(dims) > 2), dims

@@ -165,15 +165,16 @@ def test_node_partition_keeps_machines_together():
 
 
 @pytest.mark.full  # two agents and one process more: make test-full (tests/conftest.py)
-def test_two_torchrun_agents_train_as_one_process():
-    """`mgg train --backend node-halo` under two torchrun agents of two ranks each (c10d
-    rendezvous on the loopback, gloo): the machine of each rank is the agent that launched it, and
-    every epoch's accuracies are the one process's."""
+@pytest.mark.parametrize("backend", ["node-halo", "halo"])
+def test_two_torchrun_agents_train_as_one_process(backend):
+    """`mgg train --backend node-halo` (and the flat halo, the baseline) under two torchrun agents
+    of two ranks each (c10d rendezvous on the loopback, gloo): the machine of each rank is the agent
+    that launched it, and every epoch's accuracies are the one process's."""
     env = worker_env({"GLOO_SOCKET_IFNAME": "lo"})
     train = ["-m", "mgg", "train", "--epochs", "5", "--seeds", "1", "--dropout", "0", "--deterministic"]
     one = subprocess.run([sys.executable, *train], capture_output=True, text=True, timeout=TIMEOUT, env=env)
     assert one.returncode == 0, one.stderr[-3000:]
-    port = 29400 + os.getpid() % 500
+    port = 29400 + os.getpid() % 500 + (500 if backend == "halo" else 0)
     agent = [
         sys.executable,
         "-m",
@@ -187,10 +188,10 @@ def test_two_torchrun_agents_train_as_one_process():
         "--rdzv-endpoint",
         f"127.0.0.1:{port}",
         "--rdzv-id",
-        f"node-halo-{os.getpid()}",
+        f"{backend}-{os.getpid()}",
         *train,
         "--backend",
-        "node-halo",
+        backend,
     ]
     agents = [
         subprocess.Popen(agent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)
@@ -199,7 +200,7 @@ def test_two_torchrun_agents_train_as_one_process():
     for a, (_, err) in zip(agents, outs, strict=True):
         assert a.returncode == 0, err[-3000:]
     text = "".join(o for o, _ in outs)
-    assert "4 ranks, backend node-halo" in text, text[-2000:]
+    assert f"4 ranks, backend {backend}" in text, text[-2000:]
     # every epoch's accuracies (rank 0's progress) and those reached, as one process has them
     assert _curve("".join(e for _, e in outs), text) == _curve(one.stderr, one.stdout)
 

@@ -27,13 +27,15 @@ from .shards import bounds, roles, span
 
 @dataclass(frozen=True)
 class GraphStats:
-    """What the model needs of a graph and a GCN: nodes, nonzeros of the normalised adjacency
-    (self-loops included) and the widths (input, hidden..., classes)."""
+    """What the model needs of a graph and a network of GridNet's layers: nodes, nonzeros of the
+    normalised adjacency (self-loops included), the widths (input, hidden..., classes) and the
+    layer (GridNet's conv: SAGE moves and keeps a root term's H and W as well)."""
 
     name: str
     nodes: int
     nonzeros: int
     dims: tuple
+    conv: str = "gcn"
 
 
 # ogbn-products (OGB): 2,449,029 nodes, 61,859,140 undirected edges (123,718,280 nonzeros) plus a
@@ -140,8 +142,9 @@ def memory_bytes(shape: GridShape, stats: GraphStats, elem: int) -> float:
         n_a, n_c = -(-stats.nodes // shape.extent(a)), -(-stats.nodes // shape.extent(c))
         d_in, d_out = stats.dims[layer], stats.dims[layer + 1]
         w_b, w_a = -(-d_in // shape.extent(b)), -(-d_out // shape.extent(a))
-        total += (n_a * w_b + n_c * w_b + 2 * n_c * w_a) * elem  # input, H, Q and its activation
-        total += w_b * w_a * elem * (1 + 4 / shape.extent(c))  # W gathered; its piece, gradient, Adam
+        terms = 2 if stats.conv == "sage" else 1  # SAGE: the root term's H and W too
+        total += (n_a * w_b + terms * n_c * w_b + 2 * n_c * w_a) * elem  # input, H, Q and its activation
+        total += terms * w_b * w_a * elem * (1 + 4 / shape.extent(c))  # W gathered; its piece, gradient, Adam
     return total
 
 
@@ -158,7 +161,7 @@ class GridPrediction:
 def predict(
     shape: GridShape, stats: GraphStats, net: Network, gpu: str = "h100", elem: int = 4, memory_limit: float = 80e9
 ) -> GridPrediction:
-    per_rank = rank_bytes(shape, stats.nodes, stats.dims, elem)
+    per_rank = rank_bytes(shape, stats.nodes, stats.dims, elem, conv=stats.conv)
     comm = sum(float(per_rank[a].max()) / net.axis_bytes_per_s(shape, a) for a in AXES)
     ends = km.band(km.gpu_named(gpu))
     spmm = [spmm_s(shape, stats, elem, ends[k]) for k in ("optimistic", "pessimistic")]

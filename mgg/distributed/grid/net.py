@@ -108,6 +108,8 @@ class GridNet(torch.nn.Module):
         bias: a bias per layer, as GCNConv's.
         dropout: the probability of zeroing an entry of each layer's input while training (as
             mgg.nn.models' GCN places it), drawn by keep_mask: the same for every grid.
+        input_dropout: whether the first layer's input is dropped too (GCN's protocol); False
+            drops only between layers, after the ReLU (mgg.nn.models' SAGE, PyG's reddit.py).
         conv: gcn (GCNConv), sage (SAGEConv, mean, with its root weight) or gin (GINConv with one
             nn.Linear, eps fixed).
         eps: GIN's eps.
@@ -125,6 +127,7 @@ class GridNet(torch.nn.Module):
         dropout: float = 0.0,
         conv: str = "gcn",
         eps: float = 0.0,
+        input_dropout: bool = True,
     ):
         super().__init__()
         if len(dims) < 2:
@@ -138,6 +141,7 @@ class GridNet(torch.nn.Module):
                 "allgather or nvshmem backends"
             )
         self.dropout, self.step, self.conv, self.eps = dropout, 0, conv, float(eps)
+        self.input_dropout = input_dropout
         self.orders = Orders.make(graph.num_nodes, permute, seed)
         n, layers = graph.num_nodes, range(len(dims) - 1)
         if conv == "gcn":
@@ -243,7 +247,7 @@ class GridNet(torch.nn.Module):
                 h = gather(h, g, c, 0, shard.cols, reduce_back=True)
             else:
                 h = share(h, g, c)
-            if self.training and self.dropout > 0:
+            if self.training and self.dropout > 0 and (layer > 0 or self.input_dropout):
                 cols = span(d_in, g.extent(b), g.coord[b])
                 keep = keep_mask(shard.col_nodes, *cols, self.step, layer, self.dropout).to(h.device)
                 h = h * keep / (1 - self.dropout)
