@@ -18,6 +18,7 @@ from ..data import NodeDataset
 from ..distributed.grid import Grid, GridNet, GridShape
 from ..distributed.grid.model import GraphStats, Network, rank_grids
 from ..distributed.grid.shards import roles
+from ..distributed.process import init_from_env
 from ..errors import MggError
 from ..nn import models
 from .loop import RunResult, TrainConfig, normalize_features, summarize
@@ -43,31 +44,38 @@ def choose_shape(grid: str, world: int, ds: NodeDataset, cfg: TrainConfig, gpus_
     return rank_grids(world, stats, Network(gpus_per_node, AUTO_INTRA_GBPS, AUTO_INTER_GBPS))[0].shape
 
 
-def _start_group() -> None:
-    if dist.is_initialized():
-        return
+def _start_group(device: str) -> torch.device:
+    """Joins the torchrun job (NCCL where every rank has a GPU of its own, else gloo), or makes a
+    group of one; returns the device this rank computes on (its local GPU under torchrun)."""
     if "WORLD_SIZE" in os.environ:
-        dist.init_process_group("gloo")
-    else:  # one process: a group of one
+        init_from_env(device, backend="grid")
+    elif not dist.is_initialized():  # one process: a group of one
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    if device == "cuda":  # under torchrun: the GPU init_from_env chose
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device(device)
 
 
 def _accuracies(model: GridNet, x_shard, ds: NodeDataset) -> tuple:
     model.eval()
     with torch.no_grad():
-        pred = model(x_shard).argmax(1)
+        pred = model(x_shard).argmax(1).cpu()
     nodes = torch.from_numpy(model.output_nodes())
     right = (pred == ds.y[nodes]).double()
     counts = torch.tensor([float((right * m[nodes]).sum()) for m in (ds.val_mask, ds.test_mask)], dtype=torch.float64)
+    counts = model.grid.on_comm(counts)
     c_last = roles(len(model.shards) - 1)[2]
     if model.grid.extent(c_last) > 1:
         dist.all_reduce(counts, group=model.grid.group[c_last])
+    counts = counts.cpu()
     totals = torch.tensor([float(ds.val_mask.sum()), float(ds.test_mask.sum())], dtype=torch.float64)
     val, test = (counts / totals.clamp(min=1)).tolist()
     return val, test
 
 
-def train_once(grid: Grid, ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool) -> RunResult:
+def train_once(
+    grid: Grid, ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool, device: torch.device
+) -> RunResult:
     x = normalize_features(ds.x.float())
     # GCN: dropout on every layer's input; SAGE: between layers only (mgg.nn.models places them so)
     model = GridNet(
@@ -78,7 +86,7 @@ def train_once(grid: Grid, ds: NodeDataset, cfg: TrainConfig, seed: int, progres
         dropout=cfg.dropout,
         conv=cfg.model,
         input_dropout=cfg.model == "gcn",
-    )
+    ).to(device)
     if models.PROTOCOLS[cfg.model].decay_first_layer_only:
         first = [model.weights[0], *(model.biases[:1])]
         rest = [p for p in model.parameters() if all(p is not q for q in first)]
@@ -86,16 +94,19 @@ def train_once(grid: Grid, ds: NodeDataset, cfg: TrainConfig, seed: int, progres
         opt = torch.optim.Adam(groups, lr=cfg.lr)
     else:
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    x_shard = model.input_shard(x)
+    x_shard = model.input_shard(x).to(device)
+    y, train_mask = ds.y.to(device), ds.train_mask.to(device)
     best, times = (-1.0, 0.0, 0), []
     bar = tqdm(range(cfg.epochs), desc=f"seed {seed}", disable=not progress or grid.rank != 0, leave=False)
     for epoch in bar:
         t0 = time.perf_counter()
         model.train()
         opt.zero_grad()
-        loss = model.loss(model(x_shard), ds.y, ds.train_mask)
+        loss = model.loss(model(x_shard), y, train_mask)
         loss.backward()
         opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         times.append((time.perf_counter() - t0) * 1e3)
         whole = model.whole_loss(loss)
         val, test = _accuracies(model, x_shard, ds)
@@ -115,14 +126,12 @@ def train(ds: NodeDataset, cfg: TrainConfig, grid: str = "auto", progress: bool 
         )
     if ds.y.dim() != 1:
         raise MggError("the grid backend trains single-label node classification (y of [N] class ids)")
-    if cfg.device.startswith("cuda"):
-        raise MggError("the grid backend runs on CPU processes (gloo) in this version: add --device cpu")
-    _start_group()
+    device = _start_group(cfg.device)
     world = dist.get_world_size()
     gpus_per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     shape = choose_shape(grid, world, ds, cfg, gpus_per_node)
-    g = Grid(shape, "cpu")
-    runs = [train_once(g, ds, cfg, s, progress) for s in cfg.seeds]
+    g = Grid(shape)
+    runs = [train_once(g, ds, cfg, s, progress, device) for s in cfg.seeds]
     return dict(
         summarize(ds, cfg, runs),
         rank=g.rank,
@@ -138,6 +147,6 @@ def _y_inside_node(g: Grid, gpus_per_node: int) -> bool:
     node = int(os.environ.get("GROUP_RANK", g.rank // gpus_per_node))
     nodes = [None] * g.extent("y")
     dist.all_gather_object(nodes, node, group=g.group["y"])
-    inside = torch.tensor([float(len(set(nodes)) == 1)])
+    inside = g.on_comm(torch.tensor([float(len(set(nodes)) == 1)]))
     dist.all_reduce(inside, op=dist.ReduceOp.MIN)
     return bool(inside.item())

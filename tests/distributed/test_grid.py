@@ -123,6 +123,29 @@ def test_without_the_permutation_the_same(grid_runs, grid):
     check_equal(grid_runs(4, "--no-permute", "--grids", "2x2x1", "1x2x2")[(grid, "gcn", 3)], reference("gcn", 3))
 
 
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="a GPU, which four ranks share (gloo): bench/gpu_verify.sh grid"
+)
+@pytest.mark.parametrize("grid", ["2x2x1", "1x2x2"])
+def test_grids_of_four_on_one_gpu(grid_runs, grid):
+    """CUDA tensors (float32, mgg's CUDA kernel as the SpMM, gloo staging through the host) against
+    the one-process float64 reference, within float32's rounding of these small sums."""
+    runs = grid_runs(4, "--device", "cuda", "--grids", "2x2x1", "1x2x2")
+    for conv in CONVS:
+        for layers in DEPTHS:
+            got, ref = runs[(grid, conv, layers)], reference(conv, layers)
+            assert got["logits"].dtype == torch.float32 and got["copies_agree"]
+            pairs = [("logits", got["logits"], ref["logits"]), ("input gradient", got["x_grad"], ref["x_grad"])]
+            pairs += [
+                (f"weight {i}", g, r) for i, (g, r) in enumerate(zip(got["w_grads"], ref["w_grads"], strict=True))
+            ]
+            pairs += [(f"bias {i}", g, r) for i, (g, r) in enumerate(zip(got["b_grads"], ref["b_grads"], strict=True))]
+            pairs += [(f"root {i}", g, r) for i, (g, r) in enumerate(zip(got["r_grads"], ref["r_grads"], strict=True))]
+            for what, g, r in pairs:
+                scale = float(r.abs().max())
+                torch.testing.assert_close(g.double(), r, rtol=1e-4, atol=1e-5 * scale, msg=f"{conv} {layers}: {what}")
+
+
 def test_factorizations_and_shapes():
     assert len(factorizations(8)) == 10 and len(factorizations(4)) == 6 and len(factorizations(1)) == 1
     assert all(s.size == 8 for s in factorizations(8))

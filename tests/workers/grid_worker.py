@@ -4,7 +4,11 @@ random graph, one forward and backward of the mean cross entropy; rank 0 writes 
 gradients (input, weights, biases, root weights), loss and the bytes moved per axis (summed over
 ranks) to OUT (a pickle keyed by (grid, conv, layers)).
 
-    torchrun --nproc-per-node=G tests/workers/grid_worker.py OUT [--no-permute] [--grids 2x2x1 ...]"""
+    torchrun --nproc-per-node=G tests/workers/grid_worker.py OUT [--no-permute] [--grids 2x2x1 ...]
+        [--device cuda]
+
+--device cuda: float32 CUDA tensors on the one GPU the ranks share (gloo, staged through the
+host); the results come back to the CPU as float32."""
 
 import argparse
 import os
@@ -28,18 +32,21 @@ def assemble(pieces, shape, dtype):
     return out
 
 
-def run(shape: GridShape, permute: bool) -> dict:
+def run(shape: GridShape, permute: bool, device: str) -> dict:
     grid = Grid(shape)
     results = {}
+    dtype = torch.float64 if device == "cpu" else torch.float32  # mgg's CUDA kernels take no float64
     for layers, conv in [(n, c) for n in DEPTHS for c in CONVS]:
         graph, x, labels, mask, weights, biases, roots = case(layers)
+        x, weights, biases, roots = x.to(dtype), [w.to(dtype) for w in weights], [b.to(dtype) for b in biases], roots
         dims = [x.size(1)] + [w.size(1) for w in weights]
-        model = GridNet(grid, graph, dims, permute=permute, dtype=x.dtype, conv=conv, eps=EPS)
+        model = GridNet(grid, graph, dims, permute=permute, dtype=dtype, conv=conv, eps=EPS)
         model.load_weights(weights, biases, roots if conv == "sage" else None)
+        model.to(device)
         grid.reset_counts()
-        x_shard = model.input_shard(x).requires_grad_(True)
+        x_shard = model.input_shard(x).to(device).requires_grad_(True)
         logits = model(x_shard)
-        loss = model.loss(logits, labels, mask)
+        loss = model.loss(logits, labels.to(device), mask.to(device))
         loss.backward()
         mine = dict(
             out_nodes=torch.from_numpy(model.output_nodes()),
@@ -59,11 +66,23 @@ def run(shape: GridShape, permute: bool) -> dict:
             moved=dict(grid.moved),
             loss=model.whole_loss(loss),
         )
+        mine = on_cpu(mine)
         every = [None] * dist.get_world_size()
         dist.all_gather_object(every, mine)
         if dist.get_rank() == 0:
             results[(str(shape), conv, layers)] = combine(every, x, weights, biases)
     return results
+
+
+def on_cpu(value):
+    """value with every tensor in it on the CPU (what all_gather_object pickles)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: on_cpu(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(on_cpu(v) for v in value)
+    return value
 
 
 def combine(every, x, weights, biases):
@@ -93,12 +112,13 @@ def main():
     p.add_argument("out")
     p.add_argument("--no-permute", action="store_true")
     p.add_argument("--grids", nargs="*")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = p.parse_args()
     dist.init_process_group("gloo")
     shapes = [GridShape.parse(s) for s in args.grids] if args.grids else factorizations(dist.get_world_size())
     results = {}
     for shape in shapes:
-        results.update(run(shape, not args.no_permute))
+        results.update(run(shape, not args.no_permute, args.device))
     if dist.get_rank() == 0:
         with open(args.out, "wb") as f:
             pickle.dump(results, f)

@@ -37,6 +37,9 @@ class Grid:
         shape.check_world(dist.get_world_size())
         self.shape = shape
         device_type = device_type or ("cuda" if dist.get_backend() == "nccl" else "cpu")
+        # where the group's collectives run: NCCL on this rank's GPU; gloo on the CPU, through which
+        # CUDA tensors are staged (several ranks sharing a GPU, which NCCL refuses)
+        self.comm_device = torch.device("cuda", torch.cuda.current_device()) if device_type == "cuda" else None
         self.mesh = init_device_mesh(device_type, shape.mesh_shape, mesh_dim_names=MESH_DIMS)
         self.rank = dist.get_rank()
         self.coord = shape.coords(self.rank)
@@ -53,12 +56,17 @@ class Grid:
         """Counts a collective over `numel` elements of t's type (the whole buffer: see ring_bytes)."""
         self.moved[axis] += ring_bytes(kind, numel * t.element_size(), self.extent(axis))
 
+    def on_comm(self, t: torch.Tensor) -> torch.Tensor:
+        """t where this grid's collectives run (itself if it is there already)."""
+        return t.to(self.comm_device or "cpu")
+
     def all_reduce(self, t: torch.Tensor, axis: str) -> torch.Tensor:
-        t = t.contiguous().clone()
-        if self.extent(axis) > 1:
-            self._count("all_reduce", t.numel(), t, axis)
-            dist.all_reduce(t, group=self.group[axis])
-        return t
+        if self.extent(axis) == 1:
+            return t.contiguous().clone()
+        buf = self.on_comm(t).contiguous().clone()
+        self._count("all_reduce", buf.numel(), buf, axis)
+        dist.all_reduce(buf, group=self.group[axis])
+        return buf.to(t.device)
 
     def all_gather(self, t: torch.Tensor, axis: str, dim: int, n: int) -> torch.Tensor:
         """The pieces of a dimension of n items cut by `bounds`, this rank's t one of them, joined."""
@@ -67,14 +75,14 @@ class Grid:
             return t
         cuts = bounds(n, parts)
         size = cuts[1] - cuts[0]
-        moved = t.movedim(dim, 0)
+        moved = self.on_comm(t).movedim(dim, 0)
         padded = moved.new_zeros((size, *moved.shape[1:]))
         padded[: moved.size(0)] = moved
         pieces = [torch.empty_like(padded) for _ in range(parts)]
         self._count("all_gather", padded.numel() * parts, padded, axis)
         dist.all_gather(pieces, padded, group=self.group[axis])
         whole = torch.cat([p[: cuts[i + 1] - cuts[i]] for i, p in enumerate(pieces)])
-        return whole.movedim(0, dim).contiguous()
+        return whole.movedim(0, dim).contiguous().to(t.device)
 
     def reduce_scatter(self, t: torch.Tensor, axis: str, dim: int) -> torch.Tensor:
         """The sum over the axis of t, cut along dim by `bounds`; this rank's piece."""
@@ -84,7 +92,7 @@ class Grid:
         n = t.size(dim)
         cuts = bounds(n, parts)
         size = cuts[1] - cuts[0]
-        moved = t.movedim(dim, 0)
+        moved = self.on_comm(t).movedim(dim, 0)
         padded = moved.new_zeros((size * parts, *moved.shape[1:]))
         for i in range(parts):
             padded[i * size : i * size + cuts[i + 1] - cuts[i]] = moved[cuts[i] : cuts[i + 1]]
@@ -92,7 +100,7 @@ class Grid:
         self._count("reduce_scatter", padded.numel(), padded, axis)
         dist.reduce_scatter_single(out, padded, group=self.group[axis])
         i = self.coord[axis]
-        return out[: cuts[i + 1] - cuts[i]].movedim(0, dim).contiguous()
+        return out[: cuts[i + 1] - cuts[i]].movedim(0, dim).contiguous().to(t.device)
 
     def piece(self, t: torch.Tensor, axis: str, dim: int) -> torch.Tensor:
         """This rank's piece of t along dim (no communication)."""

@@ -286,7 +286,7 @@ class GridNet(torch.nn.Module):
         """The mean loss over the whole graph from this rank's share (a collective over the last
         layer's row axis; not counted in the moved bytes, which are the training step's)."""
         c_last = roles(len(self.shards) - 1)[2]
-        t = share_of_loss.detach().reshape(1).clone()
+        t = self.grid.on_comm(share_of_loss.detach().reshape(1)).clone()
         if self.grid.extent(c_last) > 1:
             torch.distributed.all_reduce(t, group=self.grid.group[c_last])
         return float(t)
