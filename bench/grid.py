@@ -65,11 +65,11 @@ SMOKE = dict(gpus=8, gpus_per_node=4, graph="1000:20000:16,8,4")
 
 def graph_stats(spec: str, dims=None) -> GraphStats:
     """ogbn-products, NODES:NONZEROS:D0,...,CLASSES, or (with dims) a bench graph spec, loaded."""
-    if spec == "ogbn-products" and dims is None:
-        return OGBN_PRODUCTS
     if dims is not None:  # --measure: a graph that is run here
         g, _ = cache.graph(spec, None)
         return GraphStats(spec, g.num_nodes, g.num_edges + g.num_nodes, tuple(dims))
+    if spec == "ogbn-products":
+        return OGBN_PRODUCTS
     parts = spec.split(":")
     try:
         nodes, nnz, dims = int(parts[0]), int(parts[1]), tuple(int(d) for d in parts[2].split(","))

@@ -20,8 +20,7 @@ from ..distributed.grid.model import GraphStats, Network, rank_grids
 from ..distributed.grid.shards import roles
 from ..distributed.process import init_from_env
 from ..errors import MggError
-from ..nn import models
-from .loop import RunResult, TrainConfig, normalize_features, summarize
+from .loop import RunResult, TrainConfig, build_optimizer, normalize_features, summarize
 
 # the models of mgg.nn.models whose layers GridNet runs as they are (its GIN has one linear layer, theirs an MLP)
 TRAINS = ("gcn", "sage")
@@ -87,13 +86,7 @@ def train_once(
         conv=cfg.model,
         input_dropout=cfg.model == "gcn",
     ).to(device)
-    if models.PROTOCOLS[cfg.model].decay_first_layer_only:
-        first = [model.weights[0], *(model.biases[:1])]
-        rest = [p for p in model.parameters() if all(p is not q for q in first)]
-        groups = [dict(params=first, weight_decay=cfg.weight_decay), dict(params=rest, weight_decay=0.0)]
-        opt = torch.optim.Adam(groups, lr=cfg.lr)
-    else:
-        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = build_optimizer(model, cfg, first_layer=[model.weights[0], *model.biases[:1]])
     x_shard = model.input_shard(x).to(device)
     y, train_mask = ds.y.to(device), ds.train_mask.to(device)
     best, times = (-1.0, 0.0, 0), []

@@ -83,11 +83,12 @@ def build_model(cfg: TrainConfig, in_dim: int, num_classes: int) -> torch.nn.Mod
     )
 
 
-def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+def build_optimizer(model: torch.nn.Module, cfg: TrainConfig, first_layer=None) -> torch.optim.Optimizer:
     """Adam; weight decay on the first layer only where the protocol says so (GCN: Kipf &
-    Welling), else on every parameter."""
+    Welling), else on every parameter. first_layer: that layer's parameters (default:
+    model.convs[0]'s)."""
     if models.PROTOCOLS[cfg.model].decay_first_layer_only:
-        first = list(model.convs[0].parameters())
+        first = list(model.convs[0].parameters() if first_layer is None else first_layer)
         rest = [p for p in model.parameters() if all(p is not q for q in first)]
         return torch.optim.Adam(
             [dict(params=first, weight_decay=cfg.weight_decay), dict(params=rest, weight_decay=0.0)], lr=cfg.lr

@@ -52,9 +52,9 @@ class Grid:
     def reset_counts(self) -> None:
         self.moved = {a: 0 for a in AXES}
 
-    def _count(self, kind: str, numel: int, t: torch.Tensor, axis: str) -> None:
-        """Counts a collective over `numel` elements of t's type (the whole buffer: see ring_bytes)."""
-        self.moved[axis] += ring_bytes(kind, numel * t.element_size(), self.extent(axis))
+    def _count(self, kind: str, nbytes: int, axis: str) -> None:
+        """Counts a collective over a buffer of `nbytes` (the whole buffer: see ring_bytes)."""
+        self.moved[axis] += ring_bytes(kind, nbytes, self.extent(axis))
 
     def on_comm(self, t: torch.Tensor) -> torch.Tensor:
         """t where this grid's collectives run (itself if it is there already)."""
@@ -64,7 +64,7 @@ class Grid:
         if self.extent(axis) == 1:
             return t.contiguous().clone()
         buf = self.on_comm(t).contiguous().clone()
-        self._count("all_reduce", buf.numel(), buf, axis)
+        self._count("all_reduce", buf.numel() * buf.element_size(), axis)
         dist.all_reduce(buf, group=self.group[axis])
         return buf.to(t.device)
 
@@ -79,7 +79,7 @@ class Grid:
         padded = moved.new_zeros((size, *moved.shape[1:]))
         padded[: moved.size(0)] = moved
         pieces = [torch.empty_like(padded) for _ in range(parts)]
-        self._count("all_gather", padded.numel() * parts, padded, axis)
+        self._count("all_gather", padded.numel() * padded.element_size() * parts, axis)
         dist.all_gather(pieces, padded, group=self.group[axis])
         whole = torch.cat([p[: cuts[i + 1] - cuts[i]] for i, p in enumerate(pieces)])
         return whole.movedim(0, dim).contiguous().to(t.device)
@@ -97,7 +97,7 @@ class Grid:
         for i in range(parts):
             padded[i * size : i * size + cuts[i + 1] - cuts[i]] = moved[cuts[i] : cuts[i + 1]]
         out = padded.new_empty((size, *moved.shape[1:]))
-        self._count("reduce_scatter", padded.numel(), padded, axis)
+        self._count("reduce_scatter", padded.numel() * padded.element_size(), axis)
         dist.reduce_scatter_single(out, padded, group=self.group[axis])
         i = self.coord[axis]
         return out[: cuts[i + 1] - cuts[i]].movedim(0, dim).contiguous().to(t.device)

@@ -53,6 +53,12 @@ def _piece_bytes(n: int, parts: int) -> int:
     return (b[1] - b[0]) * parts
 
 
+def terms(conv: str) -> int:
+    """SpMM-then-GEMM terms of a layer of GridNet's `conv`, each with its H and W: SAGE's root term is a
+    second; GIN adds its (1 + eps) x before the one product."""
+    return 2 if conv == "sage" else 1
+
+
 def rank_bytes(
     shape: GridShape, nodes: int, dims, elem: int, input_grad: bool = False, bias: bool = True, conv: str = "gcn"
 ) -> dict:
@@ -81,7 +87,7 @@ def rank_bytes(
                     add(c, "reduce_scatter", _piece_bytes(n_a, ext(c)) * w_b)
             else:  # the input's gradient all-reduced over c
                 add(c, "all_reduce", n_a * w_b)
-            for _ in range(2 if conv == "sage" else 1):  # SAGE: the root term's H and W too
+            for _ in range(terms(conv)):  # SAGE: the root term's H and W too
                 add(a, "all_reduce", n_c * w_b)  # H forward
                 if layer > 0 or input_grad:  # H's gradient (none where H is the input, without its gradient)
                     add(a, "all_reduce", n_c * w_b)
@@ -142,9 +148,9 @@ def memory_bytes(shape: GridShape, stats: GraphStats, elem: int) -> float:
         n_a, n_c = -(-stats.nodes // shape.extent(a)), -(-stats.nodes // shape.extent(c))
         d_in, d_out = stats.dims[layer], stats.dims[layer + 1]
         w_b, w_a = -(-d_in // shape.extent(b)), -(-d_out // shape.extent(a))
-        terms = 2 if stats.conv == "sage" else 1  # SAGE: the root term's H and W too
-        total += (n_a * w_b + terms * n_c * w_b + 2 * n_c * w_a) * elem  # input, H, Q and its activation
-        total += terms * w_b * w_a * elem * (1 + 4 / shape.extent(c))  # W gathered; its piece, gradient, Adam
+        k = terms(stats.conv)  # SAGE: the root term's H and W too
+        total += (n_a * w_b + k * n_c * w_b + 2 * n_c * w_a) * elem  # input, H, Q and its activation
+        total += k * w_b * w_a * elem * (1 + 4 / shape.extent(c))  # W gathered; its piece, gradient, Adam
     return total
 
 
