@@ -7,7 +7,7 @@
 #
 #   A  bash bench/gpu_verify.sh versions deps build graphs bad-schedule cuda kernel ncu-kernel
 #   B  bash bench/gpu_verify.sh versions deps build graphs tune-one memcheck
-#   later: kernel-bf16 nvshmem-a nvshmem-b nvshmem-c accuracy train-dist nodes grid racecheck synccheck ncu scaling dist tune
+#   later: kernel-bf16 nvshmem-a nvshmem-b nvshmem-c accuracy train-dist nodes nodes-nvshmem grid racecheck synccheck ncu scaling dist tune
 #
 # `graphs` generates the kernel stage's graphs into the cache in the background, one process a
 # graph, while the stages after it run; `kernel` waits for them first.
@@ -265,6 +265,9 @@ for s in "$@"; do
     accuracy) stage accuracy 300 $PY -m bench.accuracy --dataset cora --device cuda --seeds 5 --out "$OUT" \
       --tag "$TAG" --quiet ;;
     nodes) stage nodes 300 $PYTEST tests/distributed/test_node_halo.py -k on_one_gpu ;;
+    # node-nvshmem: two "machines" of two PEs on the GPU (two NVSHMEM jobs), the fused kernel inside each
+    nodes-nvshmem) stage nodes-nvshmem 300 $PYTEST tests/distributed/test_nvshmem.py -k two_machines \
+      --junitxml="$OUT/nodes-nvshmem.xml" ;;
     # the grid backend's CUDA path: 4 ranks on the one GPU (gloo), 2x2x1 and 1x2x2, against one process
     grid) stage grid 300 $PYTEST tests/distributed/test_grid.py -k on_one_gpu ;;
     train-dist)

@@ -385,8 +385,10 @@ def parser() -> argparse.ArgumentParser:
         help="peer access under torchrun: halo (all-to-all over torch.distributed), nvshmem (MGG: "
         "symmetric memory, the kernel reads peers; needs --device cuda), allgather (CAGNET 1D: "
         "every rank gathers all rows each layer) or node-halo (across machines: each remote row "
-        "over the network once per machine, then inside the machine; machines of LOCAL_WORLD_SIZE ranks) "
-        "or grid (Plexus's 3D grid: adjacency, features and weights split over GXxGYxGZ ranks; gcn)",
+        "over the network once per machine, then inside the machine; machines of LOCAL_WORLD_SIZE ranks), "
+        "node-nvshmem (node-halo's network stage, then MGG's fused kernel over each machine's NVSHMEM; "
+        "needs --device cuda) or grid (Plexus's 3D grid: adjacency, features and weights split over "
+        "GXxGYxGZ ranks; gcn)",
     )
     p.add_argument(
         "--grid",
@@ -398,15 +400,15 @@ def parser() -> argparse.ArgumentParser:
         "--fetch",
         choices=[f for f in _fetch_names() if f != "uva"],
         default="get-warp",
-        help="how the nvshmem backend reads peers' rows: NVSHMEM get at warp/thread/block scope, "
-        "or direct loads through nvshmem_ptr",
+        help="how the nvshmem and node-nvshmem backends read peers' rows: NVSHMEM get at warp/thread/block "
+        "scope, or direct loads through nvshmem_ptr",
     )
     p.add_argument(
         "--remote-reads",
         choices=_remote_read_modes(),
         default="per-edge",
-        help="how often the nvshmem backend reads a remote row per aggregation: once per edge that "
-        "names it (MGG), once (gathered into a local table while local edges are aggregated), or auto "
+        help="how often the nvshmem and node-nvshmem backends read a remote row per aggregation: once per edge "
+        "that names it (MGG), once (gathered into a local table while local edges are aggregated), or auto "
         "(each layer measured at its first step in the modes the cost model keeps, the faster kept)",
     )
     p.add_argument(
@@ -414,8 +416,8 @@ def parser() -> argparse.ArgumentParser:
         choices=_partition_methods(),
         default=None,
         help="under torchrun, which nodes each rank owns: range (MGG Algorithm 1), random, metis or "
-        "hypergraph (see mgg partition); with node-halo, how the graph is split between machines. "
-        "Default: range, and for node-halo the installed method that cuts the least inter-node volume",
+        "hypergraph (see mgg partition); with node-halo and node-nvshmem, how the graph is split between "
+        "machines. Default: range, and for those two the installed method that cuts the least inter-node volume",
     )
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--quiet", action="store_true")

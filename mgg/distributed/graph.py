@@ -13,6 +13,9 @@ peers' rows through the backend:
 - `node-halo`: across machines (g = gpus_per_node consecutive ranks each), each remote row
   crosses the network once per machine that reads it, then reaches the machine's ranks that read
   it inside the machine (backends/node_halo.py); the graph is split between machines first.
+- `node-nvshmem`: node-halo's network stage, then MGG's fused kernel inside each machine (one
+  NVSHMEM job per machine) reading the machine's own and received rows in place
+  (backends/node_nvshmem.py).
 
 The same model code runs on both. Which nodes a rank owns is a partition (mgg.partition): by
 default MGG's ranges of the graph's own order, or a relabelling that cuts communication
@@ -168,16 +171,16 @@ class DistGraph:
     Args:
         graph: the graph, in the user's node order; every rank passes the same one.
         group: the torch.distributed group (default: the world).
-        backend: 'halo', 'nvshmem', 'allgather' or 'node-halo' (module docstring).
+        backend: 'halo', 'nvshmem', 'allgather', 'node-halo' or 'node-nvshmem' (module docstring).
         fetch: how the nvshmem backend reads peers' rows (mgg._C.FETCH).
         partition: which nodes each rank owns: a method of mgg.partition ('range', MGG
             Algorithm 1 on the graph's order; 'random', 'metis', 'hypergraph') or a
             precomputed mgg.Partition of this graph for this many ranks. Rank 0 partitions (or
             reads the disk cache) and the others receive its result, so all ranks agree. With
-            'node-halo' a method splits the graph between machines, and each machine's part goes
-            to its ranks by MGG's ranges (mgg.partitioning.nodes). None (the default): 'range',
-            and for 'node-halo' (of a square graph) the installed method that cuts the least
-            inter-node volume.
+            'node-halo' and 'node-nvshmem' a method splits the graph between machines, and each
+            machine's part goes to its ranks by MGG's ranges (mgg.partitioning.nodes). None (the
+            default): 'range', and for those two (of a square graph) the installed method that
+            cuts the least inter-node volume.
         seed: the partitioning method's seed.
         size: (N_src, N_dst) of a bipartite graph (module docstring), whose `graph` holds its
             edges over max(N_src, N_dst) nodes: mgg.Graph.from_edge_index(edge_index, max(size))
@@ -191,7 +194,7 @@ class DistGraph:
             'auto' (each layer's shape measured at its first step in the modes the cost model
             keeps, the faster kept: mgg.runtime.remote_reads). Other backends move each row once anyway.
         gpus_per_node: the ranks of one machine (consecutive ranks; default torchrun's
-            LOCAL_WORLD_SIZE): the node-halo backend's machines.
+            LOCAL_WORLD_SIZE): the machines of node-halo and node-nvshmem.
 
     The ranks own contiguous ranges of the relabelled graph, but every tensor a user hands in
     or gets back is in the user's node order: `local(t)` takes a per-node tensor and gives this
@@ -215,28 +218,29 @@ class DistGraph:
         if backend not in BACKENDS:
             raise MggError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.gpus_per_node = _gpus_per_node(gpus_per_node)
+        by_machine = _KINDS[backend].by_machine
         if partition is None:
-            partition = best_method() if backend == "node-halo" and size is None else "range"
+            partition = best_method() if by_machine and size is None else "range"
         if remote_reads != AUTO:
             check_remote_reads(remote_reads)
         if not dist.is_initialized():
             raise MggError("mgg.distributed: torch.distributed is not initialised (launch with torchrun)")
         self.size = _bipartite_size(graph, size, partition)
-        _KINDS[backend].start(group, fetch)
         self.graph, self.group, self.backend, self.fetch = graph, group, backend, fetch
         self.remote_reads = remote_reads
         self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
         if self.world > graph.num_nodes:
             raise MggError(f"{self.world} ranks exceed the graph's {graph.num_nodes} nodes")
-        if backend == "node-halo" and self.world % self.gpus_per_node:
+        if by_machine and self.world % self.gpus_per_node:
             raise MggError(
-                f"backend node-halo: {self.world} ranks do not form machines of {self.gpus_per_node} ranks "
+                f"backend {backend}: {self.world} ranks do not form machines of {self.gpus_per_node} ranks "
                 "(gpus_per_node, or torchrun's LOCAL_WORLD_SIZE)"
             )
+        _KINDS[backend].start(group, fetch, self.gpus_per_node)
         machines = self.world // self.gpus_per_node
         compute = (
             (lambda method: node_partition(graph, machines, self.gpus_per_node, method, seed))
-            if backend == "node-halo"
+            if by_machine
             else (lambda method: partition_nodes(graph, self.world, method, seed))
         )
         self.partition = _agree(graph, self.world, self.rank, group, partition, compute)

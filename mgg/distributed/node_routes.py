@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from ..errors import MggError
 
@@ -122,14 +123,52 @@ class NodeRoutes:
     def _providers(self, t: int, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For rank t's halo rows h: the rank of t's machine that serves each, and its row in that
         rank's table [own rows | node-halo rows]."""
-        n = self.machine(t)
-        owner = self.owner(h)
+        return self._place(self.machine(t), h)
+
+    def machine_table(self, n: int) -> tuple[list, np.ndarray]:
+        """Machine n's rows as its ranks' tables hold them (the `node-nvshmem` backend's symmetric
+        tables): each rank's table size (own rows, then node-halo rows), and the global id of every
+        row of the tables laid end to end in rank order (each id at most once: a row owned on another
+        machine has one receiver on n)."""
+        ranks = range(n * self.g, (n + 1) * self.g)
+        parts = [p for q in ranks for p in (np.arange(self.bounds[q], self.bounds[q + 1]), self.received(q))]
+        sizes = [int(self.bounds[q + 1] - self.bounds[q]) + int(self.received(q).size) for q in ranks]
+        return sizes, np.concatenate(parts).astype(np.int64)
+
+    def machine_graph(self, n: int):
+        """Machine n's rows over its tables' ids (machine_table: rank q's table is the id range
+        [sum of the sizes before q, + its size)): the edges of each rank's own rows, each source
+        renamed to its row in the table that serves it (its owner's on n, else its receiver's), and
+        no edges into the node-halo rows. In edge order, weights kept; a Plan of it over the tables'
+        ranges is the machine's NVSHMEM plan."""
+        from ..graph import Graph
+
+        sizes, _ = self.machine_table(n)
+        start = np.concatenate([[0], np.cumsum(sizes)])
+        rowptr, col, weight = (self.plan.graph.rowptr.numpy(), self.plan.graph.col.numpy(), self.plan.graph.weight)
+        degrees, cols, weights = [], [], []
+        for i, q in enumerate(range(n * self.g, (n + 1) * self.g)):
+            lo, hi = int(self.bounds[q]), int(self.bounds[q + 1])
+            e0, e1 = int(rowptr[lo]), int(rowptr[hi])
+            provider, slot = self._place(n, col[e0:e1])
+            cols.append(start[provider - n * self.g] + slot)
+            degrees += [np.diff(rowptr[lo : hi + 1]), np.zeros(sizes[i] - (hi - lo), np.int64)]
+            if weight is not None:
+                weights.append(weight[e0:e1])
+        ptr = np.concatenate([[0], np.cumsum(np.concatenate(degrees))]).astype(np.int64)
+        w = torch.cat(weights) if weights else None
+        return Graph._unchecked(torch.from_numpy(ptr), torch.from_numpy(np.concatenate(cols).astype(np.int64)), w)
+
+    def _place(self, n: int, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For ids that ranks of machine n read: the rank of n whose table holds each (its owner
+        on n, else its receiver on n), and its row in that table [own rows | node-halo rows]."""
+        owner = self.owner(ids)
         provider = owner.copy()
-        slot = h - self.bounds[owner]
+        slot = ids - self.bounds[owner]
         away = owner // self.g != n
         if away.any():
             u, receiver = self.node_halo(n)
-            at = np.searchsorted(u, h[away])
+            at = np.searchsorted(u, ids[away])
             q = receiver[at]
             provider[away] = q
             # the row's place among q's received rows, after q's own rows

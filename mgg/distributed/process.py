@@ -14,9 +14,9 @@ import torch.distributed as dist
 
 def init_from_env(device: str = "cpu", backend: str = "halo") -> None:
     """torchrun sets RANK/WORLD_SIZE/MASTER_*. The process group is NCCL when every rank has a
-    GPU of its own and the halo, node-halo or grid backend moves the rows; otherwise gloo (the CPU; several ranks
-    sharing a GPU, which NCCL refuses; the nvshmem backend, which uses the group only to start
-    NVSHMEM and to all-reduce weight gradients)."""
+    GPU of its own and the halo, node-halo, node-nvshmem (its network stage) or grid backend moves
+    the rows; otherwise gloo (the CPU; several ranks sharing a GPU, which NCCL refuses; the nvshmem
+    backend, which uses the group only to start NVSHMEM and to all-reduce weight gradients)."""
     if dist.is_initialized():
         return
     cuda = device.startswith("cuda")
@@ -24,7 +24,7 @@ def init_from_env(device: str = "cpu", backend: str = "halo") -> None:
         local = int(os.environ.get("LOCAL_RANK", 0))
         torch.cuda.set_device(local % torch.cuda.device_count())
     own_gpu = cuda and int(os.environ.get("LOCAL_WORLD_SIZE", 1)) <= torch.cuda.device_count()
-    dist.init_process_group("nccl" if own_gpu and backend in ("halo", "node-halo", "grid") else "gloo")
+    dist.init_process_group("nccl" if own_gpu and backend in ("halo", "node-halo", "node-nvshmem", "grid") else "gloo")
 
 
 def exit_rank(code: int = 0, meet: bool = True) -> NoReturn:

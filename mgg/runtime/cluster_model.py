@@ -2,8 +2,9 @@
 rank's exchange moves (rows in from other machines over the network, rows in from its machine's
 ranks over NVLink) at the bandwidths the user gives, plus each rank's aggregation at both ends of
 the range kernel's bandwidth bound (kernel_model.band). The exchange comes before the op in the
-halo backends, so the two add; an epoch is, per layer, a forward and a backward pass of each. The
-dense GEMMs and the weights' all-reduce are alike for every backend here and left out."""
+halo backends, so the two add (node-nvshmem's reads inside the machine may hide behind its op);
+an epoch is, per layer, a forward and a backward pass of each. The dense GEMMs and the weights'
+all-reduce are alike for every backend here and left out."""
 
 from __future__ import annotations
 
@@ -38,13 +39,15 @@ class RankTraffic:
     rows: np.ndarray
 
 
-def exchange_s(t: RankTraffic, c: Cluster, row_bytes: int) -> float:
-    """The exchange's time: the busiest machine's inbound network bytes at its network rate, then
-    the busiest GPU's inbound NVLink bytes at its NVLink rate."""
+def network_s(t: RankTraffic, c: Cluster, row_bytes: int) -> float:
+    """The busiest machine's inbound network bytes at its network rate."""
     per_machine = t.inter_rows.reshape(c.nodes, c.gpus_per_node).sum(axis=1)
-    network = float(per_machine.max(initial=0)) * row_bytes / (c.inter_gbps * 1e9)
-    nvlink = float(t.intra_rows.max(initial=0)) * row_bytes / (c.intra_gbps * 1e9)
-    return network + nvlink
+    return float(per_machine.max(initial=0)) * row_bytes / (c.inter_gbps * 1e9)
+
+
+def nvlink_s(t: RankTraffic, c: Cluster, row_bytes: int) -> float:
+    """The busiest GPU's inbound NVLink bytes at its NVLink rate."""
+    return float(t.intra_rows.max(initial=0)) * row_bytes / (c.intra_gbps * 1e9)
 
 
 def aggregate_s(t: RankTraffic, dim: int, elem: int, gpu: km.Gpu) -> float:
@@ -57,11 +60,20 @@ def aggregate_s(t: RankTraffic, dim: int, elem: int, gpu: km.Gpu) -> float:
     return max(times, default=0.0)
 
 
-def epoch_band(t: RankTraffic, c: Cluster, dims: list, elem: int = 4) -> tuple[float, float]:
+def epoch_band(t: RankTraffic, c: Cluster, dims: list, elem: int = 4, fused: bool = False) -> tuple[float, float]:
     """(low, high) seconds of an epoch whose layers aggregate at widths `dims`: forward and backward
-    of each, the exchange then the op, at both ends of the GPU's band."""
+    of each; the network's exchange, then the machine's (NVLink), then the op, at both ends of the
+    GPU's band. `fused` (node-nvshmem: MGG's kernel reads the machine's rows while it sums local
+    ones): the NVLink reads hide behind the op at the low end (their max, MGG's ideal overlap) and
+    add to it at the high end (no overlap)."""
     ends = km.band(km.gpu_named(c.gpu))
     out = []
-    for gpu in (ends["optimistic"], ends["pessimistic"]):
-        out.append(sum(2 * (exchange_s(t, c, d * elem) + aggregate_s(t, d, elem, gpu)) for d in dims))
+    for end in ("optimistic", "pessimistic"):
+        total = 0.0
+        for d in dims:
+            row = d * elem
+            op, nvlink = aggregate_s(t, d, elem, ends[end]), nvlink_s(t, c, row)
+            inside = max(op, nvlink) if fused and end == "optimistic" else op + nvlink
+            total += 2 * (network_s(t, c, row) + inside)
+        out.append(total)
     return min(out), max(out)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from ..data import NodeDataset
+from ..distributed.backends import BACKENDS
 from ..distributed.graph import DistGraph
 from ..distributed.process import init_from_env
 from ..errors import MggError
@@ -27,9 +28,10 @@ def train(
     `partition` (a method of mgg.partition or an mgg.Partition) decides which nodes each rank
     owns; features, labels and masks stay in the dataset's node order; `remote_reads` is the
     nvshmem backend's mode (DistGraph)."""
-    if backend == "nvshmem" and not cfg.device.startswith("cuda"):
-        raise MggError("the nvshmem backend runs on GPUs: add --device cuda (or use --backend halo)")
-    if backend == "nvshmem":
+    if BACKENDS[backend].starts_nvshmem and not cfg.device.startswith("cuda"):
+        alternative = "node-halo" if BACKENDS[backend].by_machine else "halo"
+        raise MggError(f"the {backend} backend runs on GPUs: add --device cuda (or use --backend {alternative})")
+    if BACKENDS[backend].starts_nvshmem:
         from ..distributed import nvshmem
 
         why = nvshmem.available()

@@ -99,6 +99,8 @@ def test_exchange_rows_gradients_and_bytes(tmp_path, nproc, g):
     assert found["pairs"] > 0 and found["flat_pairs"] > found["pairs"]
     assert found["forward_inter_bytes"] == found["pairs"] * found["row_bytes"]
     assert found["backward_inter_bytes"] == found["pairs"] * found["row_bytes"]
+    # node-nvshmem's machine groups (one NVSHMEM job each): rank r's is the g ranks of machine r // g
+    assert found["machine_groups"] == [(list(range(r - r % g, r - r % g + g)), g) for r in range(nproc)]
 
 
 def _brute_pairs(plan: Plan, g: int) -> tuple[int, int]:

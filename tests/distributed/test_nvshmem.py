@@ -87,3 +87,19 @@ def test_halo_backend_on_one_gpu_matches(reference, tmp_path):
     out = tmp_path / "dist.pkl"
     run_worker(["cora-gcn", str(out), "--device", "cuda", "--backend", "halo"], 2)
     compare(reference("cora-gcn"), out)
+
+
+@pytest.mark.parametrize("kind", ["cora-gcn", "directed-gin", "cora-sage", "cora-gat"])
+def test_two_machines_of_two_pes_on_one_gpu(reference, tmp_path, kind):
+    """node-nvshmem: four PEs on the GPU as two "machines" of two (two NVSHMEM jobs, one per
+    machine; the network stage over gloo), MGG's fused kernel inside each reading its machine's
+    own and received rows, for every fetch policy, against one process."""
+    out = tmp_path / "dist.pkl"
+    run_worker(
+        [kind, str(out), "--device", "cuda", "--backend", "node-nvshmem", "--gpus-per-node", "2"]
+        + ["--partition", "range", "--fetch", ",".join(FETCHES)],
+        4,
+        env=NVSHMEM_ENV,
+    )
+    for fetch in FETCHES:
+        compare(reference(kind), f"{out}.{fetch}")

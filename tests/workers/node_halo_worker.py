@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from mgg.distributed import DistGraph
 from mgg.distributed.backends.halo import HaloExchange
+from mgg.distributed.backends.node_nvshmem import machine_group
 from mgg.distributed.comm import all_reduce
 from mgg.distributed.node_routes import NodeRoutes
 from mgg.distributed.process import exit_rank
@@ -62,6 +63,13 @@ def main():
     dist.all_gather_object(flags, (found["halo_equal"], found["flat_equal"], found["grad_equal"]))
     found["all_equal"] = [all(f[i] for f in flags) for i in range(3)]
     found["bounds"] = np.asarray(dg.bounds).tolist()
+    # node-nvshmem's NVSHMEM job per machine starts over this group: the ranks of the rank's machine
+    machine = machine_group(None, args.gpus_per_node)
+    one = torch.ones(1)
+    all_reduce(one, machine)
+    members = [None] * dg.world
+    dist.all_gather_object(members, (dist.get_process_group_ranks(machine), int(one)))
+    found["machine_groups"] = members
     if rank == 0:
         with open(args.out, "wb") as f:
             pickle.dump(found, f)

@@ -4,7 +4,10 @@ entry in BACKENDS). A backend class has:
 
 - `gathered`: whether its Plan reads every source from one gathered table (Plan(gathered=True));
 - `uses_fetch`: whether a fetch policy (mgg._C.FETCH) chooses how the kernel reads peers' rows;
-- `start(group, fetch)`: checks and process-wide start-up, before any plan (DistGraph);
+- `by_machine`: whether the ranks form machines of `gpus_per_node` (the graph split between
+  machines first, mgg.partitioning.nodes);
+- `starts_nvshmem`: whether it runs MGG's kernel over NVSHMEM (a CUDA GPU and nvshmem4py needed);
+- `start(group, fetch, gpus_per_node)`: checks and process-wide start-up, before any plan (DistGraph);
 - `Backend(dist_plan, graph)`: what one DistPlan needs (an exchange, a transposed plan, ...);
 - `aggregate(x_own, rank_plan, config, deterministic)`,
   `aggregate_extreme(x_own, rank_plan, config, reduce)` (max/min; nvshmem refuses it) and
@@ -15,8 +18,15 @@ entry in BACKENDS). A backend class has:
 from .allgather import AllGatherBackend
 from .halo import Halo
 from .node_halo import NodeHalo
+from .node_nvshmem import NodeNvshmem
 from .nvshmem import Nvshmem
 
-BACKENDS = {"halo": Halo, "nvshmem": Nvshmem, "allgather": AllGatherBackend, "node-halo": NodeHalo}
+BACKENDS = {
+    "halo": Halo,
+    "nvshmem": Nvshmem,
+    "allgather": AllGatherBackend,
+    "node-halo": NodeHalo,
+    "node-nvshmem": NodeNvshmem,
+}
 
 __all__ = ["BACKENDS"]

@@ -63,9 +63,11 @@ class AllGatherBackend:
 
     gathered = True  # Plan(gathered=True): sources are rows of the whole table
     uses_fetch = False
+    by_machine = False
+    starts_nvshmem = False
 
     @staticmethod
-    def start(group, fetch: str) -> None:
+    def start(group, fetch: str, gpus_per_node: int = 1) -> None:
         """Nothing to start: torch.distributed moves the rows."""
 
     def __init__(self, dist_plan, graph):

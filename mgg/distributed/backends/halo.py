@@ -88,9 +88,11 @@ class Halo:
 
     gathered = False  # the plan's remote rows are a halo list
     uses_fetch = False  # no fetch policy: the rows arrive before the op
+    by_machine = False
+    starts_nvshmem = False
 
     @staticmethod
-    def start(group, fetch: str) -> None:
+    def start(group, fetch: str, gpus_per_node: int = 1) -> None:
         """Nothing to start: torch.distributed moves the rows."""
 
     def __init__(self, dist_plan, graph):

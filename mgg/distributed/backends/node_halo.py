@@ -10,6 +10,7 @@ the collectives (`traffic`)."""
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 import torch
 
@@ -27,16 +28,15 @@ def gpus_per_node(given=None) -> int:
     return g
 
 
-class NodeHaloExchange:
-    """Rank `rank`'s two-stage exchange over a group whose machines hold `routes.g` ranks each."""
+class _Stage:
+    """What both stages share: the rank's routes, its indices on each device, and the bytes it sent
+    to other machines and inside its own (`traffic`, one dict for the rank's stages)."""
 
-    def __init__(self, routes: NodeRoutes, rank: int, group=None):
+    def __init__(self, routes: NodeRoutes, rank: int, group=None, traffic: Optional[dict] = None):
         self.group, self.rank, self.g = group, rank, routes.g
-        r = routes.rank(rank)
-        self.routes = r
-        self.num_halo = int(r.to_halo.size)
+        self.routes = routes.rank(rank)
         self._index = {}  # (device, name) -> the index on that device
-        self.traffic = {"inter_node": 0, "intra_node": 0}  # bytes this rank sent, per kind
+        self.traffic = traffic if traffic is not None else {"inter_node": 0, "intra_node": 0}
 
     def _on(self, name: str, device) -> torch.Tensor:
         key = (str(device), name)
@@ -44,22 +44,50 @@ class NodeHaloExchange:
             self._index[key] = torch.from_numpy(getattr(self.routes, name)).to(device)
         return self._index[key]
 
-    def _count(self, counts: list, width: int, element: int) -> None:
-        for peer, n in enumerate(counts):
-            kind = "intra_node" if peer // self.g == self.rank // self.g else "inter_node"
-            self.traffic[kind] += n * width * element
-
     def _move(self, send: torch.Tensor, rows: int, out_counts: list, in_counts: list) -> torch.Tensor:
-        self._count(out_counts, send.size(1), send.element_size())
+        for peer, n in enumerate(out_counts):
+            kind = "intra_node" if peer // self.g == self.rank // self.g else "inter_node"
+            self.traffic[kind] += n * send.size(1) * send.element_size()
         return all_to_all_rows(send, rows, out_counts, in_counts, self.group)
+
+
+class NetworkExchange(_Stage):
+    """Stage 1 alone: each row a machine reads from other machines crosses the network once, to its
+    receiver on the machine (the rank's node-halo rows, B_q in id order). Differentiable: the
+    adjoint sends each node-halo row's gradient back to its owner, which sums them receiver by
+    receiver in rank order (deterministic)."""
+
+    def forward(self, x_own: torch.Tensor) -> torch.Tensor:
+        """x_own [own rows, D] -> the rank's node-halo rows [|B_q|, D]."""
+        r = self.routes
+        send = x_own.index_select(0, self._on("send1_index", x_own.device))
+        return self._move(send, r.num_node_halo, r.send1_counts, r.recv1_counts)
+
+    def backward(self, grad_node_halo: torch.Tensor, rows: int) -> torch.Tensor:
+        r = self.routes
+        back = self._move(grad_node_halo, int(r.send1_index.size), r.recv1_counts, r.send1_counts)
+        grad = grad_node_halo.new_zeros((rows, grad_node_halo.size(1)))
+        add_blocks(grad, self._on("send1_index", grad.device), back, r.send1_counts)
+        return grad
+
+    def __call__(self, x_own: torch.Tensor) -> torch.Tensor:
+        return _Exchange.apply(x_own, self)
+
+
+class NodeHaloExchange(_Stage):
+    """Rank `rank`'s two-stage exchange over a group whose machines hold `routes.g` ranks each:
+    stage 1 (NetworkExchange), then stage 2 inside the machine from each provider's table
+    [own rows | node-halo rows]."""
+
+    def __init__(self, routes: NodeRoutes, rank: int, group=None, traffic: Optional[dict] = None):
+        super().__init__(routes, rank, group, traffic)
+        self.network = NetworkExchange(routes, rank, group, self.traffic)
+        self.num_halo = int(self.routes.to_halo.size)
 
     def forward(self, x_own: torch.Tensor) -> torch.Tensor:
         """x_own [own rows, D] -> the rank's halo rows [num_halo, D], in halo order."""
         r, dev = self.routes, x_own.device
-        node_halo = self._move(
-            x_own.index_select(0, self._on("send1_index", dev)), r.num_node_halo, r.send1_counts, r.recv1_counts
-        )
-        table = torch.cat([x_own, node_halo])
+        table = torch.cat([x_own, self.network.forward(x_own)])
         received = self._move(
             table.index_select(0, self._on("send2_index", dev)), self.num_halo, r.send2_counts, r.recv2_counts
         )
@@ -74,10 +102,7 @@ class NodeHaloExchange:
         back2 = self._move(received, int(r.send2_index.size), r.recv2_counts, r.send2_counts)
         table = grad_halo.new_zeros((rows + r.num_node_halo, grad_halo.size(1)))
         add_blocks(table, self._on("send2_index", dev), back2, r.send2_counts)
-        back1 = self._move(table[rows:].contiguous(), int(r.send1_index.size), r.recv1_counts, r.send1_counts)
-        grad = table[:rows].clone()
-        add_blocks(grad, self._on("send1_index", dev), back1, r.send1_counts)
-        return grad
+        return table[:rows] + self.network.backward(table[rows:].contiguous(), rows)
 
     def __call__(self, x_own: torch.Tensor) -> torch.Tensor:
         return _Exchange.apply(x_own, self)
@@ -85,6 +110,8 @@ class NodeHaloExchange:
 
 class NodeHalo(Halo):
     """The `node-halo` backend: the `halo` backend's op and layers over the two-stage exchange."""
+
+    by_machine = True
 
     def __init__(self, dist_plan, graph):
         self.dist_plan = dist_plan

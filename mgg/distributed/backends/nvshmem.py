@@ -18,16 +18,23 @@ from .. import nvshmem
 class Nvshmem:
     gathered = False
     uses_fetch = True  # the kernel reads peers' rows through a fetch policy (mgg._C.FETCH)
+    by_machine = False
+    starts_nvshmem = True  # needs a CUDA GPU and nvshmem4py
 
     @staticmethod
-    def start(group, fetch: str) -> None:
-        """Checks the fetch policy and starts NVSHMEM over the group (once per process)."""
+    def check_fetch(fetch: str) -> None:
+        """Raises MggError unless `fetch` is a policy for symmetric device tables."""
         ops.fetch_code(fetch)
         if fetch == "uva":
             raise MggError(
                 "fetch 'uva' reads pinned host tables within one process (python -m bench fetch); "
                 "the nvshmem backend's tables are symmetric device memory"
             )
+
+    @staticmethod
+    def start(group, fetch: str, gpus_per_node: int = 1) -> None:
+        """Checks the fetch policy and starts NVSHMEM over the group (once per process)."""
+        Nvshmem.check_fetch(fetch)
         nvshmem.init(group)
 
     def __init__(self, dist_plan, graph):

@@ -87,16 +87,17 @@ class _Attend(torch.autograd.Function):
     backward's equal the forward's on every rank (the layer gives every rank one seed)."""
 
     @staticmethod
-    def forward(ctx, table_own, a_dst_own, plan, plan_t, range_rows, fetch, heads, slope, dropout, seed, once):
+    def forward(ctx, table_own, a_dst_own, plan, plan_t, range_rows, fetch, heads, slope, dropout, seed, once, ids):
         rt = symmetric.runtime()
         t = symmetric.publish(rt, table_own, range_rows, fetch)
         offsets = symmetric.offsets(range_rows)
         me = rt.heap.my_pe()
         ctx.once = once
         if once is not None:  # each halo row's source terms once, then the attention over [own | halo] rows
-            halo, ids = plan.gather_halo(t.own, t.peers, me, fetch), _source_ids(plan, t.own.device)
+            halo = plan.gather_halo(t.own, t.peers, me, fetch)
+            ctx.ids = ids if ids is not None else (_source_ids(plan, t.own.device), offsets[me])
             args, params = plan.op_args(t.own.device, transposed=False)
-            out, stats = ops.attend(t.own, halo, a_dst_own, args, params, heads, slope, dropout, seed, ids, offsets[me])
+            out, stats = ops.attend(t.own, halo, a_dst_own, args, params, heads, slope, dropout, seed, *ctx.ids)
             ctx.halo = halo
         else:
             args, params = plan.op_args(table_own.device, peers=True, transposed=False)
@@ -110,7 +111,7 @@ class _Attend(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         if ctx.once is not None:
-            return (*_attend_once_backward(ctx, grad.contiguous()), *([None] * 9))
+            return (*_attend_once_backward(ctx, grad.contiguous()), *([None] * 10))
         table_own, a_dst_own, out, stats = ctx.saved_tensors
         plan, plan_t, range_rows, fetch, heads, slope, dropout, seed = ctx.args
         rt = symmetric.runtime()
@@ -128,7 +129,7 @@ class _Attend(torch.autograd.Function):
         d_table = ops.attend_peers_src(
             x.own, tt.peers, me, args_t, params_t, heads, slope, dropout, seed, offsets, ops.fetch_code(fetch)
         )
-        return d_table, d_dst, None, None, None, None, None, None, None, None, None
+        return d_table, d_dst, *([None] * 10)
 
 
 def _source_ids(plan: RankPlan, device) -> torch.Tensor:
@@ -144,7 +145,7 @@ def _attend_once_backward(ctx, grad: torch.Tensor) -> tuple:
     symmetric outbox (rows in its halo order), meets the others, and adds what every peer wrote
     for its rows (Plan.halo_return through aggregate_peers: each such row read once)."""
     table_own, a_dst_own, out, stats = ctx.saved_tensors
-    plan, _, range_rows, fetch, heads, slope, dropout, seed = ctx.args
+    plan, _, _, fetch, heads, slope, dropout, seed = ctx.args
     back, halo_counts = ctx.once
     rt = symmetric.runtime()
     me, dev = rt.heap.my_pe(), table_own.device
@@ -162,8 +163,7 @@ def _attend_once_backward(ctx, grad: torch.Tensor) -> tuple:
         slope,
         dropout,
         seed,
-        _source_ids(plan, dev),
-        symmetric.offsets(range_rows)[me],
+        *ctx.ids,
     )
     box = rt.next_table(d_halo.size(1), d_halo.dtype, halo_counts)
     box.own.copy_(d_halo)
@@ -187,6 +187,7 @@ def attend(
     seed: int,
     remote_reads: str = "per-edge",
     halo_return: Optional[tuple] = None,
+    ids: Optional[tuple] = None,
 ) -> torch.Tensor:
     """One rank's GAT attention over the symmetric tables, differentiable in table_own and
     a_dst_own. remote_reads='once' reads each halo row once: the forward gathers the halo rows
@@ -201,6 +202,9 @@ def attend(
         range_rows: every rank's row count.
         fetch: how peers' rows are read (mgg._C.FETCH).
         heads, negative_slope, dropout, seed: as GATConv's; every rank passes the same seed.
+        ids: in the once mode, (the graph's ids of [own rows | halo rows] on the table's device,
+            the id of the rank's first row), which the dropout masks are drawn from; default:
+            the plan's own ids (a plan whose ids are the graph's).
 
     Returns:
         [rows, H * C].
@@ -212,5 +216,5 @@ def attend(
         )
     once = halo_return if remote_reads == "once" else None
     return _Attend.apply(
-        table_own, a_dst_own, plan, plan_t, range_rows, fetch, heads, negative_slope, dropout, seed, once
+        table_own, a_dst_own, plan, plan_t, range_rows, fetch, heads, negative_slope, dropout, seed, once, ids
     )

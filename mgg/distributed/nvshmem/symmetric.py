@@ -115,13 +115,13 @@ def available() -> Optional[str]:
     return None
 
 
-def single_node_defaults(environ=os.environ) -> dict:
+def single_node_defaults(environ=os.environ, one_node: bool = False) -> dict:
     """NVSHMEM settings for PEs that all share one node (torchrun's LOCAL_WORLD_SIZE ==
-    WORLD_SIZE): no network transport, the bootstrap over loopback, and a bounded symmetric heap
-    per PE (NVSHMEM reserves 1 GiB per PE by default, several PEs may share a GPU). What the user
-    set is kept."""
+    WORLD_SIZE, or `one_node`: an NVSHMEM job of one machine's ranks, node-nvshmem's): no network
+    transport, the bootstrap over loopback, and a bounded symmetric heap per PE (NVSHMEM reserves
+    1 GiB per PE by default, several PEs may share a GPU). What the user set is kept."""
     local, world = int(environ.get("LOCAL_WORLD_SIZE", "1")), int(environ.get("WORLD_SIZE", "1"))
-    if local != world:
+    if local != world and not one_node:
         return {}
     out = {"NVSHMEM_REMOTE_TRANSPORT": "none", "NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME": "lo"}
     if torch.cuda.is_available():
@@ -155,10 +155,11 @@ def _unique_id(core, group) -> object:
     return uid
 
 
-def init(group=None) -> None:
+def init(group=None, one_node: bool = False) -> None:
     """Starts NVSHMEM over the ranks of `group` through nvshmem4py and attaches the extension
     (all ranks call it). Selects this rank's GPU first (LOCAL_RANK modulo the visible GPUs, so
-    several PEs may share one)."""
+    several PEs may share one). `one_node`: the group's ranks share this machine whatever the
+    job spans (node-nvshmem starts one NVSHMEM job per machine)."""
     why = available()
     if why:
         raise MggError(f"mgg.distributed: {why}")
@@ -171,7 +172,7 @@ def init(group=None) -> None:
     from ... import _C
 
     check_versions(core, _C.nvshmem)
-    for k, v in single_node_defaults().items():
+    for k, v in single_node_defaults(one_node=one_node).items():
         os.environ.setdefault(k, v)  # before NVSHMEM reads its environment
     device = int(os.environ.get("LOCAL_RANK", dist.get_rank(group))) % torch.cuda.device_count()
     torch.cuda.set_device(device)

@@ -1,0 +1,188 @@
+"""The node-nvshmem backend (mgg.distributed.backends.node_nvshmem) on the CPU: threads as ranks,
+machines of g threads. Stage 1 (the network) is a stand-in all-to-all between the threads;
+inside each machine, the threads are the PEs of one NVSHMEM job over a fake symmetric heap
+(test_nvshmem_runtime's), and each PE's fused kernel reads its machine's tables in place, run by
+the CPU kernels or, emulated, by the CUDA host code and kernels under the SIMT emulator. Every
+rank's rows and gradients, put together, equal one process's (A x, A^T g; GAT with dropout; max);
+the bytes that cross the network are the distinct (row, machine) pairs, forward and backward.
+On a GPU: tests/distributed/test_nvshmem.py (bench/gpu_verify.sh nvshmem)."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import mgg
+from mgg import Config, MggError, functional
+from mgg.distributed import nvshmem
+from mgg.distributed.backends import node_halo
+from mgg.distributed.graph import DistPlan
+from mgg.distributed.node_routes import NodeRoutes
+from mgg.partitioning.nodes import node_partition
+from mgg.testing import assert_matches_reference, random_graph
+from simt import emulator
+from tests.distributed.test_nvshmem_runtime import _FakeHeap, _FakeWorld, run_pes
+
+CONFIG = Config(4, 2, 2)
+
+
+class _ThreadNet:
+    """The network between W threads: all_to_all_rows' stand-in (each thread's rank in `local`)."""
+
+    def __init__(self, world: int, local: threading.local):
+        self.world, self.local = world, local
+        self.barrier = threading.Barrier(world, timeout=60)
+        self.box: dict = {}
+
+    def all_to_all_rows(self, send, rows, out_counts, in_counts, group=None):
+        me = self.local.rank
+        starts = np.concatenate([[0], np.cumsum(out_counts)])
+        for p in range(self.world):
+            self.box[(me, p)] = send[int(starts[p]) : int(starts[p + 1])].clone()
+        self.barrier.wait()
+        got = torch.cat([self.box[(p, me)] for p in range(self.world)])
+        assert got.size(0) == rows and [self.box[(p, me)].size(0) for p in range(self.world)] == list(in_counts)
+        self.barrier.wait()  # every thread has read its blocks before any writes the next exchange's
+        return got
+
+
+def _run(monkeypatch, graph, machines, g, rank_main, fetch="direct", remote_reads="per-edge"):
+    """Runs rank_main(dist_plan, rows) on machines x g threads (node_partition's ranges of `graph`,
+    relabelled: rows are the relabelled graph's), each machine one fake NVSHMEM job. Returns the
+    relabelled graph, the partition and {rank: rank_main's result}; checks every machine's PEs met
+    at the same barriers."""
+    world = machines * g
+    part = node_partition(graph, machines, g, "range")
+    relabelled = part.relabel(graph)
+    local, results = threading.local(), {}
+    net = _ThreadNet(world, local)
+    jobs = [_FakeWorld(g) for _ in range(machines)]
+    monkeypatch.setattr(nvshmem.symmetric, "runtime", lambda: local.rt)
+    monkeypatch.setattr(node_halo, "all_to_all_rows", net.all_to_all_rows)
+
+    def main(rank):
+        local.rank = rank
+        local.rt = nvshmem.Runtime(_FakeHeap(jobs[rank // g], rank % g))
+        dp = DistPlan(relabelled, rank, part.bounds, None, "node-nvshmem", fetch, remote_reads, g)
+        lo, hi = int(part.bounds[rank]), int(part.bounds[rank + 1])
+        results[rank] = rank_main(dp, slice(lo, hi))
+
+    run_pes(world, main, net.barrier, *(j.barrier for j in jobs))
+    for j in jobs:
+        assert len(set(j.barriers)) == 1
+    return relabelled, part, results
+
+
+def _aggregate_case(monkeypatch, machines, g, dtype, fetch="direct", remote_reads="per-edge", deterministic=False):
+    graph = random_graph(240, 3000, seed=21, weighted=True, skew=0.6)  # directed: the transpose differs
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(240, 8, dtype=torch.float64, generator=gen)
+    grad = torch.randn(240, 8, dtype=torch.float64, generator=gen)
+
+    def rank_main(dp, rows):
+        mine = x[rows].to(dtype).requires_grad_()
+        y = dp.aggregate(mine, CONFIG, deterministic)
+        y.backward(grad[rows].to(dtype))
+        return y.detach(), mine.grad, dict(dp.traffic)
+
+    relabelled, part, res = _run(monkeypatch, graph, machines, g, rank_main, fetch, remote_reads)
+    world = machines * g
+    y = torch.cat([res[r][0] for r in range(world)])
+    gx = torch.cat([res[r][1] for r in range(world)])
+    return relabelled, part, res, x.to(dtype), grad.to(dtype), y, gx
+
+
+@pytest.mark.parametrize("remote_reads", ["per-edge", "once"])
+@pytest.mark.parametrize("machines,g", [(2, 2), (2, 3), (3, 1)])
+def test_sums_and_gradients_equal_one_process(monkeypatch, machines, g, remote_reads):
+    """Forward A x and backward A^T g (float64, the tight oracle) on machines of g threads, the
+    network stage moving each (row, machine) pair once each way (bytes counted at the exchange)."""
+    relabelled, part, res, x, grad, y, gx = _aggregate_case(
+        monkeypatch, machines, g, torch.float64, remote_reads=remote_reads
+    )
+    assert_matches_reference(y, relabelled, x, acc_dtype=torch.float64)
+    assert_matches_reference(gx, relabelled.transpose(), grad, acc_dtype=torch.float64)
+    pairs = NodeRoutes(mgg.Plan(relabelled, bounds=part.bounds), g).inter_node_rows()
+    inter = sum(res[r][2]["inter_node"] for r in res)
+    assert pairs > 0 and inter == 2 * pairs * x.size(1) * 8  # forward and backward
+    assert all(res[r][2]["intra_node"] == 0 for r in res)  # inside a machine the kernel reads in place
+
+
+def test_deterministic_mode_is_bit_identical(monkeypatch):
+    first = _aggregate_case(monkeypatch, 2, 2, torch.float64, deterministic=True)
+    again = _aggregate_case(monkeypatch, 2, 2, torch.float64, deterministic=True)
+    assert torch.equal(first[5], again[5]) and torch.equal(first[6], again[6])
+
+
+@pytest.mark.skipif(emulator.available() is not None, reason=str(emulator.available()))
+@pytest.mark.parametrize("fetch,remote_reads", [("direct", "per-edge"), ("get-warp", "per-edge"), ("get-warp", "once")])
+def test_fused_kernel_emulated(monkeypatch, fetch, remote_reads):
+    """The same with each PE's fused kernel run by the CUDA host code and kernels under the SIMT
+    emulator, fp32: peers' tables (their own and their received rows) read by loads or NVSHMEM gets."""
+    before = emulator.CALLS["aggregate_peers"]
+    with emulator.emulated_ops(seed=4):
+        relabelled, _, _, x, grad, y, gx = _aggregate_case(monkeypatch, 2, 2, torch.float32, fetch, remote_reads)
+    assert emulator.CALLS["aggregate_peers"] > before  # the fused kernels ran emulated
+    assert_matches_reference(y, relabelled, x)
+    assert_matches_reference(gx, relabelled.transpose(), grad)
+
+
+def test_attention_with_dropout_equals_one_process(monkeypatch):
+    """GAT's attention with dropout: the masks are drawn from the graph's ids, not the machine
+    tables', so every rank's rows and the gradients of h, a_src and a_dst are one process's."""
+    heads, c, n = 2, 5, 150
+    graph = functional.attention_graph(random_graph(n, 1500, seed=4, skew=0.5))
+    gen = torch.Generator().manual_seed(0)
+    shapes = ((n, heads, c), (n, heads), (n, heads))
+    h, a_src, a_dst = (torch.randn(*s, dtype=torch.float64, generator=gen) for s in shapes)
+    w = torch.randn(n, heads, c, dtype=torch.float64, generator=gen)
+
+    def rank_main(dp, rows):
+        mine = [t[rows].clone().requires_grad_() for t in (h, a_src, a_dst)]
+        out = dp.attend(*mine, 0.2, 0.5, 11, CONFIG)
+        (out * w[rows]).sum().backward()
+        return out.detach(), [t.grad for t in mine]
+
+    relabelled, _, res = _run(monkeypatch, graph, 2, 2, rank_main)
+    ref = [t.clone().requires_grad_() for t in (h, a_src, a_dst)]
+    out = mgg.Plan(relabelled).attend(*ref, 0.2, 0.5, 11)
+    (out * w).sum().backward()
+    torch.testing.assert_close(torch.cat([res[r][0] for r in range(4)]), out.detach())
+    for k, t in enumerate(ref):
+        torch.testing.assert_close(torch.cat([res[r][1][k] for r in range(4)]), t.grad)
+
+
+def test_max_runs_on_the_node_halo_exchange(monkeypatch):
+    """max and min (the fused kernel sums only) run over node-halo's two all-to-alls: one process's."""
+    graph = random_graph(200, 2000, seed=9, skew=0.5)
+    x = torch.randn(200, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+
+    def rank_main(dp, rows):
+        return dp.aggregate_extreme(x[rows], "max", CONFIG)
+
+    relabelled, _, res = _run(monkeypatch, graph, 2, 2, rank_main)
+    ref = mgg.Plan(relabelled).aggregate_extreme(x, "max")
+    torch.testing.assert_close(torch.cat([res[r] for r in range(4)]), ref)
+
+
+def test_without_a_gpu_it_is_refused_in_one_line():
+    """On this machine (no NVSHMEM, or no GPU) DistGraph refuses the backend before any plan."""
+    why = nvshmem.available()
+    if why is None:
+        pytest.skip("this machine can run NVSHMEM")
+    from mgg.distributed.backends.node_nvshmem import NodeNvshmem
+
+    with pytest.raises(MggError) as e:
+        NodeNvshmem.start(None, "get-warp", 2)
+    assert "\n" not in str(e.value) and "halo" in str(e.value)
+
+
+def test_training_on_the_cpu_names_the_backend_that_runs_there():
+    """`mgg train --backend node-nvshmem` without --device cuda: one line, before any process group."""
+    from mgg.training.loop import TrainConfig
+    from mgg.training.torchrun import train
+
+    with pytest.raises(MggError) as e:
+        train(None, TrainConfig(device="cpu"), backend="node-nvshmem")
+    assert str(e.value) == "the node-nvshmem backend runs on GPUs: add --device cuda (or use --backend node-halo)"
