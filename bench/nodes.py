@@ -172,8 +172,8 @@ def markdown(rows: list, args) -> str:
         f"forward; its backward sends as many), fp32. Predicted epoch (two layers of width D, forward and "
         f"backward): {args.gpu}, NVLink {args.intra} GB/s per GPU, network {args.inter} GB/s per machine; "
         "exchange then aggregation, the aggregation at both ends of the kernel model's band; node-nvshmem (the "
-        "node-level halo with MGG's fused kernel inside each machine): the machine's NVLink reads hidden behind "
-        "the aggregation at the low end, added to it at the high end. Grid: the best "
+        "node-level halo with MGG's fused kernel inside each machine, overlapped with the network): network, "
+        "NVLink and aggregation fully overlapped at the low end, one after another at the high end. Grid: the best "
         "grid of the ranks by mgg.distributed.grid.model (a GCN of two layers of width D; its collectives at the "
         "same rates, its SpMM at the same band). Every epoch time is predicted, none measured.",
         "",
@@ -226,9 +226,10 @@ def plot(rows: list, path: Path) -> None:
     )
     axes[1].set(
         xlabel="machines",
-        ylabel="predicted epoch ms\n(light: flat, dark: node, dash-dot: node-nvshmem low, dotted: grid)",
+        ylabel="predicted epoch ms",
         xscale="log",
     )
+    axes[1].set_title("band light: flat, dark: node; dash-dot: node-nvshmem's low end; dotted: grid", fontsize=8)
     for ax in axes:
         ax.legend(fontsize=6)
     fig.suptitle("flat halo against node-level halo (counted from plans; epoch predicted)")

@@ -43,12 +43,29 @@ def all_gather_rows(rows: torch.Tensor, sizes: list[int], group=None) -> torch.T
     return torch.cat([p[:n] for p, n in zip(parts, sizes, strict=True)]).to(device)
 
 
-def all_to_all_rows(send: torch.Tensor, rows: int, out_counts: list, in_counts: list, group=None) -> torch.Tensor:
+def all_to_all_rows(
+    send: torch.Tensor, rows: int, out_counts: list, in_counts: list, group=None, async_op: bool = False
+):
     """Rows to each peer (grouped in rank order, out_counts of them) -> rows from each peer
-    (in_counts), `rows` in all."""
+    (in_counts), `rows` in all. With async_op, a Pending whose wait() gives them, so work on the
+    caller's stream (a kernel) runs while the rows travel."""
     is_staged, device = staged(send, group), send.device
     if is_staged:
         send = send.cpu()
     recv = send.new_empty((rows, send.size(1)))
-    dist.all_to_all_single(recv, send.contiguous(), in_counts, out_counts, group=group)
-    return recv.to(device, non_blocking=True) if is_staged else recv
+    work = dist.all_to_all_single(recv, send.contiguous(), in_counts, out_counts, group=group, async_op=async_op)
+    pending = Pending(recv, work, device if is_staged else None)
+    return pending if async_op else pending.wait()
+
+
+class Pending:
+    """Rows on their way (all_to_all_rows with async_op): wait() gives them, on the sender's device."""
+
+    def __init__(self, rows: torch.Tensor, work=None, device=None):
+        self.rows, self.work, self.device = rows, work, device
+
+    def wait(self) -> torch.Tensor:
+        if self.work is not None:
+            self.work.wait()
+            self.work = None
+        return self.rows.to(self.device, non_blocking=True) if self.device is not None else self.rows

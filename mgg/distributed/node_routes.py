@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..errors import MggError
+from ..graph import Graph
 
 
 @dataclass
@@ -135,29 +136,41 @@ class NodeRoutes:
         sizes = [int(self.bounds[q + 1] - self.bounds[q]) + int(self.received(q).size) for q in ranks]
         return sizes, np.concatenate(parts).astype(np.int64)
 
-    def machine_graph(self, n: int):
+    def machine_graph(self, n: int, sources: str = "all"):
         """Machine n's rows over its tables' ids (machine_table: rank q's table is the id range
         [sum of the sizes before q, + its size)): the edges of each rank's own rows, each source
         renamed to its row in the table that serves it (its owner's on n, else its receiver's), and
         no edges into the node-halo rows. In edge order, weights kept; a Plan of it over the tables'
-        ranges is the machine's NVSHMEM plan."""
-        from ..graph import Graph
-
+        ranges is the machine's NVSHMEM plan. `sources`: 'all' the edges, 'own' those whose source
+        is owned on n, 'received' those whose source came over the network (the two halves of
+        node-nvshmem's overlapped step)."""
+        if sources not in ("all", "own", "received"):
+            raise MggError(f"sources must be 'all', 'own' or 'received', got {sources!r}")
         sizes, _ = self.machine_table(n)
         start = np.concatenate([[0], np.cumsum(sizes)])
-        rowptr, col, weight = (self.plan.graph.rowptr.numpy(), self.plan.graph.col.numpy(), self.plan.graph.weight)
+        graph = self.plan.graph
+        rowptr, source, weight = graph.rowptr.numpy(), graph.col.numpy(), graph.weight
         degrees, cols, weights = [], [], []
         for i, q in enumerate(range(n * self.g, (n + 1) * self.g)):
             lo, hi = int(self.bounds[q]), int(self.bounds[q + 1])
             e0, e1 = int(rowptr[lo]), int(rowptr[hi])
-            provider, slot = self._place(n, col[e0:e1])
+            provider, slot = self._place(n, source[e0:e1])
             cols.append(start[provider - n * self.g] + slot)
             degrees += [np.diff(rowptr[lo : hi + 1]), np.zeros(sizes[i] - (hi - lo), np.int64)]
             if weight is not None:
                 weights.append(weight[e0:e1])
-        ptr = np.concatenate([[0], np.cumsum(np.concatenate(degrees))]).astype(np.int64)
+        col = np.concatenate(cols).astype(np.int64)
+        rows = np.repeat(np.arange(start[-1]), np.concatenate(degrees))
         w = torch.cat(weights) if weights else None
-        return Graph._unchecked(torch.from_numpy(ptr), torch.from_numpy(np.concatenate(cols).astype(np.int64)), w)
+        if sources != "all":
+            received = np.zeros(start[-1], bool)
+            for i, q in enumerate(range(n * self.g, (n + 1) * self.g)):
+                received[start[i] + int(self.bounds[q + 1] - self.bounds[q]) : start[i + 1]] = True
+            keep = received[col] == (sources == "received")
+            col, rows, w = col[keep], rows[keep], None if w is None else w[torch.from_numpy(keep)]
+        ptr = np.zeros(start[-1] + 1, np.int64)
+        np.cumsum(np.bincount(rows, minlength=start[-1]), out=ptr[1:])
+        return Graph._unchecked(torch.from_numpy(ptr), torch.from_numpy(col), w)
 
     def _place(self, n: int, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For ids that ranks of machine n read: the rank of n whose table holds each (its owner

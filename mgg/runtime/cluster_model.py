@@ -2,7 +2,7 @@
 rank's exchange moves (rows in from other machines over the network, rows in from its machine's
 ranks over NVLink) at the bandwidths the user gives, plus each rank's aggregation at both ends of
 the range kernel's bandwidth bound (kernel_model.band). The exchange comes before the op in the
-halo backends, so the two add (node-nvshmem's reads inside the machine may hide behind its op);
+halo backends, so the two add (node-nvshmem's network and NVLink traffic may hide behind its op);
 an epoch is, per layer, a forward and a backward pass of each. The dense GEMMs and the weights'
 all-reduce are alike for every backend here and left out."""
 
@@ -63,17 +63,16 @@ def aggregate_s(t: RankTraffic, dim: int, elem: int, gpu: km.Gpu) -> float:
 def epoch_band(t: RankTraffic, c: Cluster, dims: list, elem: int = 4, fused: bool = False) -> tuple[float, float]:
     """(low, high) seconds of an epoch whose layers aggregate at widths `dims`: forward and backward
     of each; the network's exchange, then the machine's (NVLink), then the op, at both ends of the
-    GPU's band. `fused` (node-nvshmem: MGG's kernel reads the machine's rows while it sums local
-    ones): the NVLink reads hide behind the op at the low end (their max, MGG's ideal overlap) and
-    add to it at the high end (no overlap)."""
+    GPU's band. `fused` (node-nvshmem: the kernel sums the machine's own rows while the network
+    brings the others, and reads the machine's rows over NVLink while it sums): at the low end the
+    three overlap perfectly (their max), at the high end not at all (their sum)."""
     ends = km.band(km.gpu_named(c.gpu))
     out = []
     for end in ("optimistic", "pessimistic"):
         total = 0.0
         for d in dims:
             row = d * elem
-            op, nvlink = aggregate_s(t, d, elem, ends[end]), nvlink_s(t, c, row)
-            inside = max(op, nvlink) if fused and end == "optimistic" else op + nvlink
-            total += 2 * (network_s(t, c, row) + inside)
+            parts = (network_s(t, c, row), nvlink_s(t, c, row), aggregate_s(t, d, elem, ends[end]))
+            total += 2 * (max(parts) if fused and end == "optimistic" else sum(parts))
         out.append(total)
     return min(out), max(out)

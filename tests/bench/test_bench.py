@@ -899,7 +899,7 @@ def test_nodes_bench_counts_what_the_routes_count(tmp_path):
         assert int(r["flat_halo_bytes"]) == flat * row_bytes >= int(r["node_halo_bytes"])
         for b in ("flat", "node", "node_nvshmem", "grid"):
             assert 0 < float(r[f"{b}_ms_low"]) <= float(r[f"{b}_ms_high"])
-        # node-nvshmem: the same exchanges, its NVLink reads hidden at the low end only
+        # node-nvshmem: the same exchanges, hidden behind the aggregation at the low end only
         assert float(r["node_nvshmem_ms_low"]) < float(r["node_ms_low"])
         assert float(r["node_nvshmem_ms_high"]) == float(r["node_ms_high"])
         # the grid backend's row: the best grid of the ranks by the grid model, on the graph's statistics

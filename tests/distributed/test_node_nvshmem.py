@@ -17,6 +17,7 @@ import mgg
 from mgg import Config, MggError, functional
 from mgg.distributed import nvshmem
 from mgg.distributed.backends import node_halo
+from mgg.distributed.comm import Pending
 from mgg.distributed.graph import DistPlan
 from mgg.distributed.node_routes import NodeRoutes
 from mgg.partitioning.nodes import node_partition
@@ -27,6 +28,19 @@ from tests.distributed.test_nvshmem_runtime import _FakeHeap, _FakeWorld, run_pe
 CONFIG = Config(4, 2, 2)
 
 
+class _Logged(Pending):
+    """Rows that arrived at once (the stand-in network is synchronous), noting when they are awaited."""
+
+    def __init__(self, rows, events):
+        super().__init__(rows)
+        self.events = events
+
+    def wait(self):
+        if self.events is not None:
+            self.events.append("wait")
+        return super().wait()
+
+
 class _ThreadNet:
     """The network between W threads: all_to_all_rows' stand-in (each thread's rank in `local`)."""
 
@@ -35,7 +49,16 @@ class _ThreadNet:
         self.barrier = threading.Barrier(world, timeout=60)
         self.box: dict = {}
 
-    def all_to_all_rows(self, send, rows, out_counts, in_counts, group=None):
+    def all_to_all_rows(self, send, rows, out_counts, in_counts, group=None, async_op=False):
+        got = self._exchange(send, rows, out_counts, in_counts)
+        if not async_op:
+            return got
+        events = getattr(self.local, "events", None)
+        if events is not None:
+            events.append("start")
+        return _Logged(got, events)
+
+    def _exchange(self, send, rows, out_counts, in_counts):
         me = self.local.rank
         starts = np.concatenate([[0], np.cumsum(out_counts)])
         for p in range(self.world):
@@ -47,15 +70,16 @@ class _ThreadNet:
         return got
 
 
-def _run(monkeypatch, graph, machines, g, rank_main, fetch="direct", remote_reads="per-edge"):
+def _run(monkeypatch, graph, machines, g, rank_main, fetch="direct", remote_reads="per-edge", local=None):
     """Runs rank_main(dist_plan, rows) on machines x g threads (node_partition's ranges of `graph`,
     relabelled: rows are the relabelled graph's), each machine one fake NVSHMEM job. Returns the
-    relabelled graph, the partition and {rank: rank_main's result}; checks every machine's PEs met
-    at the same barriers."""
+    relabelled graph, the partition, {rank: rank_main's result} and how often each machine's PEs
+    met (checked alike for all PEs of a machine). `local`: the threads' threading.local, where the
+    network notes when rows start and are awaited (in local.events, if rank_main sets it)."""
     world = machines * g
     part = node_partition(graph, machines, g, "range")
     relabelled = part.relabel(graph)
-    local, results = threading.local(), {}
+    local, results = local if local is not None else threading.local(), {}
     net = _ThreadNet(world, local)
     jobs = [_FakeWorld(g) for _ in range(machines)]
     monkeypatch.setattr(nvshmem.symmetric, "runtime", lambda: local.rt)
@@ -71,7 +95,7 @@ def _run(monkeypatch, graph, machines, g, rank_main, fetch="direct", remote_read
     run_pes(world, main, net.barrier, *(j.barrier for j in jobs))
     for j in jobs:
         assert len(set(j.barriers)) == 1
-    return relabelled, part, results
+    return relabelled, part, results, [j.barriers[0] for j in jobs]
 
 
 def _aggregate_case(monkeypatch, machines, g, dtype, fetch="direct", remote_reads="per-edge", deterministic=False):
@@ -86,27 +110,60 @@ def _aggregate_case(monkeypatch, machines, g, dtype, fetch="direct", remote_read
         y.backward(grad[rows].to(dtype))
         return y.detach(), mine.grad, dict(dp.traffic)
 
-    relabelled, part, res = _run(monkeypatch, graph, machines, g, rank_main, fetch, remote_reads)
+    relabelled, part, res, meetings = _run(monkeypatch, graph, machines, g, rank_main, fetch, remote_reads)
     world = machines * g
     y = torch.cat([res[r][0] for r in range(world)])
     gx = torch.cat([res[r][1] for r in range(world)])
-    return relabelled, part, res, x.to(dtype), grad.to(dtype), y, gx
+    return relabelled, part, res, x.to(dtype), grad.to(dtype), y, gx, meetings
 
 
 @pytest.mark.parametrize("remote_reads", ["per-edge", "once"])
-@pytest.mark.parametrize("machines,g", [(2, 2), (2, 3), (3, 1)])
+@pytest.mark.parametrize("machines,g", [(2, 2), (2, 3), (3, 1), (1, 3)])
 def test_sums_and_gradients_equal_one_process(monkeypatch, machines, g, remote_reads):
     """Forward A x and backward A^T g (float64, the tight oracle) on machines of g threads, the
-    network stage moving each (row, machine) pair once each way (bytes counted at the exchange)."""
-    relabelled, part, res, x, grad, y, gx = _aggregate_case(
+    network stage moving each (row, machine) pair once each way (bytes counted at the exchange).
+    Each machine's PEs meet twice in the forward (own rows, then received ones) and once in the
+    backward; one machine alone receives nothing and meets once each way."""
+    relabelled, part, res, x, grad, y, gx, meetings = _aggregate_case(
         monkeypatch, machines, g, torch.float64, remote_reads=remote_reads
     )
     assert_matches_reference(y, relabelled, x, acc_dtype=torch.float64)
     assert_matches_reference(gx, relabelled.transpose(), grad, acc_dtype=torch.float64)
     pairs = NodeRoutes(mgg.Plan(relabelled, bounds=part.bounds), g).inter_node_rows()
     inter = sum(res[r][2]["inter_node"] for r in res)
-    assert pairs > 0 and inter == 2 * pairs * x.size(1) * 8  # forward and backward
+    assert (pairs > 0) == (machines > 1) and inter == 2 * pairs * x.size(1) * 8  # forward and backward
     assert all(res[r][2]["intra_node"] == 0 for r in res)  # inside a machine the kernel reads in place
+    assert meetings == [3 if machines > 1 else 2] * machines
+
+
+def test_the_network_travels_while_the_kernel_sums(monkeypatch):
+    """The overlap, step by step on every rank: forward, the received rows start over the network,
+    the kernel sums the machine's own rows, then the rows are awaited and the kernel sums them;
+    backward, the kernel sums the received rows' gradients, they start home, the kernel sums the
+    own rows' gradients, then they are awaited."""
+    from mgg.plan.rank_plan import RankPlan
+
+    kernel, local = RankPlan.aggregate_peers, threading.local()
+
+    def logged(self, *args):
+        local.events.append("kernel")
+        return kernel(self, *args)
+
+    monkeypatch.setattr(RankPlan, "aggregate_peers", logged)
+    graph = random_graph(160, 1600, seed=5, skew=0.5)
+    x = torch.randn(160, 4, dtype=torch.float64)
+
+    def rank_main(dp, rows):
+        local.events = []
+        mine = x[rows].clone().requires_grad_()
+        y = dp.aggregate(mine, CONFIG)
+        local.events.append("backward")
+        y.sum().backward()
+        return local.events
+
+    _, _, res, _ = _run(monkeypatch, graph, 2, 2, rank_main, local=local)
+    for events in res.values():
+        assert events == ["start", "kernel", "wait", "kernel", "backward", "kernel", "start", "kernel", "wait"]
 
 
 def test_deterministic_mode_is_bit_identical(monkeypatch):
@@ -122,7 +179,7 @@ def test_fused_kernel_emulated(monkeypatch, fetch, remote_reads):
     emulator, fp32: peers' tables (their own and their received rows) read by loads or NVSHMEM gets."""
     before = emulator.CALLS["aggregate_peers"]
     with emulator.emulated_ops(seed=4):
-        relabelled, _, _, x, grad, y, gx = _aggregate_case(monkeypatch, 2, 2, torch.float32, fetch, remote_reads)
+        relabelled, _, _, x, grad, y, gx, _ = _aggregate_case(monkeypatch, 2, 2, torch.float32, fetch, remote_reads)
     assert emulator.CALLS["aggregate_peers"] > before  # the fused kernels ran emulated
     assert_matches_reference(y, relabelled, x)
     assert_matches_reference(gx, relabelled.transpose(), grad)
@@ -144,7 +201,7 @@ def test_attention_with_dropout_equals_one_process(monkeypatch):
         (out * w[rows]).sum().backward()
         return out.detach(), [t.grad for t in mine]
 
-    relabelled, _, res = _run(monkeypatch, graph, 2, 2, rank_main)
+    relabelled, _, res, _ = _run(monkeypatch, graph, 2, 2, rank_main)
     ref = [t.clone().requires_grad_() for t in (h, a_src, a_dst)]
     out = mgg.Plan(relabelled).attend(*ref, 0.2, 0.5, 11)
     (out * w).sum().backward()
@@ -161,7 +218,7 @@ def test_max_runs_on_the_node_halo_exchange(monkeypatch):
     def rank_main(dp, rows):
         return dp.aggregate_extreme(x[rows], "max", CONFIG)
 
-    relabelled, _, res = _run(monkeypatch, graph, 2, 2, rank_main)
+    relabelled, _, res, _ = _run(monkeypatch, graph, 2, 2, rank_main)
     ref = mgg.Plan(relabelled).aggregate_extreme(x, "max")
     torch.testing.assert_close(torch.cat([res[r] for r in range(4)]), ref)
 

@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 
 from ...errors import MggError
-from ..comm import all_to_all_rows
+from ..comm import Pending, all_to_all_rows
 from ..node_routes import NodeRoutes
 from .halo import Halo, _Exchange, add_blocks
 
@@ -44,34 +44,54 @@ class _Stage:
             self._index[key] = torch.from_numpy(getattr(self.routes, name)).to(device)
         return self._index[key]
 
-    def _move(self, send: torch.Tensor, rows: int, out_counts: list, in_counts: list) -> torch.Tensor:
+    def _move(self, send: torch.Tensor, rows: int, out_counts: list, in_counts: list, async_op: bool = False):
         for peer, n in enumerate(out_counts):
             kind = "intra_node" if peer // self.g == self.rank // self.g else "inter_node"
             self.traffic[kind] += n * send.size(1) * send.element_size()
-        return all_to_all_rows(send, rows, out_counts, in_counts, self.group)
+        return all_to_all_rows(send, rows, out_counts, in_counts, self.group, async_op=async_op)
 
 
 class NetworkExchange(_Stage):
     """Stage 1 alone: each row a machine reads from other machines crosses the network once, to its
     receiver on the machine (the rank's node-halo rows, B_q in id order). Differentiable: the
     adjoint sends each node-halo row's gradient back to its owner, which sums them receiver by
-    receiver in rank order (deterministic)."""
+    receiver in rank order (deterministic). start and start_adjoint leave the rows travelling
+    while the caller works (node-nvshmem's kernel)."""
 
-    def forward(self, x_own: torch.Tensor) -> torch.Tensor:
-        """x_own [own rows, D] -> the rank's node-halo rows [|B_q|, D]."""
+    def start(self, x_own: torch.Tensor) -> Pending:
+        """x_own [own rows, D] -> (on wait()) the rank's node-halo rows [|B_q|, D]."""
         r = self.routes
         send = x_own.index_select(0, self._on("send1_index", x_own.device))
-        return self._move(send, r.num_node_halo, r.send1_counts, r.recv1_counts)
+        return self._move(send, r.num_node_halo, r.send1_counts, r.recv1_counts, async_op=True)
+
+    def start_adjoint(self, grad_node_halo: torch.Tensor, rows: int) -> "_Returned":
+        """The node-halo rows' gradients [|B_q|, D] -> (on wait()) the gradient of the rank's own
+        `rows` rows."""
+        r = self.routes
+        back = self._move(grad_node_halo, int(r.send1_index.size), r.recv1_counts, r.send1_counts, async_op=True)
+        return _Returned(back, self._on("send1_index", grad_node_halo.device), r.send1_counts, rows)
+
+    def forward(self, x_own: torch.Tensor) -> torch.Tensor:
+        return self.start(x_own).wait()
 
     def backward(self, grad_node_halo: torch.Tensor, rows: int) -> torch.Tensor:
-        r = self.routes
-        back = self._move(grad_node_halo, int(r.send1_index.size), r.recv1_counts, r.send1_counts)
-        grad = grad_node_halo.new_zeros((rows, grad_node_halo.size(1)))
-        add_blocks(grad, self._on("send1_index", grad.device), back, r.send1_counts)
-        return grad
+        return self.start_adjoint(grad_node_halo, rows).wait()
 
     def __call__(self, x_own: torch.Tensor) -> torch.Tensor:
         return _Exchange.apply(x_own, self)
+
+
+class _Returned:
+    """Gradients on their way back to their owner: wait() sums them into its rows, sender by sender."""
+
+    def __init__(self, pending: Pending, index: torch.Tensor, counts: list, rows: int):
+        self.pending, self.index, self.counts, self.rows = pending, index, counts, rows
+
+    def wait(self) -> torch.Tensor:
+        back = self.pending.wait()
+        grad = back.new_zeros((self.rows, back.size(1)))
+        add_blocks(grad, self.index, back, self.counts)
+        return grad
 
 
 class NodeHaloExchange(_Stage):

@@ -25,8 +25,10 @@ import torch
 import torch.distributed as dist
 
 from ...plan import Plan
+from ...runtime.remote_reads import AUTO
 from .. import nvshmem
 from ..node_routes import NodeRoutes
+from ..nvshmem import symmetric
 from .node_halo import NetworkExchange, NodeHaloExchange
 from .nvshmem import Nvshmem
 
@@ -87,6 +89,13 @@ class NodeNvshmem(Nvshmem):
             Plan(vgraph, bounds=bounds), d.rank % g, sizes, d.fetch, d.remote_reads, machine_group(d.group, g), ids
         )
         super().__init__(self.machine, vgraph)  # the nvshmem backend over the machine's plan
+        # the overlapped step's halves, forward and transposed: edges from rows owned on the machine,
+        # and from rows received over the network (none anywhere on the machine: one half)
+        self.halves = {}
+        for half in ("own", "received"):
+            h = routes.machine_graph(n, half)
+            self.halves[half] = (Plan(h, bounds=bounds), Plan(h.transpose(), bounds=bounds))
+        self.receives = sum(sizes) > int(d.plan.bounds[(n + 1) * g] - d.plan.bounds[n * g])
         self.routes, self.rank, self.group = routes, d.rank, d.group
         self.network = NetworkExchange(routes, d.rank, d.group)
         self.traffic = self.network.traffic  # bytes sent to other machines and inside this one
@@ -104,8 +113,49 @@ class NodeNvshmem(Nvshmem):
 
     def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:
         m = self.machine
-        out = super().aggregate(self._table(x_own), m.plan.rank_plan(m.rank, config), config, deterministic)
-        return out[: self.rows]
+        mode = m.remote_reads
+        if mode == AUTO:  # measured on the whole machine plan at the shape's first step, then kept
+            key = (x_own.size(1), x_own.dtype, config)
+            if key not in self.remote_choice:
+                with torch.no_grad():
+                    table = self._table(x_own.detach())
+                rp, rp_t = m.plan.rank_plan(m.rank, config), self.plan_t.rank_plan(m.rank, config)
+                self._choose(table, rp, rp_t, config, deterministic)
+            mode = self.remote_choice[key][0]
+        return _Overlapped.apply(x_own, self, config, deterministic, mode)
+
+    def pull(self, rows_in: torch.Tensor, config, deterministic: bool, mode: str, transposed: bool) -> torch.Tensor:
+        """One overlapped step over the machine's symmetric tables. Forward: the received rows
+        start over the network, the rank writes its own rows, meets the machine's PEs, and the
+        fused kernel sums the edges from rows owned on the machine while the network works; then
+        the received rows are written, a second meeting, and the kernel sums the edges from them.
+        Transposed (the backward; rows_in: the output rows' gradient): one meeting, the gradients
+        of the received rows first, sent home over the network while the kernel sums the own
+        rows' gradients. The same sums in the same order every run."""
+        m, rt = self.machine, symmetric.runtime()
+        plans = {half: pair[1 if transposed else 0].rank_plan(m.rank, config) for half, pair in self.halves.items()}
+
+        def read(half: str, t) -> torch.Tensor:
+            rp = plans[half]
+            step = rp.aggregate_peers_once if mode == "once" else rp.aggregate_peers
+            return step(t.own, t.peers, rt.heap.my_pe(), m.fetch, deterministic)
+
+        t = symmetric.reserve(rt, rows_in.size(1), rows_in.dtype, m.range_rows, m.fetch)
+        if not transposed:
+            arriving = self.network.start(rows_in)  # the received rows travel ...
+            t.own[: self.rows].copy_(rows_in)
+            rt.heap.barrier()
+            out = read("own", t)  # ... while the kernel sums the machine's own rows
+            received = arriving.wait()
+            if self.receives:  # alike on every PE of the machine: they meet as often
+                t.own[self.rows :].copy_(received)
+                rt.heap.barrier()
+                out = out + read("received", t)
+            return out[: self.rows]
+        t.own[: self.rows].copy_(rows_in)  # the transposed steps read output rows only
+        rt.heap.barrier()
+        returning = self.network.start_adjoint(read("received", t)[self.rows :].contiguous(), self.rows)
+        return read("own", t)[: self.rows] + returning.wait()
 
     def aggregate_extreme(self, x_own: torch.Tensor, rp, config, reduce: str) -> torch.Tensor:
         return rp.aggregate_extreme(x_own, self.node_halo(x_own), reduce)
@@ -131,6 +181,22 @@ class NodeNvshmem(Nvshmem):
         return self._ids[key]
 
     def drop(self, config) -> None:
-        """The machine plan's schedules and its transpose's."""
-        self.machine.plan.drop(self.machine.rank, config)
+        """The machine plans' schedules and their transposes'."""
+        for plan in (self.machine.plan, *(p for pair in self.halves.values() for p in pair)):
+            plan.drop(self.machine.rank, config)
         super().drop(config)
+
+
+class _Overlapped(torch.autograd.Function):
+    """node-nvshmem's aggregation, differentiable in x_own: forward and backward are NodeNvshmem.pull
+    over the machine plans and over their transposes."""
+
+    @staticmethod
+    def forward(ctx, x_own, backend: NodeNvshmem, config, deterministic: bool, mode: str):
+        ctx.args = (backend, config, deterministic, mode)
+        return backend.pull(x_own, config, deterministic, mode, transposed=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        backend, config, deterministic, mode = ctx.args
+        return backend.pull(grad.contiguous(), config, deterministic, mode, transposed=True), None, None, None, None

@@ -251,14 +251,21 @@ def offsets(range_rows: list[int]) -> list[int]:
 def publish(rt: "Runtime", rows: torch.Tensor, range_rows: list[int], fetch: str, barrier: bool = True) -> "Table":
     """Writes this rank's rows into the next symmetric table of their shape (and meets the
     other PEs at the barrier, unless the caller publishes more first)."""
-    t = rt.next_table(rows.size(1), rows.dtype, range_rows)
+    t = reserve(rt, rows.size(1), rows.dtype, range_rows, fetch)
+    t.own.copy_(rows)
+    if barrier:
+        rt.heap.barrier()
+    return t
+
+
+def reserve(rt: "Runtime", dim: int, dtype: torch.dtype, range_rows: list[int], fetch: str) -> "Table":
+    """The next symmetric table of this shape, its peers readable by `fetch`; nothing written (the
+    caller writes its rows, in parts if it likes, and meets the other PEs before they read)."""
+    t = rt.next_table(dim, dtype, range_rows)
     if not t.reachable:  # checked again by the op (ops/cuda/sources.cu), naming the PE
         raise MggError(
             f"fetch '{fetch}' needs every PE reachable by loads (one node with NVLink or PCIe peer access): "
             "mgg's NVSHMEM gets land rows in shared memory, which a network transport cannot write; "
-            "across nodes use the halo or allgather backend"
+            "across nodes use the node-nvshmem, node-halo, halo or allgather backend"
         )
-    t.own.copy_(rows)
-    if barrier:
-        rt.heap.barrier()
     return t
