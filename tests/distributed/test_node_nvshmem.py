@@ -243,3 +243,44 @@ def test_training_on_the_cpu_names_the_backend_that_runs_there():
     with pytest.raises(MggError) as e:
         train(None, TrainConfig(device="cpu"), backend="node-nvshmem")
     assert str(e.value) == "the node-nvshmem backend runs on GPUs: add --device cuda (or use --backend node-halo)"
+
+
+@pytest.mark.parametrize("machines,g", [(2, 2), (3, 2)])
+def test_machine_graph_halves_split_the_edges(machines, g):
+    """Without processes: the 'own' and 'received' halves of each machine graph hold its edges once
+    each, in its edge order with their weights, the own half's sources in the tables' own rows and
+    the received half's in their received rows."""
+    graph = random_graph(300, 3000, seed=7, skew=0.6, weighted=True)
+    part = node_partition(graph, machines, g, "range")
+    routes = NodeRoutes(mgg.Plan(part.relabel(graph), bounds=part.bounds), g)
+    for n in range(machines):
+        sizes, _ = routes.machine_table(n)
+        start = np.concatenate([[0], np.cumsum(sizes)])
+        received = np.zeros(start[-1], bool)
+        for i, q in enumerate(range(n * g, (n + 1) * g)):
+            received[start[i] + part.bounds[q + 1] - part.bounds[q] : start[i + 1]] = True
+        whole = routes.machine_graph(n)
+        halves = {h: routes.machine_graph(n, h) for h in ("own", "received")}
+        assert halves["received"].num_edges > 0 and halves["own"].num_edges > 0
+        assert sum(h.num_edges for h in halves.values()) == whole.num_edges
+        for half, h in halves.items():
+            assert (received[h.col.numpy()] == (half == "received")).all()
+        for v in range(whole.num_nodes):  # row by row: the whole's edges, each in one half, in order
+            e = slice(int(whole.rowptr[v]), int(whole.rowptr[v + 1]))
+            col, w = whole.col[e].numpy(), whole.weight[e].numpy()
+            for half, h in halves.items():
+                mine = received[col] == (half == "received")
+                f = slice(int(h.rowptr[v]), int(h.rowptr[v + 1]))
+                assert np.array_equal(h.col[f].numpy(), col[mine]) and np.array_equal(h.weight[f].numpy(), w[mine])
+    with pytest.raises(MggError, match="sources must be"):
+        routes.machine_graph(0, "remote")
+
+
+def test_a_machine_spanning_hosts_is_refused_in_one_line():
+    from mgg.distributed.backends.node_nvshmem import check_one_host
+
+    check_one_host(2, {"LOCAL_WORLD_SIZE": "4"})
+    check_one_host(2, {})  # no torchrun: the caller's gpus_per_node is believed
+    with pytest.raises(MggError, match="would span hosts") as e:
+        check_one_host(4, {"LOCAL_WORLD_SIZE": "2"})
+    assert "\n" not in str(e.value)

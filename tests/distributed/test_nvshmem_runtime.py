@@ -361,6 +361,19 @@ def test_start_use_and_shutdown_in_nvshmem4py_order(one_rank_group, monkeypatch)
     assert core.calls[-1] == "finalize" and core.calls.count("finalize") == 1
 
 
+def test_one_nvshmem_job_per_process(one_rank_group, monkeypatch):
+    """A second start over the same ranks is the first's runtime; over other ranks (the nvshmem
+    backend's world, then node-nvshmem's machine) a one-line refusal, not PEs misnumbered."""
+    rt = nvshmem.Runtime(heap=None, members=(0,))
+    monkeypatch.setattr(nvshmem.symmetric, "_runtime", rt)
+    nvshmem.init(None)
+    assert nvshmem.symmetric._runtime is rt
+    monkeypatch.setattr(nvshmem.symmetric, "_runtime", nvshmem.Runtime(heap=None, members=(0, 1)))
+    with pytest.raises(MggError, match=r"already runs NVSHMEM over ranks \[0, 1\], not \[0\]") as e:
+        nvshmem.init(None)
+    assert "\n" not in str(e.value)
+
+
 def test_start_up_failures_are_one_line(one_rank_group, monkeypatch):
     with pytest.raises(MggError, match="nvshmem4py loaded NVSHMEM 3.5.0 but mgg was built with NVSHMEM 3.4.5") as e:
         nvshmem.check_versions(_FakeCore(version="3.5.0"), _FakeLib(None))
@@ -479,5 +492,5 @@ def test_fetches_across_nodes_are_refused_in_one_line(fetch):
     rows = torch.ones(3, 4)
     with pytest.raises(MggError, match=f"fetch '{fetch}' needs every PE reachable by loads") as e:
         nvshmem.symmetric.publish(Runtime(), rows, [3, 2], fetch)
-    assert "\n" not in str(e.value) and "halo or allgather backend" in str(e.value)
+    assert "\n" not in str(e.value) and "across nodes use node-halo, halo or allgather" in str(e.value)
     assert not bool(heap.tables[0].any())  # nothing written into the symmetric table

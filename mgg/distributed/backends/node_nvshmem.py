@@ -16,6 +16,7 @@ node-halo backend's two all-to-alls (the fused kernel sums only)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
@@ -24,6 +25,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ...errors import MggError
 from ...plan import Plan
 from ...runtime.remote_reads import AUTO
 from .. import nvshmem
@@ -36,21 +38,29 @@ _MACHINE_GROUPS: dict = {}  # (group, g) -> this process's machine group (new_gr
 
 
 def machine_group(group, gpus_per_node: int):
-    """This rank's machine as a torch.distributed group (every rank of `group` calls it, machine
-    groups made in machine order); None without torch.distributed (one process)."""
+    """This rank's machine as a torch.distributed group (every rank of `group` calls it; each makes
+    only its own machine's, synchronised among that machine's ranks, so a sub-group of the job
+    works too); None without torch.distributed (one process)."""
     if not dist.is_initialized():
         return None
     key = (id(group), gpus_per_node)
     if key not in _MACHINE_GROUPS:
-        world, rank = dist.get_world_size(group), dist.get_rank(group)
-        mine = None
-        for n in range(world // gpus_per_node):
-            ranks = range(n * gpus_per_node, (n + 1) * gpus_per_node)
-            made = dist.new_group([dist.get_global_rank(group, r) if group is not None else r for r in ranks])
-            if rank // gpus_per_node == n:
-                mine = made
-        _MACHINE_GROUPS[key] = mine
+        first = dist.get_rank(group) // gpus_per_node * gpus_per_node
+        ranks = range(first, first + gpus_per_node)
+        members = [dist.get_global_rank(group, r) if group is not None else r for r in ranks]
+        _MACHINE_GROUPS[key] = dist.new_group(members, use_local_synchronization=True)
     return _MACHINE_GROUPS[key]
+
+
+def check_one_host(gpus_per_node: int, environ=os.environ) -> None:
+    """A machine's ranks must share a host (its NVSHMEM job has no network transport): under
+    torchrun, a host's LOCAL_WORLD_SIZE ranks must be whole machines."""
+    local = environ.get("LOCAL_WORLD_SIZE")
+    if local is not None and int(local) % gpus_per_node:
+        raise MggError(
+            f"node-nvshmem: a machine of {gpus_per_node} ranks would span hosts ({local} ranks per host, "
+            "LOCAL_WORLD_SIZE): its NVSHMEM job runs on one host; set gpus_per_node to divide it, or use node-halo"
+        )
 
 
 @dataclass
@@ -76,6 +86,7 @@ class NodeNvshmem(Nvshmem):
     def start(group, fetch: str, gpus_per_node: int = 1) -> None:
         """Checks the fetch policy and starts one NVSHMEM job per machine over its group."""
         Nvshmem.check_fetch(fetch)
+        check_one_host(gpus_per_node)
         nvshmem.init(machine_group(group, gpus_per_node), one_node=True)
 
     def __init__(self, dist_plan, graph):
@@ -114,7 +125,8 @@ class NodeNvshmem(Nvshmem):
     def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:
         m = self.machine
         mode = m.remote_reads
-        if mode == AUTO:  # measured on the whole machine plan at the shape's first step, then kept
+        if mode == AUTO:  # measured on the whole machine plan at the shape's first step, then kept (the
+            # network stays out of the timing: machines may measure a different number of times)
             key = (x_own.size(1), x_own.dtype, config)
             if key not in self.remote_choice:
                 with torch.no_grad():

@@ -63,8 +63,9 @@ class Runtime:
     extension's attach (`lib`: mgg._C.nvshmem, or None), and the symmetric tables allocated so
     far, two per shape, used in turn. `destroy` undoes it all in the right order."""
 
-    def __init__(self, heap, lib=None, core=None):
+    def __init__(self, heap, lib=None, core=None, members: Optional[tuple] = None):
         self.heap, self.lib, self.core = heap, lib, core
+        self.members = members  # the global ranks of its PEs (None: not recorded)
         self.tables: dict = {}
         self.turn: dict = {}
 
@@ -160,11 +161,16 @@ def init(group=None, one_node: bool = False) -> None:
     (all ranks call it). Selects this rank's GPU first (LOCAL_RANK modulo the visible GPUs, so
     several PEs may share one). `one_node`: the group's ranks share this machine whatever the
     job spans (node-nvshmem starts one NVSHMEM job per machine)."""
+    if _runtime is not None:  # started before: over the same ranks, or refused
+        if _runtime.members not in (None, _members(group)):
+            raise MggError(
+                f"mgg.distributed: this process already runs NVSHMEM over ranks {list(_runtime.members)}, not "
+                f"{list(_members(group))}: one process runs one NVSHMEM job (nvshmem and node-nvshmem do not mix)"
+            )
+        return
     why = available()
     if why:
         raise MggError(f"mgg.distributed: {why}")
-    if _runtime is not None:
-        return
     if not dist.is_initialized():
         raise MggError("mgg.distributed: torch.distributed is not initialised (launch with torchrun)")
     import nvshmem.core as core
@@ -182,6 +188,11 @@ def init(group=None, one_node: bool = False) -> None:
     except ImportError:  # cuda-core before 1.0
         from cuda.core.experimental import Device
     start(core, _C.nvshmem, Device(device), group)
+
+
+def _members(group) -> tuple:
+    """The global ranks of a group's processes (the world's for None)."""
+    return tuple(dist.get_process_group_ranks(group) if group is not None else range(dist.get_world_size()))
 
 
 def start(core, lib, device, group=None) -> None:
@@ -216,7 +227,7 @@ def start(core, lib, device, group=None) -> None:
             f"mgg.distributed: NVSHMEM made this PE {heap.my_pe()} of {heap.n_pes()}, "
             f"but torch.distributed says rank {rank} of {world}"
         )
-    _runtime = Runtime(heap, lib, core)
+    _runtime = Runtime(heap, lib, core, _members(group))
     atexit.register(finalize)
 
 
@@ -266,6 +277,6 @@ def reserve(rt: "Runtime", dim: int, dtype: torch.dtype, range_rows: list[int], 
         raise MggError(
             f"fetch '{fetch}' needs every PE reachable by loads (one node with NVLink or PCIe peer access): "
             "mgg's NVSHMEM gets land rows in shared memory, which a network transport cannot write; "
-            "across nodes use the node-nvshmem, node-halo, halo or allgather backend"
+            "across nodes use node-halo, halo or allgather, or node-nvshmem where each machine's GPUs reach each other"
         )
     return t
