@@ -114,9 +114,40 @@ def cmd_partition(args):
     print(_table(_partition_rows(results[0]["ranks"], t)), end="")
 
 
+def cmd_prepare(args):
+    import time
+
+    import numpy as np
+
+    from .partitioning.prepare import default_budget, prepare
+
+    budget = default_budget() if args.budget is None else int(args.budget * 2**20)
+    t0 = time.perf_counter()
+    m = prepare(
+        args.source,
+        args.out,
+        args.parts,
+        args.method,
+        args.seed,
+        budget,
+        args.data_dir,
+        overwrite=args.overwrite,
+        progress=not args.quiet,
+    )
+    sizes = np.diff(m.bounds).tolist()
+    total = sum(e.bytes for e in m.files.values())
+    print(
+        f"{m.name}: {m.num_nodes:,} nodes, {m.num_edges:,} edges, {m.num_features} features -> {args.out}: "
+        f"{m.parts} parts by {m.method} ({min(sizes):,}-{max(sizes):,} nodes each), {total / 2**20:.1f} MiB, "
+        f"{time.perf_counter() - t0:.1f} s"
+    )
+
+
 def cmd_train(args):
     import os
+    from pathlib import Path
 
+    from .data.prepared import is_prepared
     from .devices import choose_device
     from .plan import Config
     from .training import TrainConfig, train
@@ -124,8 +155,9 @@ def cmd_train(args):
     choice = choose_device(args.device)
     if int(os.environ.get("RANK", "0")) == 0:  # under torchrun, rank 0 speaks for every rank
         print(choice.line("mgg train"), flush=True)
-    ds = _dataset(args)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    # a prepared dataset under torchrun: each rank reads only its part (in one process: all of it)
+    ds = Path(args.dataset) if distributed and is_prepared(args.dataset) else _dataset(args)
     cfg = TrainConfig(
         model=args.model,
         hidden=args.hidden,
@@ -183,7 +215,7 @@ def cmd_train(args):
         )
         _print_tuning(r.tuning)
     print(
-        f"{ds.name} {args.model}: test accuracy {res['mean'] * 100:.2f} ± {res['std'] * 100:.2f}% "
+        f"{res['dataset']} {args.model}: test accuracy {res['mean'] * 100:.2f} ± {res['std'] * 100:.2f}% "
         f"over {len(res['runs'])} seeds"
     )
 
@@ -335,6 +367,35 @@ def parser() -> argparse.ArgumentParser:
     _add_source(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_partition)
+
+    p = sub.add_parser(
+        "prepare",
+        help="partition a dataset once, onto disk, so that each rank of a run reads and holds only its part",
+        description="Writes SOURCE (a dataset mgg train reads) as OUT: P parts of contiguous relabelled node "
+        "ranges, plain .npy arrays and a manifest with every file's size and checksums. A run of any rank "
+        "count that divides P reads it (torchrun ... -m mgg train --dataset OUT), each rank its own parts.",
+    )
+    p.add_argument("source", help="the dataset: " + GRAPH_HELP)
+    p.add_argument("out", help="the directory to write (written under a temporary name, renamed when complete)")
+    p.add_argument("--parts", type=int, required=True, help="P: runs of any rank count dividing P read it")
+    p.add_argument(
+        "--method",
+        choices=_partition_methods(),
+        default="range",
+        help="range and random stream (memory: the chunk budget, whatever the edge count and feature width); "
+        "metis and hypergraph hold the graph in memory (estimated first, refused in one line if it cannot fit)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="the method's seed")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="MiB of edges and feature rows in flight (default: 512, or a quarter of the free memory)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace OUT (only once the new one is complete)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_source(p)
+    p.set_defaults(fn=cmd_prepare)
 
     p = sub.add_parser("train", help="full-graph node classification (Planetoid, PyG Reddit, OGB, .npz dataset)")
     p.add_argument(

@@ -142,7 +142,7 @@ def aggregate_edges(
 def attention_graph(graph: Graph, add_self_loops: bool = True) -> Graph:
     """The graph GAT attends over: unweighted (attention makes the weights) and, with
     add_self_loops, with its self-loops replaced by one per node (as PyG's GATConv)."""
-    g = Graph._unchecked(graph.rowptr, graph.col) if graph.weight is not None else graph
+    g = graph.unweighted()
     return g.add_self_loops() if add_self_loops else g
 
 

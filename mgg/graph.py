@@ -298,6 +298,17 @@ class Graph:
             if not torch.isfinite(self.weight).all():
                 raise GraphError("weight has non-finite entries")
 
+    def row_slice(self, lo: int, hi: int) -> tuple:
+        """The CSR of rows [lo, hi) as numpy arrays: (rowptr from 0, col (global ids), weight or None)."""
+        rp = self.rowptr.numpy()
+        e0, e1 = int(rp[lo]), int(rp[hi])
+        w = None if self.weight is None else self.weight.numpy()[e0:e1]
+        return rp[lo : hi + 1] - e0, self.col.numpy()[e0:e1], w
+
+    def unweighted(self) -> "Graph":
+        """The same edges without weights."""
+        return self if self.weight is None else Graph._unchecked(self.rowptr, self.col)
+
     def rows(self) -> torch.Tensor:
         """Destination node of every edge."""
         return torch.repeat_interleave(torch.arange(self.num_nodes), self.degree())

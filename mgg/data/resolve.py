@@ -2,7 +2,8 @@
 by `mgg train`, `mgg partition`, `mgg tune` and `python -m bench`. A spec is, in this order:
 
 1. a path: a file (edge list, `.mtx[.gz]`, `.npz`; an `.npz` that also holds x, y and masks is a
-   dataset) or a directory (PyG Reddit raw files, an OGB node-property dataset, Planetoid files);
+   dataset, as is Shchur et al.'s Amazon and Coauthor `.npz`) or a directory (a prepared dataset,
+   PyG Reddit raw files, an OGB node-property dataset, Planetoid files);
 2. a dataset name under `data_dir`: a Planetoid name (`ind.NAME.*` in the directory or PyG's
    `NAME/raw`), `reddit` (PyG's `Reddit/raw`), an OGB name (`ogbn-arxiv` -> `ogbn_arxiv/`, as
    OGB lays it out), or a file name;
@@ -33,6 +34,9 @@ from .datasets import (
 from .formats import load_edge_list, load_mtx, load_npz, text_lines
 from .node_dataset import NodeDataset
 from .planetoid_raw import load_planetoid, planetoid_dir
+from .prepared.layout import is_prepared
+from .prepared.read import Prepared
+from .prepared.sources import Shchur, load_shchur
 
 
 @dataclass
@@ -41,9 +45,10 @@ class Source:
     (where there is one) its dataset with features, labels and split."""
 
     name: str
-    kind: str  # planetoid | reddit | ogb | file | npz-dataset | synthetic
+    kind: str  # planetoid | reddit | ogb | file | npz-dataset | shchur | prepared | synthetic
     load_graph: Callable[[], Graph]
     load_dataset: Optional[Callable[[], NodeDataset]] = None
+    path: Optional[Path] = None  # the file or directory it was found at (None: synthetic)
     _graph: Optional[Graph] = field(default=None, repr=False)
 
     @property
@@ -99,8 +104,16 @@ def available(data_dir) -> list[str]:
 
 
 def _path_source(path: Path, spec: str, relabel: bool) -> Source:
+    found = _kind_source(path, spec, relabel)
+    found.path = path
+    return found
+
+
+def _kind_source(path: Path, spec: str, relabel: bool) -> Source:
     if path.is_dir():
         kind = dir_kind(path)
+        if kind == "prepared":
+            return Source(spec, "prepared", lambda: Prepared(path).graph(), lambda: Prepared(path).dataset())
         if kind == "reddit":
             d = reddit_dir(path)
             return Source(spec, "reddit", lambda: load_reddit(d, features=False).graph, lambda: load_reddit(d))
@@ -121,6 +134,8 @@ def _path_source(path: Path, spec: str, relabel: bool) -> Source:
         )
     name = path.name.lower()
     if name.endswith(".npz"):
+        if Shchur.recognises(path):
+            return Source(spec, "shchur", lambda: load_shchur(path).graph, lambda: load_shchur(path))
         if _npz_has_features(path):
             return Source(spec, "npz-dataset", lambda: load_npz(path), lambda: load_npz_dataset(path))
         return Source(spec, "file", lambda: load_npz(path))
@@ -167,6 +182,8 @@ def _is_matrix_market(path: Path) -> bool:
 
 
 def dir_kind(path: Path) -> Optional[str]:
+    if is_prepared(path):
+        return "prepared"
     if reddit_dir(path) is not None:
         return "reddit"
     if ogb_root(path) is not None:

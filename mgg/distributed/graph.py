@@ -46,6 +46,7 @@ from ..runtime.remote_reads import AUTO
 from .backends import BACKENDS as _KINDS
 from .backends.node_halo import gpus_per_node as _gpus_per_node
 from .comm import all_gather_rows
+from .prepared import Part
 
 BACKENDS = tuple(_KINDS)  # the backends' names (mgg.distributed.backends)
 
@@ -219,6 +220,10 @@ class DistGraph:
             raise MggError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.gpus_per_node = _gpus_per_node(gpus_per_node)
         by_machine = _KINDS[backend].by_machine
+        self.part = graph if isinstance(graph, Part) else None
+        if self.part is not None:
+            _check_part(self.part, partition, size)
+            graph, partition = self.part.graph, PartBook(self.part.manifest, self.part.graph.bounds)
         if partition is None:
             partition = best_method() if by_machine and size is None else "range"
         if remote_reads != AUTO:
@@ -237,18 +242,25 @@ class DistGraph:
                 "(gpus_per_node, or torchrun's LOCAL_WORLD_SIZE)"
             )
         _KINDS[backend].start(group, fetch, self.gpus_per_node)
-        machines = self.world // self.gpus_per_node
-        compute = (
-            (lambda method: node_partition(graph, machines, self.gpus_per_node, method, seed))
-            if by_machine
-            else (lambda method: partition_nodes(graph, self.world, method, seed))
-        )
-        self.partition = _agree(graph, self.world, self.rank, group, partition, compute)
+        if self.part is not None:
+            self.partition = partition
+        else:
+            machines = self.world // self.gpus_per_node
+            compute = (
+                (lambda method: node_partition(graph, machines, self.gpus_per_node, method, seed))
+                if by_machine
+                else (lambda method: partition_nodes(graph, self.world, method, seed))
+            )
+            self.partition = _agree(graph, self.world, self.rank, group, partition, compute)
         self.bounds = self.partition.bounds
         self.row_begin, self.row_end = int(self.bounds[self.rank]), int(self.bounds[self.rank + 1])
         # the ranges of the sources and of the destinations: the rows of each range below N_src, N_dst
         self.src_bounds, self.dst_bounds = (np.minimum(self.bounds, n) for n in self.size)
-        self.global_ids = torch.from_numpy(self.partition.rank_nodes(self.rank).copy())
+        self.global_ids = (
+            self.part.global_ids
+            if self.part is not None
+            else torch.from_numpy(self.partition.rank_nodes(self.rank).copy())
+        )
         self._ids: dict = {}
         self._plans: dict[str, DistPlan] = {}
 
@@ -306,7 +318,7 @@ class DistGraph:
             raise MggError(f"a per-node tensor has {t.size(0)} rows but the graph has {n} {what}")
         if self.partition.identity:
             return t[int(bounds[self.rank]) : int(bounds[self.rank + 1])]
-        return t[self._ids_on(t.device)]
+        return t[self._ids_on(t.device)]  # a prepared dataset's ranks: the user's ids of the rows
 
     def gather(self, rows: torch.Tensor) -> torch.Tensor:
         """Every rank's rows of a per-node tensor (outputs, gradients), assembled in the user's
@@ -335,17 +347,47 @@ class DistGraph:
         if rows.size(0) != sizes[self.rank]:
             raise MggError(f"rank {self.rank}: {rows.size(0)} rows given but it owns {sizes[self.rank]} {what}")
         rows = all_gather_rows(rows.detach(), sizes, self.group)
+        if self.part is not None:  # the user's id of every row, from the ranks that hold them
+            ids = all_gather_rows(self.global_ids.view(-1, 1).to(rows.device), sizes, self.group).view(-1)
+            out = torch.empty_like(rows)
+            out[ids] = rows
+            return out
         return rows if self.partition.identity else self.partition.to_user(rows)
 
     def plan_for(self, tag: str, make: Callable[[Graph], Graph]) -> DistPlan:
         """The DistPlan of make(graph) (a layer's normalisation, in the user's order, then
         relabelled into the ranks' order), built once per tag."""
         if tag not in self._plans:
-            g = self.partition.relabel(make(self.graph))
+            g = make(self.graph) if self.part is not None else self.partition.relabel(make(self.graph))
             self._plans[tag] = DistPlan(
                 g, self.rank, self.bounds, self.group, self.backend, self.fetch, self.remote_reads, self.gpus_per_node
             )
         return self._plans[tag]
+
+
+class PartBook:
+    """The partition of a prepared dataset's ranks: its bounds and the prepare's method and seed
+    (the O(P) book a rank keeps; no node permutation)."""
+
+    identity = False
+
+    def __init__(self, manifest, bounds):
+        self.method, self.seed, self.bounds = manifest.method, manifest.seed, np.asarray(bounds, np.int64)
+        self.num_nodes = int(self.bounds[-1])
+
+    @property
+    def num_ranks(self) -> int:
+        return self.bounds.size - 1
+
+
+def _check_part(part: Part, partition, size) -> None:
+    if partition not in (None, part.manifest.method):
+        raise MggError(
+            f"DistGraph: a prepared dataset is partitioned already (by {part.manifest.method}, when it was "
+            f"prepared), not by {getattr(partition, 'method', partition)!r}; prepare it again to change that"
+        )
+    if size is not None:
+        raise MggError("DistGraph: a prepared dataset's graph is square (size does not apply)")
 
 
 def _bipartite_size(graph: Graph, size: Optional[tuple], partition: Union[str, Partition]) -> tuple[int, int]:

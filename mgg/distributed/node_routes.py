@@ -13,6 +13,7 @@ group in halo order, and are put into halo order, the order the rank's plan read
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -37,9 +38,11 @@ class RankRoutes:
 
 
 class NodeRoutes:
-    """The routes of every rank of a Plan over machines of `gpus_per_node` consecutive ranks."""
+    """The routes of every rank of a Plan over machines of `gpus_per_node` consecutive ranks. A rank
+    whose plan holds its own rows only (a prepared dataset's) learns what its routes need from the
+    other ranks: `exchanged`."""
 
-    def __init__(self, plan, gpus_per_node: int):
+    def __init__(self, plan, gpus_per_node: int, halos: Optional[dict] = None):
         world = plan.num_ranks
         if gpus_per_node < 1 or world % gpus_per_node:
             raise MggError(
@@ -50,6 +53,33 @@ class NodeRoutes:
         self.bounds = np.asarray(plan.bounds, np.int64)
         self.machines = world // gpus_per_node
         self._node_halo: dict = {}  # machine -> (U_n, receiver rank of each)
+        self._halos = halos  # rank -> its halo rows: those a rank of a part plan was told (its machine's)
+        self._asked: Optional[dict] = None  # receiver q elsewhere -> the rows of this rank's range q receives
+
+    @classmethod
+    def exchanged(cls, plan, gpus_per_node: int, rank: int, exchange) -> "NodeRoutes":
+        """Rank `rank`'s routes when its plan holds its own rows only: the halos of its machine's
+        ranks, and which of its rows each receiver on another machine receives, from the ranks that
+        know them (two exchanges, every rank at once)."""
+        g = gpus_per_node
+        world = plan.num_ranks
+        n = rank // g
+        halo = plan.halo_nodes(rank)
+        got = exchange([halo if t // g == n else halo[:0] for t in range(world)])
+        routes = cls(plan, g, {t: got[t].astype(np.int64) for t in range(n * g, (n + 1) * g)})
+        b = routes.received(rank)
+        owner = routes.owner(b)
+        cuts = np.searchsorted(owner, np.arange(world + 1))
+        asked = exchange([b[cuts[r] : cuts[r + 1]] for r in range(world)])
+        routes._asked = {q: asked[q].astype(np.int64) for q in range(world) if q // g != n}
+        return routes
+
+    def halo_nodes(self, r: int) -> np.ndarray:
+        if self._halos is None:
+            return self.plan.halo_nodes(r)
+        if r not in self._halos:
+            raise MggError(f"node-halo: rank {r}'s halo is not known here (another machine's rank of a part plan)")
+        return self._halos[r]
 
     def machine(self, rank: int) -> int:
         return rank // self.g
@@ -62,7 +92,7 @@ class NodeRoutes:
         if n not in self._node_halo:
             parts = []
             for r in range(n * self.g, (n + 1) * self.g):
-                h = self.plan.halo_nodes(r)
+                h = self.halo_nodes(r)
                 parts.append(h[self.owner(h) // self.g != n])
             u = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
             receiver = n * self.g + (np.arange(u.size, dtype=np.int64) * self.g) // max(u.size, 1)
@@ -83,7 +113,7 @@ class NodeRoutes:
         owner sits on another machine."""
         total = 0
         for r in range(self.world):
-            h = self.plan.halo_nodes(r)
+            h = self.halo_nodes(r)
             total += int(np.count_nonzero(self.owner(h) // self.g != self.machine(r)))
         return total
 
@@ -96,8 +126,11 @@ class NodeRoutes:
         for q in range(world):
             if self.machine(q) == n:
                 continue
-            b = self.received(q)
-            mine = b[(b >= lo) & (b < hi)]
+            if self._asked is not None:
+                mine = self._asked[q]
+            else:
+                b = self.received(q)
+                mine = b[(b >= lo) & (b < hi)]
             send1.append(mine - lo)
             send1_counts[q] = int(mine.size)
         mine_b = self.received(r)
@@ -105,12 +138,12 @@ class NodeRoutes:
         # stage 2: each rank of the machine reads its halo rows from their providers
         send2, send2_counts = [], [0] * world
         for t in range(n * g, (n + 1) * g):
-            h = self.plan.halo_nodes(t)
+            h = self.halo_nodes(t)
             provider, slot = self._providers(t, h)
             ours = provider == r
             send2.append(slot[ours])
             send2_counts[t] = int(np.count_nonzero(ours))
-        h = self.plan.halo_nodes(r)
+        h = self.halo_nodes(r)
         provider, _ = self._providers(r, h)
         order = np.argsort(provider, kind="stable")  # received: by provider, each in halo order
         to_halo = np.empty_like(order)
@@ -144,33 +177,42 @@ class NodeRoutes:
         ranges is the machine's NVSHMEM plan. `sources`: 'all' the edges, 'own' those whose source
         is owned on n, 'received' those whose source came over the network (the two halves of
         node-nvshmem's overlapped step)."""
+        ptrs, cols, weights, edges = [np.zeros(1, np.int64)], [], [], 0
+        for q in range(n * self.g, (n + 1) * self.g):
+            ptr, col, w = self.machine_rows(n, q, sources)
+            ptrs.append(ptr[1:] + edges)  # each rank's rows continue where the one before ended
+            edges += int(ptr[-1])
+            cols.append(col)
+            weights.append(w)
+        w = None if weights[0] is None else torch.cat(weights)
+        return Graph._unchecked(torch.from_numpy(np.concatenate(ptrs)), torch.from_numpy(np.concatenate(cols)), w)
+
+    def machine_rows(self, n: int, q: int, sources: str = "all") -> tuple:
+        """Rank q's table rows of machine_graph(n, sources): (rowptr from 0, col (table ids), weight
+        or None): its own rows' edges renamed, then no edges for its node-halo rows. Reads only rank
+        q's rows of the plan's graph (a rank of a prepared dataset builds its own)."""
         if sources not in ("all", "own", "received"):
             raise MggError(f"sources must be 'all', 'own' or 'received', got {sources!r}")
         sizes, _ = self.machine_table(n)
         start = np.concatenate([[0], np.cumsum(sizes)])
-        graph = self.plan.graph
-        rowptr, source, weight = graph.rowptr.numpy(), graph.col.numpy(), graph.weight
-        degrees, cols, weights = [], [], []
-        for i, q in enumerate(range(n * self.g, (n + 1) * self.g)):
-            lo, hi = int(self.bounds[q]), int(self.bounds[q + 1])
-            e0, e1 = int(rowptr[lo]), int(rowptr[hi])
-            provider, slot = self._place(n, source[e0:e1])
-            cols.append(start[provider - n * self.g] + slot)
-            degrees += [np.diff(rowptr[lo : hi + 1]), np.zeros(sizes[i] - (hi - lo), np.int64)]
-            if weight is not None:
-                weights.append(weight[e0:e1])
-        col = np.concatenate(cols).astype(np.int64)
-        rows = np.repeat(np.arange(start[-1]), np.concatenate(degrees))
-        w = torch.cat(weights) if weights else None
+        i = q - n * self.g
+        lo, hi = int(self.bounds[q]), int(self.bounds[q + 1])
+        rowptr, source, weight = self.plan.graph.row_slice(lo, hi)
+        provider, slot = self._place(n, source)
+        col = (start[provider - n * self.g] + slot).astype(np.int64)
+        degrees = np.concatenate([np.diff(rowptr), np.zeros(sizes[i] - (hi - lo), np.int64)])
+        w = None if weight is None else torch.from_numpy(np.ascontiguousarray(weight))
         if sources != "all":
-            received = np.zeros(start[-1], bool)
-            for i, q in enumerate(range(n * self.g, (n + 1) * self.g)):
-                received[start[i] + int(self.bounds[q + 1] - self.bounds[q]) : start[i + 1]] = True
+            received = np.zeros(start[-1], bool)  # the machine's table rows that came over the network
+            for k, r in enumerate(range(n * self.g, (n + 1) * self.g)):
+                received[start[k] + int(self.bounds[r + 1] - self.bounds[r]) : start[k + 1]] = True
             keep = received[col] == (sources == "received")
-            col, rows, w = col[keep], rows[keep], None if w is None else w[torch.from_numpy(keep)]
-        ptr = np.zeros(start[-1] + 1, np.int64)
-        np.cumsum(np.bincount(rows, minlength=start[-1]), out=ptr[1:])
-        return Graph._unchecked(torch.from_numpy(ptr), torch.from_numpy(col), w)
+            rows = np.repeat(np.arange(degrees.size), degrees)[keep]
+            col, w = col[keep], None if w is None else w[torch.from_numpy(keep)]
+            degrees = np.bincount(rows, minlength=degrees.size)
+        ptr = np.zeros(degrees.size + 1, np.int64)
+        np.cumsum(degrees, out=ptr[1:])
+        return ptr, col, w
 
     def _place(self, n: int, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For ids that ranks of machine n read: the rank of n whose table holds each (its owner

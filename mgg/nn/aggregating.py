@@ -163,7 +163,7 @@ class Aggregating(LayerBase):
                 f"{type(self).__name__}: aggr={self.aggr!r} over a weighted graph (a sparse adjacency's values) "
                 "is not supported by mgg (pass its edge_index)"
             )
-        g = Graph._unchecked(g.rowptr, g.col) if drop_values else g
+        g = g.unweighted() if drop_values else g
         return g.mean_norm(dtype) if self.aggr == "mean" else g
 
     def _explained(self, x_src: torch.Tensor, edge_index, n_dst: int) -> torch.Tensor:

@@ -211,17 +211,28 @@ def _check_parts(graph: Graph, num_parts: int) -> None:
         raise PlanError(f"partition: {num_parts} parts for {graph.num_nodes} nodes (need 2 <= parts <= nodes)")
 
 
+def from_degrees(method: str, degrees: np.ndarray, num_ranks: int, seed: int) -> tuple:
+    """`range` and `random` from each node's in-degree alone (what `mgg prepare` has before it reads
+    the edges a second time): (perm, bounds), perm None for the identity. The same as compute()."""
+    perm = None
+    if method == "random":
+        # a stream of its own: default_rng(seed)'s first permutation is the one mgg.data.synthetic's
+        # generators scramble ids with, and applying it would restore their generation order
+        perm = np.random.default_rng((seed, _RANDOM_STREAM)).permutation(degrees.size).astype(np.int64)
+    elif method != "range":
+        raise PlanError(f"only range and random partition from the degrees alone, not {method!r}")
+    rowptr = np.zeros(degrees.size + 1, np.int64)
+    np.cumsum(degrees if perm is None else degrees[perm], out=rowptr[1:])
+    return perm, split_ranges(rowptr, num_ranks)
+
+
 def compute(graph: Graph, num_ranks: int, method: str, seed: int) -> Partition:
     t0 = time.perf_counter()
     if method == "range":
         return range_partition(graph, num_ranks, seconds=time.perf_counter() - t0, seed=seed)
     if method == "random":
-        # a stream of its own: default_rng(seed)'s first permutation is the one mgg.data.synthetic's
-        # generators scramble ids with, and applying it would restore their generation order
-        perm = np.random.default_rng((seed, _RANDOM_STREAM)).permutation(graph.num_nodes).astype(np.int64)
-        rowptr = np.zeros(graph.num_nodes + 1, np.int64)
-        np.cumsum(graph.degree().numpy()[perm], out=rowptr[1:])
-        return Partition(method, perm, split_ranges(rowptr, num_ranks), time.perf_counter() - t0, seed)
+        perm, bounds = from_degrees(method, graph.degree().numpy(), num_ranks, seed)
+        return Partition(method, perm, bounds, time.perf_counter() - t0, seed)
     parts = metis_parts if method == "metis" else hypergraph_parts
     part = parts(graph, num_ranks, seed)
     return from_parts(method, part, num_ranks, node_weights(graph), time.perf_counter() - t0, seed)

@@ -38,7 +38,8 @@ class Plan:
         self._halo_nodes: dict[int, np.ndarray] = {}
         self._returns: dict = {}  # (rank, config) -> halo_return's step
         self._plans: OrderedDict = OrderedDict()
-        self._owner_of: Optional[np.ndarray] = None
+        self._readers: dict = {}  # rank -> [(peer, rows it reads, their slots in its halo)]: told() or found
+        self._halo_counts: Optional[list] = None
         self._no_halos: dict = {}  # (device, dtype, width) -> an empty halo table
         self._calls: dict = {}  # aggregate's (config, grad, device, dtype, shape) -> its op arguments
 
@@ -53,9 +54,7 @@ class Plan:
         if rank not in self._shards and self.gathered:
             self._shards[rank] = GatheredShard(self.graph, self.bounds, rank)
         if rank not in self._shards:
-            if self._owner_of is None:
-                self._owner_of = np.repeat(np.arange(self.num_ranks, dtype=np.int32), np.diff(self.bounds))
-            self._shards[rank] = RankShard(self.graph, self.bounds, rank, self._owner_of)
+            self._shards[rank] = RankShard(self.graph, self.bounds, rank)
         return self._shards[rank]
 
     def rank_plan(self, rank: int = 0, config: Config = Config()) -> RankPlan:
@@ -93,28 +92,50 @@ class Plan:
             return self._shards[rank].halo_nodes
         if rank not in self._halo_nodes:
             lo, hi = int(self.bounds[rank]), int(self.bounds[rank + 1])
-            rp = self.graph.rowptr.numpy()
-            col = self.graph.col.numpy()[int(rp[lo]) : int(rp[hi])]
+            _, col, _ = self.graph.row_slice(lo, hi)
             self._halo_nodes[rank] = _distinct(col[(col < lo) | (col >= hi)], self.graph.num_nodes).astype(np.int64)
         return self._halo_nodes[rank]
+
+    def told(self, rank: int, readers: list, halo_counts: list) -> None:
+        """What rank `rank` learnt from its peers (a plan of its rows alone, mgg.distributed): for each
+        peer, the rows of its range the peer reads and their slots in the peer's halo (readers), and
+        every rank's halo size."""
+        self._readers[rank] = readers
+        self._halo_counts = list(halo_counts)
+
+    def readers(self, rank: int) -> list:
+        """For each peer p of rank `rank` (rank order): (p, the rank's rows p reads as offsets into its
+        range, their slots in p's halo)."""
+        if rank not in self._readers:
+            lo, hi = int(self.bounds[rank]), int(self.bounds[rank + 1])
+            found = []
+            for p in range(self.num_ranks):
+                if p != rank:
+                    h = self.halo_nodes(p)
+                    mine = np.flatnonzero((h >= lo) & (h < hi))
+                    found.append((p, h[mine] - lo, mine))
+            self._readers[rank] = found
+        return self._readers[rank]
+
+    def halo_counts(self) -> list:
+        """Every rank's halo size (the outboxes of halo_return)."""
+        if self._halo_counts is None:
+            self._halo_counts = [int(self.halo_nodes(r).size) for r in range(self.num_ranks)]
+        return self._halo_counts
 
     def halo_return(self, rank: int, config: Config) -> PartStep:
         """The step that brings rank `rank` what its peers computed for its rows in their halo
         slots (the once mode's adjoint of the halo gather): row i sums, over every peer p that
         reads the rank's row i, row slot_p(i) of p's outbox (aggregate_peers, PE p), peers in
         rank order, so the sums are deterministic. The outboxes hold each peer's halo rows in
-        its halo order (sizes: halo_nodes of every rank)."""
+        its halo order (sizes: halo_counts)."""
         key = (rank, config)
         if key not in self._returns:
             lo, hi = int(self.bounds[rank]), int(self.bounds[rank + 1])
             rows, pes, slots = [], [], []
-            for p in range(self.num_ranks):
-                if p == rank:
-                    continue
-                h = self.halo_nodes(p)
-                mine = np.flatnonzero((h >= lo) & (h < hi))
-                rows.append(h[mine] - lo)
-                slots.append(mine)
+            for p, mine, slot in self.readers(rank):
+                rows.append(mine)
+                slots.append(slot)
                 pes.append(np.full(mine.size, p, np.int32))
             row = np.concatenate(rows) if rows else np.zeros(0, np.int64)
             order = np.argsort(row, kind="stable")  # by row, then by peer

@@ -57,11 +57,24 @@ def _transpose(csr: Csr, num_sources: int) -> Csr:
 
 
 def _distinct(ids: np.ndarray, n: int) -> np.ndarray:
-    """The distinct values of ids (in [0, n)) in increasing order, found by marking (O(len + n),
-    no sort): a rank's halo, its distinct remote sources."""
+    """The distinct values of ids (in [0, n)) in increasing order: by marking (O(len + n), no sort)
+    where ids are many for n, else by sorting (no array of length n: a rank of a large graph)."""
+    if ids.size * 8 < n:
+        return np.unique(ids)
     marked = np.zeros(n, dtype=bool)
     marked[ids] = True
     return np.flatnonzero(marked)
+
+
+def _halo_slots(rcol: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A rank's halo (its distinct remote sources, increasing) and each remote edge's slot in it."""
+    halo = _distinct(rcol, n)
+    return halo, np.searchsorted(halo, rcol).astype(np.int32)
+
+
+def _owner(bounds: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The rank whose range holds each id (int32)."""
+    return (np.searchsorted(bounds, ids, side="right") - 1).astype(np.int32)
 
 
 def _stack(a: Csr, b: Csr) -> Csr:
@@ -76,35 +89,30 @@ def _stack(a: Csr, b: Csr) -> Csr:
 
 class RankShard:
     """One rank's share of the graph: rows [row_begin, row_end) split into local and remote
-    parts, with MGG's address translation, and the transposed step the backward runs."""
+    parts, with MGG's address translation, and the transposed step the backward runs. It reads
+    the graph's rows of its range only (graph.row_slice), so a rank that holds only its rows (a
+    prepared dataset's, mgg.distributed) builds the same shard as one holding the whole graph."""
 
-    def __init__(self, graph: Graph, bounds: np.ndarray, rank: int, owner_of: Optional[np.ndarray] = None):
+    def __init__(self, graph: Graph, bounds: np.ndarray, rank: int):
         lo, hi = int(bounds[rank]), int(bounds[rank + 1])
         if hi - lo >= 2**31:
             raise PlanError(f"rank {rank} owns {hi - lo} nodes; rebased ids are 32-bit (use more ranks)")
         self.rank, self.bounds = rank, np.asarray(bounds, np.int64)
         n = graph.num_nodes
-        if owner_of is None:  # owner rank of every node (Plan shares one among its ranks)
-            owner_of = np.repeat(np.arange(self.bounds.size - 1, dtype=np.int32), np.diff(self.bounds))
-        rp = graph.rowptr.numpy()
-        e0, e1 = int(rp[lo]), int(rp[hi])
-        col = graph.col.numpy()[e0:e1]
-        w = None if graph.weight is None else graph.weight.numpy()[e0:e1]
-        rows = np.repeat(np.arange(hi - lo), np.diff(rp[lo : hi + 1]))
+        rp, col, w = graph.row_slice(lo, hi)
+        rows = np.repeat(np.arange(hi - lo), np.diff(rp))
         is_local = (col >= lo) & (col < hi)
         rcol = col[~is_local]
-        halo = _distinct(rcol, n)
-        slot_of = np.empty(n, dtype=np.int32)
-        slot_of[halo] = np.arange(halo.size, dtype=np.int32)
-        owner = owner_of[rcol]
-        halo_owner = owner_of[halo]
+        halo, slot = _halo_slots(rcol, n)
+        owner = _owner(self.bounds, rcol)
+        halo_owner = _owner(self.bounds, halo)
         sub = lambda mask: None if w is None else np.ascontiguousarray(w[mask])  # noqa: E731
         self.local = Csr(
             _rowptr(np.bincount(rows[is_local], minlength=hi - lo)),
             (col[is_local] - lo).astype(np.int32),
             sub(is_local),
         )
-        self.remote = Csr(_rowptr(np.bincount(rows[~is_local], minlength=hi - lo)), slot_of[rcol], sub(~is_local))
+        self.remote = Csr(_rowptr(np.bincount(rows[~is_local], minlength=hi - lo)), slot, sub(~is_local))
         self.remote_pe = owner
         self.remote_offset = (rcol - self.bounds[owner]).astype(np.int32)
         self.halo_nodes = halo.astype(np.int64)
@@ -203,10 +211,9 @@ class GatheredShard(RankShard):
         if graph.num_nodes >= 2**31:
             raise PlanError(f"the gathered table has {graph.num_nodes} rows; source ids are 32-bit")
         self.rank, self.bounds = rank, np.asarray(bounds, np.int64)
-        rp = graph.rowptr.numpy()
-        e0, e1 = int(rp[lo]), int(rp[hi])
-        w = None if graph.weight is None else np.ascontiguousarray(graph.weight.numpy()[e0:e1])
-        self.local = Csr(rp[lo : hi + 1] - e0, graph.col.numpy()[e0:e1].astype(np.int32), w)
+        rp, col, w = graph.row_slice(lo, hi)
+        w = None if w is None else np.ascontiguousarray(w)
+        self.local = Csr(np.ascontiguousarray(rp), col.astype(np.int32), w)
         self.remote = Csr(np.zeros(hi - lo + 1, np.int64), np.zeros(0, np.int32), None)
         self.remote_pe = self.remote_offset = self.halo_pe = self.halo_offset = np.zeros(0, np.int32)
         self.halo_nodes = np.zeros(0, np.int64)

@@ -2,22 +2,31 @@
 one process (a 1x1x1 grid): the protocol of mgg.training.loop (features normalised, Adam, weight
 decay as the model's protocol has it, dropout where mgg.nn.models puts it, test accuracy at the best validation
 epoch), so that every grid trains the same epochs (the dropout mask is the grid's keep_mask, the
-same for every grid) as the 1x1x1 grid in one process."""
+same for every grid) as the 1x1x1 grid in one process. The dataset is loaded whole by every rank, or
+is a prepared directory (`mgg prepare`) of which each rank reads only the blocks and the feature
+shard of its place (mgg.distributed.grid.blocks.PreparedBlocks)."""
 
 from __future__ import annotations
 
 import os
 import statistics
 import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Union
 
 import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from ..data import NodeDataset
+from ..data.prepared import Prepared
+from ..data.prepared.layout import SPLIT_BITS
 from ..distributed.grid import Grid, GridNet, GridShape
+from ..distributed.grid.blocks import PreparedBlocks, sum_over_axis
 from ..distributed.grid.model import GraphStats, Network, rank_grids
 from ..distributed.grid.shards import roles
+from ..distributed.prepared import agree
 from ..distributed.process import init_from_env
 from ..errors import MggError
 from .loop import RunResult, TrainConfig, build_optimizer, normalize_features, summarize
@@ -28,18 +37,16 @@ TRAINS = ("gcn", "sage")
 AUTO_INTRA_GBPS, AUTO_INTER_GBPS = 450.0, 400.0
 
 
-def dims_of(ds: NodeDataset, cfg: TrainConfig) -> list:
-    return [ds.x.size(1)] + [cfg.hidden] * (cfg.layers - 1) + [ds.num_classes]
+def dims_of(in_dim: int, num_classes: int, cfg: TrainConfig) -> list:
+    return [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [num_classes]
 
 
-def choose_shape(grid: str, world: int, ds: NodeDataset, cfg: TrainConfig, gpus_per_node: int) -> GridShape:
+def choose_shape(grid: str, world: int, stats: GraphStats, gpus_per_node: int) -> GridShape:
     """`grid` as GXxGYxGZ, or 'auto': the first of mgg.distributed.grid.model's ranking for this graph."""
     if grid != "auto":
         shape = GridShape.parse(grid)
         shape.check_world(world)
         return shape
-    nnz = ds.graph.num_edges + ds.graph.num_nodes
-    stats = GraphStats(ds.name, ds.graph.num_nodes, nnz, tuple(dims_of(ds, cfg)), cfg.model)
     return rank_grids(world, stats, Network(gpus_per_node, AUTO_INTRA_GBPS, AUTO_INTER_GBPS))[0].shape
 
 
@@ -55,83 +62,161 @@ def _start_group(device: str) -> torch.device:
     return torch.device(device)
 
 
-def _accuracies(model: GridNet, x_shard, ds: NodeDataset) -> tuple:
+@dataclass
+class GridData:
+    """What one grid rank trains on: its input shard (normalised features) and the labels and split
+    of its output rows (GridNet.output_nodes), with each split's size over the whole graph."""
+
+    x_shard: torch.Tensor
+    y: torch.Tensor
+    masks: list  # train, val, test over the output rows
+    totals: list  # train, val, test over the graph
+
+
+def whole_data(model: GridNet, ds: NodeDataset) -> GridData:
+    nodes = torch.from_numpy(model.output_nodes())
+    masks = [ds.train_mask, ds.val_mask, ds.test_mask]
+    return GridData(
+        model.input_shard(normalize_features(ds.x.float())),
+        ds.y[nodes],
+        [m[nodes] for m in masks],
+        [int(m.sum()) for m in masks],
+    )
+
+
+def prepared_data(model: GridNet, source: PreparedBlocks) -> GridData:
+    """The feature shard (rows normalised by their sums over every column: partial sums added over
+    layer 0's column axis) and the output rows' labels and split, read from the prepared parts."""
+    problem, data = None, None
+    try:
+        x = torch.from_numpy(source.features(model.input_span(), *model.input_columns()))
+        last = model.shards[-1].row_span
+        y, split = source.rows_of("y", last), source.rows_of("split", last)
+        data = (x, y, split)
+    except MggError as e:
+        problem = str(e)
+    agree(problem)
+    x, y, split = data
+    b = roles(0)[1]
+    sums = torch.from_numpy(sum_over_axis(model.grid, x.sum(1, keepdim=True).numpy(), b))
+    counts = source.prepared.manifest.split_counts
+    return GridData(
+        x / sums.clamp(min=1e-12),
+        torch.from_numpy(y),
+        [torch.from_numpy((split & bit) != 0) for bit in SPLIT_BITS.values()],
+        [int(counts[k]) for k in SPLIT_BITS],
+    )
+
+
+def _accuracies(model: GridNet, data: GridData) -> tuple:
     model.eval()
     with torch.no_grad():
-        pred = model(x_shard).argmax(1).cpu()
-    nodes = torch.from_numpy(model.output_nodes())
-    right = (pred == ds.y[nodes]).double()
-    counts = torch.tensor([float((right * m[nodes]).sum()) for m in (ds.val_mask, ds.test_mask)], dtype=torch.float64)
+        pred = model(data.x_shard).argmax(1).cpu()
+    right = (pred == data.y).double()
+    counts = torch.tensor([float((right * m).sum()) for m in data.masks[1:]], dtype=torch.float64)
     counts = model.grid.on_comm(counts)
     c_last = roles(len(model.shards) - 1)[2]
     if model.grid.extent(c_last) > 1:
         dist.all_reduce(counts, group=model.grid.group[c_last])
     counts = counts.cpu()
-    totals = torch.tensor([float(ds.val_mask.sum()), float(ds.test_mask.sum())], dtype=torch.float64)
+    totals = torch.tensor([float(t) for t in data.totals[1:]], dtype=torch.float64)
     val, test = (counts / totals.clamp(min=1)).tolist()
     return val, test
 
 
 def train_once(
-    grid: Grid, ds: NodeDataset, cfg: TrainConfig, seed: int, progress: bool, device: torch.device
+    grid: Grid, source, dims: list, cfg: TrainConfig, seed: int, progress: bool, device: torch.device
 ) -> RunResult:
-    x = normalize_features(ds.x.float())
+    """One seed over `source`: a NodeDataset every rank holds, or a PreparedBlocks."""
+    whole = isinstance(source, NodeDataset)
     # GCN: dropout on every layer's input; SAGE: between layers only (mgg.nn.models places them so)
     model = GridNet(
         grid,
-        ds.graph,
-        dims_of(ds, cfg),
+        source.graph if whole else source,
+        dims,
         seed=seed,
         dropout=cfg.dropout,
         conv=cfg.model,
         input_dropout=cfg.model == "gcn",
     ).to(device)
     opt = build_optimizer(model, cfg, first_layer=[model.weights[0], *model.biases[:1]])
-    x_shard = model.input_shard(x).to(device)
-    y, train_mask = ds.y.to(device), ds.train_mask.to(device)
+    data = whole_data(model, source) if whole else prepared_data(model, source)
+    x_shard, y, train_mask = data.x_shard.to(device), data.y.to(device), data.masks[0].to(device)
     best, times = (-1.0, 0.0, 0), []
     bar = tqdm(range(cfg.epochs), desc=f"seed {seed}", disable=not progress or grid.rank != 0, leave=False)
     for epoch in bar:
         t0 = time.perf_counter()
         model.train()
         opt.zero_grad()
-        loss = model.loss(model(x_shard), y, train_mask)
+        loss = model.rows_loss(model(x_shard), y, train_mask, data.totals[0])
         loss.backward()
         opt.step()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         times.append((time.perf_counter() - t0) * 1e3)
-        whole = model.whole_loss(loss)
-        val, test = _accuracies(model, x_shard, ds)
+        whole_loss = model.whole_loss(loss)
+        val, test = _accuracies(model, data)
         if val > best[0]:
             best = (val, test, epoch)
-        bar.set_postfix(loss=f"{whole:.4f}", val=f"{val:.3f}", test=f"{best[1]:.3f}")
+        bar.set_postfix(loss=f"{whole_loss:.4f}", val=f"{val:.3f}", test=f"{best[1]:.3f}")
     return RunResult(seed, best[1], best[0], best[2], statistics.median(times), len(times))
 
 
-def train(ds: NodeDataset, cfg: TrainConfig, grid: str = "auto", progress: bool = True) -> dict:
+def train(ds: Union[NodeDataset, str, Path], cfg: TrainConfig, grid: str = "auto", progress: bool = True) -> dict:
     """Trains once per seed on the grid `grid` (GXxGYxGZ or 'auto') over the torchrun job's ranks
-    (or one process); every rank returns the summary."""
+    (or one process); every rank returns the summary. ds: a NodeDataset every rank holds, or the
+    path of a prepared dataset, each rank reading only its blocks and feature shard."""
     if cfg.model not in TRAINS:
         raise MggError(
             f"mgg train --backend grid trains {' and '.join(TRAINS)} (from Python, mgg.distributed.grid.GridNet "
             f"also runs a one-linear GIN); {cfg.model} trains on --backend halo, node-halo, allgather or nvshmem"
         )
-    if ds.y.dim() != 1:
-        raise MggError("the grid backend trains single-label node classification (y of [N] class ids)")
     device = _start_group(cfg.device)
     world = dist.get_world_size()
     gpus_per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    shape = choose_shape(grid, world, ds, cfg, gpus_per_node)
+    if isinstance(ds, NodeDataset):
+        if ds.y.dim() != 1:
+            raise MggError("the grid backend trains single-label node classification (y of [N] class ids)")
+        name, in_dim, classes = ds.name, ds.x.size(1), ds.num_classes
+        nodes, nnz = ds.graph.num_nodes, ds.graph.num_edges + ds.graph.num_nodes
+        prepared = None
+    else:
+        prepared = _open(ds, world)
+        m = prepared.manifest
+        if m.label_shape:
+            raise MggError("the grid backend trains single-label node classification (y of [N] class ids)")
+        name, in_dim, classes = m.name, m.num_features, m.num_classes
+        nodes, nnz = m.num_nodes, m.num_edges + m.num_nodes
+    dims = dims_of(in_dim, classes, cfg)
+    shape = choose_shape(grid, world, GraphStats(name, nodes, nnz, tuple(dims), cfg.model), gpus_per_node)
     g = Grid(shape)
-    runs = [train_once(g, ds, cfg, s, progress, device) for s in cfg.seeds]
+    runs = []
+    for s in cfg.seeds:
+        source = ds if prepared is None else PreparedBlocks(prepared, g, cfg.model, torch.float32)
+        runs.append(train_once(g, source, dims, cfg, s, progress, device))
     return dict(
-        summarize(ds, cfg, runs),
+        summarize(name, cfg, runs),
         rank=g.rank,
         world=world,
         grid=str(shape),
         y_inside_node=_y_inside_node(g, gpus_per_node),
     )
+
+
+def _open(path, world: int) -> Prepared:
+    """The prepared directory, opened alike by every rank (each rank's problem ends every rank)."""
+    prepared, problem = None, None
+    try:
+        prepared = Prepared(path)
+        prepared.rank_bounds(world)
+    except MggError as e:
+        problem = str(e)
+    agree(problem)
+    ids: list = [None] * world
+    dist.all_gather_object(ids, prepared.manifest.id)
+    if len(set(ids)) != 1:
+        raise MggError(f"{path}: the ranks read different prepares (manifest ids {sorted(set(ids))})")
+    return prepared
 
 
 def _y_inside_node(g: Grid, gpus_per_node: int) -> bool:

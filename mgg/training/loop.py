@@ -96,10 +96,11 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainConfig, first_layer=None) 
     return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
-def summarize(ds: NodeDataset, cfg: TrainConfig, runs: list) -> dict:
+def summarize(name, cfg: TrainConfig, runs: list) -> dict:
+    """The runs' summary; name: the dataset's (or the dataset, whose name it takes)."""
     accs = [r.test_acc for r in runs]
     return dict(
-        dataset=ds.name,
+        dataset=name if isinstance(name, str) else name.name,
         model=cfg.model,
         runs=runs,
         mean=statistics.mean(accs),
@@ -112,18 +113,26 @@ class Nodes:
     """The nodes one process trains on: all of them, or (with a DistGraph) its rank's range.
 
     Args:
-        ds: the dataset.
+        ds: the dataset, or this rank's Part of a prepared one (mgg.distributed.read_part: its
+            tensors are the rank's rows already).
         dg: an mgg.distributed.DistGraph, or None for one process.
     """
 
-    def __init__(self, ds: NodeDataset, dg=None):
+    def __init__(self, ds, dg=None):
         self.dg = dg
         self.graph = ds.graph if dg is None else dg  # what the model's layers receive
         self.rank = 0 if dg is None else dg.rank
+        self.held = hasattr(ds, "split_counts")  # a Part: the rank holds its rows and nothing else
 
     def own(self, t: torch.Tensor) -> torch.Tensor:
         """This process's rows of a per-node tensor."""
-        return t if self.dg is None else self.dg.local(t)
+        return t if self.dg is None or self.held else self.dg.local(t)
+
+    def totals(self, ds) -> torch.Tensor:
+        """The train, validation and test node counts over all processes."""
+        if self.held:
+            return torch.tensor([float(ds.split_counts[k]) for k in ("train", "val", "test")])
+        return torch.tensor([float(m.sum()) for m in (ds.train_mask, ds.val_mask, ds.test_mask)])
 
     def sum(self, t: torch.Tensor) -> torch.Tensor:
         """t summed over the processes (in place)."""
@@ -183,12 +192,12 @@ def start(ds: NodeDataset, cfg: TrainConfig, seed: int, dg=None) -> Session:
         torch.manual_seed(seed * 1000 + nodes.rank)  # dropout masks differ per rank, as they do per node
     masks = [nodes.own(m).to(dev) for m in (ds.train_mask, ds.val_mask, ds.test_mask)]
     graph = nodes.graph if cfg.conv_module is None else ds.graph.edge_index().to(dev)
-    totals = torch.tensor([float(m.sum()) for m in (ds.train_mask, ds.val_mask, ds.test_mask)])
+    totals = nodes.totals(ds)
     return Session(
         model,
         opt,
         nodes,
-        nodes.own(normalize_features(ds.x)).to(dev),
+        normalize_features(nodes.own(ds.x)).to(dev),
         nodes.own(ds.y).to(dev),
         masks,
         totals,

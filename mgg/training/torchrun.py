@@ -1,22 +1,27 @@
 """Full-graph training across the ranks of a torch.distributed group: each rank computes the
 logits of its own nodes with the same training loop as one process (mgg.training.loop), the loss being
 the global mean over training nodes, so the all-reduced weight gradients equal those of the
-single-process run."""
+single-process run. The dataset is either loaded whole by every rank (a NodeDataset), or a prepared
+directory (`mgg prepare`) of which each rank reads only its part."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Union
 
 import torch
 
 from ..data import NodeDataset
 from ..distributed.backends import BACKENDS
 from ..distributed.graph import DistGraph
+from ..distributed.prepared import Part, read_part
 from ..distributed.process import init_from_env
 from ..errors import MggError
 from .loop import TrainConfig, summarize, train_once
 
 
 def train(
-    ds: NodeDataset,
+    ds: Union[NodeDataset, str, Path],
     cfg: TrainConfig,
     backend: str = "halo",
     progress: bool = True,
@@ -25,9 +30,10 @@ def train(
     remote_reads: str = "per-edge",
 ) -> dict:
     """Trains once per seed over the ranks of the torchrun job; every rank returns the summary.
-    `partition` (a method of mgg.partition or an mgg.Partition) decides which nodes each rank
-    owns; features, labels and masks stay in the dataset's node order; `remote_reads` is the
-    nvshmem backend's mode (DistGraph)."""
+    `ds`: a NodeDataset every rank holds, or the path of a prepared dataset, each rank reading its
+    part (mgg.distributed.read_part). `partition` (a method of mgg.partition or an mgg.Partition)
+    decides which nodes each rank owns (a prepared dataset's is its own); features, labels and masks
+    stay in the dataset's node order; `remote_reads` is the nvshmem backend's mode (DistGraph)."""
     if BACKENDS[backend].starts_nvshmem and not cfg.device.startswith("cuda"):
         alternative = "node-halo" if BACKENDS[backend].by_machine else "halo"
         raise MggError(f"the {backend} backend runs on GPUs: add --device cuda (or use --backend {alternative})")
@@ -40,6 +46,11 @@ def train(
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise MggError(f"--device {cfg.device} but no CUDA GPU is visible")
     init_from_env(cfg.device, backend)
-    dg = DistGraph(ds.graph, backend=backend, fetch=fetch, partition=partition, remote_reads=remote_reads)
+    if not isinstance(ds, NodeDataset):
+        ds = read_part(ds)
+        if ds.manifest.label_shape:
+            raise MggError(f"{ds.name}: {ds.num_classes} labels per node (multi-label); mgg train does single-label")
+    graph = ds if isinstance(ds, Part) else ds.graph
+    dg = DistGraph(graph, backend=backend, fetch=fetch, partition=partition, remote_reads=remote_reads)
     runs = [train_once(ds, cfg, s, progress, dg) for s in cfg.seeds]
     return dict(summarize(ds, cfg, runs), rank=dg.rank, world=dg.world, partition=dg.partition.method)

@@ -16,10 +16,11 @@ import torch
 import mgg
 from mgg import Config, MggError, functional
 from mgg.distributed import nvshmem
-from mgg.distributed.backends import node_halo
+from mgg.distributed.backends import node_halo, node_nvshmem
 from mgg.distributed.comm import Pending
 from mgg.distributed.graph import DistPlan
 from mgg.distributed.node_routes import NodeRoutes
+from mgg.distributed.part_graph import PartGraph
 from mgg.partitioning.nodes import node_partition
 from mgg.testing import assert_matches_reference, random_graph
 from simt import emulator
@@ -70,12 +71,37 @@ class _ThreadNet:
         return got
 
 
-def _run(monkeypatch, graph, machines, g, rank_main, fetch="direct", remote_reads="per-edge", local=None):
+class ThreadExchange:
+    """mgg.distributed.comm.Exchange between `world` threads (each's place from `place()`)."""
+
+    def __init__(self, world: int, place):
+        self.world, self.place = world, place
+        self.barrier = threading.Barrier(world, timeout=60)
+        self.box: dict = {}
+
+    def __call__(self, send):
+        me = self.place()
+        for p in range(self.world):
+            self.box[(me, p)] = np.array(send[p], copy=True)
+        self.barrier.wait()
+        got = [self.box[(p, me)] for p in range(self.world)]
+        self.barrier.wait()
+        return got
+
+    def all_true(self, flag: bool) -> bool:
+        return all(self([np.array([bool(flag)])] * self.world)[p][0] for p in range(self.world))
+
+
+def _run(
+    monkeypatch, graph, machines, g, rank_main, fetch="direct", remote_reads="per-edge", local=None, rows_only=False
+):
     """Runs rank_main(dist_plan, rows) on machines x g threads (node_partition's ranges of `graph`,
     relabelled: rows are the relabelled graph's), each machine one fake NVSHMEM job. Returns the
     relabelled graph, the partition, {rank: rank_main's result} and how often each machine's PEs
     met (checked alike for all PEs of a machine). `local`: the threads' threading.local, where the
-    network notes when rows start and are awaited (in local.events, if rank_main sets it)."""
+    network notes when rows start and are awaited (in local.events, if rank_main sets it).
+    rows_only: each rank holds its own rows alone (a PartGraph, as a prepared dataset's rank), and
+    learns the rest from the others over thread exchanges (the world's, and its machine's)."""
     world = machines * g
     part = node_partition(graph, machines, g, "range")
     relabelled = part.relabel(graph)
@@ -84,21 +110,30 @@ def _run(monkeypatch, graph, machines, g, rank_main, fetch="direct", remote_read
     jobs = [_FakeWorld(g) for _ in range(machines)]
     monkeypatch.setattr(nvshmem.symmetric, "runtime", lambda: local.rt)
     monkeypatch.setattr(node_halo, "all_to_all_rows", net.all_to_all_rows)
+    exchange = ThreadExchange(world, lambda: local.rank)
+    inside = [ThreadExchange(g, lambda: local.rank % g) for _ in range(machines)]
+    monkeypatch.setattr(node_nvshmem, "machine_exchange", lambda group: inside[local.rank // g])
 
     def main(rank):
         local.rank = rank
         local.rt = nvshmem.Runtime(_FakeHeap(jobs[rank // g], rank % g))
-        dp = DistPlan(relabelled, rank, part.bounds, None, "node-nvshmem", fetch, remote_reads, g)
         lo, hi = int(part.bounds[rank]), int(part.bounds[rank + 1])
+        held = relabelled
+        if rows_only:
+            held = PartGraph(*relabelled.row_slice(lo, hi), part.bounds, rank, exchange, "threads")
+        dp = DistPlan(held, rank, part.bounds, None, "node-nvshmem", fetch, remote_reads, g)
         results[rank] = rank_main(dp, slice(lo, hi))
 
-    run_pes(world, main, net.barrier, *(j.barrier for j in jobs))
+    barriers = [net.barrier, exchange.barrier, *(e.barrier for e in inside), *(j.barrier for j in jobs)]
+    run_pes(world, main, *barriers)
     for j in jobs:
         assert len(set(j.barriers)) == 1
     return relabelled, part, results, [j.barriers[0] for j in jobs]
 
 
-def _aggregate_case(monkeypatch, machines, g, dtype, fetch="direct", remote_reads="per-edge", deterministic=False):
+def _aggregate_case(
+    monkeypatch, machines, g, dtype, fetch="direct", remote_reads="per-edge", deterministic=False, rows_only=False
+):
     graph = random_graph(240, 3000, seed=21, weighted=True, skew=0.6)  # directed: the transpose differs
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(240, 8, dtype=torch.float64, generator=gen)
@@ -110,7 +145,9 @@ def _aggregate_case(monkeypatch, machines, g, dtype, fetch="direct", remote_read
         y.backward(grad[rows].to(dtype))
         return y.detach(), mine.grad, dict(dp.traffic)
 
-    relabelled, part, res, meetings = _run(monkeypatch, graph, machines, g, rank_main, fetch, remote_reads)
+    relabelled, part, res, meetings = _run(
+        monkeypatch, graph, machines, g, rank_main, fetch, remote_reads, rows_only=rows_only
+    )
     world = machines * g
     y = torch.cat([res[r][0] for r in range(world)])
     gx = torch.cat([res[r][1] for r in range(world)])
@@ -134,6 +171,19 @@ def test_sums_and_gradients_equal_one_process(monkeypatch, machines, g, remote_r
     assert (pairs > 0) == (machines > 1) and inter == 2 * pairs * x.size(1) * 8  # forward and backward
     assert all(res[r][2]["intra_node"] == 0 for r in res)  # inside a machine the kernel reads in place
     assert meetings == [3 if machines > 1 else 2] * machines
+
+
+@pytest.mark.parametrize("remote_reads", ["per-edge", "once"])
+@pytest.mark.parametrize("machines,g", [(2, 2), (3, 2)])
+def test_ranks_holding_their_rows_alone_equal_ranks_holding_the_graph(monkeypatch, machines, g, remote_reads):
+    """A rank that holds its own rows only (a prepared dataset's: PartGraph) builds the machine's plans
+    from what its machine's ranks tell it, and gives the same rows and gradients, bit for bit, and
+    moves the same bytes over the network, as a rank that holds the whole graph."""
+    whole = _aggregate_case(monkeypatch, machines, g, torch.float64, remote_reads=remote_reads)
+    alone = _aggregate_case(monkeypatch, machines, g, torch.float64, remote_reads=remote_reads, rows_only=True)
+    assert torch.equal(whole[5], alone[5]) and torch.equal(whole[6], alone[6])
+    assert [whole[2][r][2] for r in sorted(whole[2])] == [alone[2][r][2] for r in sorted(alone[2])]
+    assert whole[7] == alone[7]
 
 
 def test_the_network_travels_while_the_kernel_sums(monkeypatch):
@@ -202,6 +252,9 @@ def test_attention_with_dropout_equals_one_process(monkeypatch):
         return out.detach(), [t.grad for t in mine]
 
     relabelled, _, res, _ = _run(monkeypatch, graph, 2, 2, rank_main)
+    _, _, alone, _ = _run(monkeypatch, graph, 2, 2, rank_main, rows_only=True)
+    for r in range(4):  # a rank of its own rows alone: the same, bit for bit
+        assert torch.equal(alone[r][0], res[r][0]) and all(torch.equal(a, b) for a, b in zip(alone[r][1], res[r][1]))
     ref = [t.clone().requires_grad_() for t in (h, a_src, a_dst)]
     out = mgg.Plan(relabelled).attend(*ref, 0.2, 0.5, 11)
     (out * w).sum().backward()

@@ -17,6 +17,7 @@ import torch
 from ...errors import MggError
 from ..comm import Pending, all_to_all_rows
 from ..node_routes import NodeRoutes
+from ..part_graph import is_part
 from .halo import Halo, _Exchange, add_blocks
 
 
@@ -26,6 +27,13 @@ def gpus_per_node(given=None) -> int:
     if not isinstance(g, int) or isinstance(g, bool) or g < 1:
         raise MggError(f"gpus_per_node must be a positive integer, got {g!r}")
     return g
+
+
+def routes_of(dist_plan, graph) -> NodeRoutes:
+    """The node-level routes of a DistPlan (over a rank's rows alone: learnt from the other ranks)."""
+    if is_part(graph):
+        return NodeRoutes.exchanged(dist_plan.plan, dist_plan.gpus_per_node, dist_plan.rank, graph.exchange)
+    return NodeRoutes(dist_plan.plan, dist_plan.gpus_per_node)
 
 
 class _Stage:
@@ -135,6 +143,6 @@ class NodeHalo(Halo):
 
     def __init__(self, dist_plan, graph):
         self.dist_plan = dist_plan
-        routes = NodeRoutes(dist_plan.plan, dist_plan.gpus_per_node)
+        routes = routes_of(dist_plan, graph)
         self.exchange = NodeHaloExchange(routes, dist_plan.rank, dist_plan.group)
         self._ids: dict = {}

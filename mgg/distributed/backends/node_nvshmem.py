@@ -29,9 +29,10 @@ from ...errors import MggError
 from ...plan import Plan
 from ...runtime.remote_reads import AUTO
 from .. import nvshmem
-from ..node_routes import NodeRoutes
+from ..comm import Exchange
 from ..nvshmem import symmetric
-from .node_halo import NetworkExchange, NodeHaloExchange
+from ..part_graph import PartGraph, is_part
+from .node_halo import NetworkExchange, NodeHaloExchange, routes_of
 from .nvshmem import Nvshmem
 
 _MACHINE_GROUPS: dict = {}  # (group, g) -> this process's machine group (new_group is collective: once)
@@ -50,6 +51,12 @@ def machine_group(group, gpus_per_node: int):
         members = [dist.get_global_rank(group, r) if group is not None else r for r in ranks]
         _MACHINE_GROUPS[key] = dist.new_group(members, use_local_synchronization=True)
     return _MACHINE_GROUPS[key]
+
+
+def machine_exchange(group) -> Exchange:
+    """The exchange between the ranks of one machine (its group), over which the ranks of a prepared
+    dataset build the machine's plans from their own rows."""
+    return Exchange(group)
 
 
 def check_one_host(gpus_per_node: int, environ=os.environ) -> None:
@@ -91,20 +98,30 @@ class NodeNvshmem(Nvshmem):
 
     def __init__(self, dist_plan, graph):
         d, g = dist_plan, dist_plan.gpus_per_node
-        routes = NodeRoutes(d.plan, g)
+        routes = routes_of(d, graph)
         n = d.rank // g
         sizes, ids = routes.machine_table(n)
-        vgraph = routes.machine_graph(n)
         bounds = np.concatenate([[0], np.cumsum(sizes)])
-        self.machine = MachinePlan(
-            Plan(vgraph, bounds=bounds), d.rank % g, sizes, d.fetch, d.remote_reads, machine_group(d.group, g), ids
-        )
+        group = machine_group(d.group, g)
+        if is_part(graph):  # this rank's rows of the machine graphs; the machine's ranks tell each other the rest
+            exchange = machine_exchange(group)
+
+            def machine_graph(half: str):
+                ptr, col, w = routes.machine_rows(n, d.rank, half)
+                return PartGraph(ptr, col, w, bounds, d.rank % g, exchange, f"{graph.tag}|machine {n} {half}")
+        else:
+
+            def machine_graph(half: str):
+                return routes.machine_graph(n, half)
+
+        vgraph = machine_graph("all")
+        self.machine = MachinePlan(Plan(vgraph, bounds=bounds), d.rank % g, sizes, d.fetch, d.remote_reads, group, ids)
         super().__init__(self.machine, vgraph)  # the nvshmem backend over the machine's plan
         # the overlapped step's halves, forward and transposed: edges from rows owned on the machine,
         # and from rows received over the network (none anywhere on the machine: one half)
         self.halves = {}
         for half in ("own", "received"):
-            h = routes.machine_graph(n, half)
+            h = machine_graph(half)
             self.halves[half] = (Plan(h, bounds=bounds), Plan(h.transpose(), bounds=bounds))
         self.receives = sum(sizes) > int(d.plan.bounds[(n + 1) * g] - d.plan.bounds[n * g])
         self.routes, self.rank, self.group = routes, d.rank, d.group
@@ -179,7 +196,7 @@ class NodeNvshmem(Nvshmem):
         mrp, mrpt = m.plan.rank_plan(m.rank, config), self.plan_t.rank_plan(m.rank, config)
         table = self._table(table_own)
         a_dst = torch.cat([a_dst_own, a_dst_own.new_zeros((table.size(0) - self.rows, a_dst_own.size(1)))])
-        back = (m.plan.halo_return(m.rank, config), [m.plan.halo_nodes(r).size for r in range(m.plan.num_ranks)])
+        back = (m.plan.halo_return(m.rank, config), m.plan.halo_counts())
         ids = (self._source_ids(mrp, table.device), row_offset)
         out = nvshmem.attend(table, a_dst, mrp, mrpt, m.range_rows, m.fetch, *args, "once", back, ids=ids)
         return out[: self.rows]

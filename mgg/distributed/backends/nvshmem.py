@@ -13,6 +13,7 @@ from ...plan import Plan
 from ...runtime.coordination import GroupCoordinator
 from ...runtime.remote_reads import AUTO, choose_remote_reads, estimate_ms
 from .. import nvshmem
+from ..part_graph import is_part, tell_readers
 
 
 class Nvshmem:
@@ -41,6 +42,8 @@ class Nvshmem:
         self.dist_plan = dist_plan
         # the fused kernel's adjoint reads peers' gradients through the transposed graph's plan
         self.plan_t = dist_plan.plan if graph.symmetric else Plan(graph.transpose(), bounds=dist_plan.plan.bounds)
+        if is_part(graph):  # a plan of this rank's rows alone learns what the once mode reads of it
+            tell_readers(dist_plan.plan, dist_plan.rank, graph.exchange)
         self.remote_choice: dict = {}  # remote_reads='auto': (D, dtype, config) -> (mode, {mode: ms})
 
     def aggregate_extreme(self, x_own: torch.Tensor, rp, config, reduce: str) -> torch.Tensor:
@@ -82,7 +85,7 @@ class Nvshmem:
         if d.remote_reads != "once":  # 'auto' measures aggregations only: the attention reads per edge
             return nvshmem.attend(table_own, a_dst_own, rp, plan_t, d.range_rows, d.fetch, *args)
         p = d.plan
-        back = (p.halo_return(d.rank, config), [p.halo_nodes(r).size for r in range(p.num_ranks)])
+        back = (p.halo_return(d.rank, config), p.halo_counts())
         return nvshmem.attend(table_own, a_dst_own, rp, plan_t, d.range_rows, d.fetch, *args, "once", back)
 
     def drop(self, config) -> None:

@@ -28,8 +28,9 @@ import torch
 from ...errors import MggError
 from ...functional import aggregate, make_plan
 from ...graph import Graph
+from .blocks import PreparedBlocks, WholeGraph
 from .collectives import Grid, gather, share, sum_and_share, sum_over
-from .shards import Orders, edges_in_order, roles, shard_graph, span
+from .shards import Orders, roles, span
 
 
 class _NoEdges(torch.autograd.Function):
@@ -69,17 +70,24 @@ def keep_mask(nodes: torch.Tensor, col0: int, col1: int, step: int, layer: int, 
 
 class GridLayerShard:
     """Layer l's adjacency shard on this rank, planned once: rows over c in the layer's output
-    order, columns over a in its input order."""
+    order, columns over a in its input order (`source`: a blocks.WholeGraph or PreparedBlocks)."""
 
-    def __init__(self, grid: Grid, graph: Graph, orders: Orders, layer: int):
+    def __init__(self, grid: Grid, source, layer: int, identity: bool = False):
         a, _, c = roles(layer)
-        n = graph.num_nodes
-        self.row_span = span(n, grid.extent(c), grid.coord[c])
-        self.col_span = span(n, grid.extent(a), grid.coord[a])
+        cuts_c, cuts_a = source.cuts(grid.extent(c)), source.cuts(grid.extent(a))
+        self.row_span = (cuts_c[grid.coord[c]], cuts_c[grid.coord[c] + 1])
+        self.col_span = (cuts_a[grid.coord[a]], cuts_a[grid.coord[a] + 1])
         # the node ids of the input rows this shard reads (its columns), for dropout's mask
-        self.col_nodes = torch.from_numpy(Orders.nodes_at(orders.of_input(layer))[slice(*self.col_span)])
-        rows, cols, w = edges_in_order(graph, orders.of_output(layer), orders.of_input(layer))
-        g, self.rows, self.cols = shard_graph(rows, cols, w, self.row_span, self.col_span)
+        self.col_nodes = torch.from_numpy(source.node_ids(layer, self.col_span, "input"))
+        read = source.identity_block if identity else source.block
+        rows, cols, w = read(layer, self.row_span, self.col_span)
+        self.rows, self.cols = self.row_span[1] - self.row_span[0], self.col_span[1] - self.col_span[0]
+        m = max(self.rows, self.cols)
+        g = None
+        if m:
+            g = Graph.from_edges(
+                torch.from_numpy(cols), torch.from_numpy(rows), m, weight=torch.from_numpy(w), what="grid shard"
+            )
         self.nnz = 0 if g is None else g.num_edges
         self.plan = make_plan(g) if g is not None and g.num_edges else None
 
@@ -101,9 +109,12 @@ class GridNet(torch.nn.Module):
 
     Args:
         grid: this rank's Grid.
-        graph: the whole graph (every rank loads the same), normalised here as GCNConv does.
+        graph: the whole graph (every rank loads the same), normalised here as GCNConv does; or
+            where the blocks come from (mgg.distributed.grid.blocks: WholeGraph, or
+            PreparedBlocks: a prepared dataset of which this rank reads only its blocks).
         dims: the widths, input first.
-        permute: Plexus's double permutation (two seeded node orders, alternating by layer).
+        permute: Plexus's double permutation (two seeded node orders, alternating by layer) of a
+            whole graph.
         seed: the permutations' seed.
         bias: a bias per layer, as GCNConv's.
         dropout: the probability of zeroing an entry of each layer's input while training (as
@@ -118,7 +129,7 @@ class GridNet(torch.nn.Module):
     def __init__(
         self,
         grid: Grid,
-        graph: Graph,
+        graph,
         dims: Sequence[int],
         permute: bool = True,
         seed: int = 0,
@@ -142,20 +153,16 @@ class GridNet(torch.nn.Module):
             )
         self.dropout, self.step, self.conv, self.eps = dropout, 0, conv, float(eps)
         self.input_dropout = input_dropout
-        self.orders = Orders.make(graph.num_nodes, permute, seed)
-        n, layers = graph.num_nodes, range(len(dims) - 1)
-        if conv == "gcn":
-            adjacency = graph.gcn_norm(dtype=dtype)
-        elif conv == "sage":
-            adjacency = graph.mean_norm(dtype=dtype)
-        else:
-            adjacency = Graph._unchecked(graph.rowptr, graph.col)  # GIN sums its neighbours' rows
-        self.shards = [GridLayerShard(grid, adjacency, self.orders, layer) for layer in layers]
+        layers = range(len(dims) - 1)
+        self.source = (
+            graph
+            if isinstance(graph, (WholeGraph, PreparedBlocks))
+            else WholeGraph(graph, Orders.make(graph.num_nodes, permute, seed), conv, dtype)
+        )
+        self.shards = [GridLayerShard(grid, self.source, layer) for layer in layers]
         # SAGE's root term and GIN's (1 + eps) x: an SpMM by the identity (in the layer's orders)
-        ids = torch.arange(n)
-        identity = Graph.from_edges(ids, ids, n, weight=torch.ones(n, dtype=dtype))
         self.self_shards = (
-            [GridLayerShard(grid, identity, self.orders, layer) for layer in layers] if conv != "gcn" else []
+            [GridLayerShard(grid, self.source, layer, identity=True) for layer in layers] if conv != "gcn" else []
         )
         self.weights = torch.nn.ParameterList()
         self.root_weights = torch.nn.ParameterList()
@@ -214,13 +221,17 @@ class GridNet(torch.nn.Module):
             for layer, b in enumerate(biases or []):
                 self.biases[layer].copy_(self._bias_piece(b.to(self.biases[layer].dtype), layer))
 
+    def input_span(self) -> tuple:
+        """The positions of this rank's input rows in layer 0's input order (layer 0's columns,
+        over x, then cut over z as torch.chunk cuts)."""
+        _, _, c = roles(0)
+        c0, c1 = self.shards[0].col_span
+        p0, p1 = span(c1 - c0, self.grid.extent(c), self.grid.coord[c])
+        return c0 + p0, c0 + p1
+
     def input_nodes(self) -> np.ndarray:
         """The node ids of this rank's input rows (layer 0: rows over x, then cut over z)."""
-        a, _, c = roles(0)
-        nodes = Orders.nodes_at(self.orders.of_input(0))[
-            slice(*span(self.num_nodes, self.grid.extent(a), self.grid.coord[a]))
-        ]
-        return nodes[slice(*span(len(nodes), self.grid.extent(c), self.grid.coord[c]))]
+        return self.source.node_ids(0, self.input_span(), "input")
 
     def input_shard(self, x: torch.Tensor) -> torch.Tensor:
         """This rank's piece of the whole feature matrix x (user order)."""
@@ -234,7 +245,7 @@ class GridNet(torch.nn.Module):
     def output_nodes(self) -> np.ndarray:
         """The node ids of the rows of forward()'s result on this rank."""
         last = len(self.dims) - 2
-        return Orders.nodes_at(self.orders.of_output(last))[slice(*self.shards[last].row_span)]
+        return self.source.node_ids(last, self.shards[last].row_span, "output")
 
     # --- the computation --------------------------------------------------------------------
     def forward(self, x_shard: torch.Tensor) -> torch.Tensor:
@@ -278,9 +289,13 @@ class GridNet(torch.nn.Module):
         ranks along the last layer's row axis add up to the mean; the other ranks hold copies
         (whole_loss adds them up, for a report)."""
         nodes = torch.from_numpy(self.output_nodes())
-        keep = mask[nodes]
-        total = int(mask.sum())
-        return torch.nn.functional.cross_entropy(logits[keep], labels[nodes][keep], reduction="sum") / max(total, 1)
+        return self.rows_loss(logits, labels[nodes], mask[nodes], int(mask.sum()))
+
+    @staticmethod
+    def rows_loss(logits: torch.Tensor, labels: torch.Tensor, keep: torch.Tensor, total: int) -> torch.Tensor:
+        """loss() from the labels and mask of this rank's output rows (output_nodes()) alone, and
+        the mask's count over the whole graph."""
+        return torch.nn.functional.cross_entropy(logits[keep], labels[keep], reduction="sum") / max(total, 1)
 
     def whole_loss(self, share_of_loss: torch.Tensor) -> float:
         """The mean loss over the whole graph from this rank's share (a collective over the last

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from ...graph import Graph
 
@@ -76,25 +75,6 @@ def edges_in_order(graph: Graph, rows_at: np.ndarray, cols_at: np.ndarray):
     src = graph.col.numpy()
     w = graph.weight.numpy() if graph.weight is not None else np.ones(len(src))
     return rows_at[dst], cols_at[src], w
-
-
-def shard_graph(rows, cols, w, row_span: tuple, col_span: tuple) -> tuple:
-    """The block [row_span) x [col_span) of the edges, as a square Graph of max(rows, cols) nodes
-    (local ids; an edge col -> row), the block's row and column counts."""
-    (r0, r1), (c0, c1) = row_span, col_span
-    keep = (rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1)
-    n_rows, n_cols = r1 - r0, c1 - c0
-    m = max(n_rows, n_cols)
-    if m == 0:
-        return None, n_rows, n_cols
-    g = Graph.from_edges(
-        torch.from_numpy(cols[keep] - c0),
-        torch.from_numpy(rows[keep] - r0),
-        m,
-        weight=torch.from_numpy(np.ascontiguousarray(w[keep])),
-        what="grid shard",
-    )
-    return g, n_rows, n_cols
 
 
 def balance(graph: Graph, row_parts: int, col_parts: int, orders: Orders) -> float:
