@@ -127,6 +127,8 @@ def _kind_source(path: Path, spec: str, relabel: bool) -> Source:
                     f"{path}: several Planetoid datasets ({', '.join(names)}); pass the name with --data-dir {path}"
                 )
             return _planetoid_source(path, names[0])
+        if ".partial-" in path.name or (path / ".scratch").is_dir():
+            raise GraphError(f"{path}: an interrupted mgg prepare (it has no manifest): remove it and prepare again")
         raise GraphError(
             f"{path}: a directory with no dataset mgg reads (PyG Reddit raw files reddit_data.npz + "
             "reddit_graph.npz, an OGB node-property dataset with raw/ and split/, or Planetoid "

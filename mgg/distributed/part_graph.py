@@ -167,7 +167,6 @@ class PartGraph:
         """This rank's rows of the transposed graph, as Graph.transpose orders them (a row's edges by
         source, duplicates in their order): every edge goes to the rank that holds its source."""
         col, dst = self.col.numpy(), self.rows().numpy()
-        n_e = col.size
         owner = np.searchsorted(self.bounds, col, side="right") - 1
         order = np.argsort(owner, kind="stable")
         cuts = np.searchsorted(owner[order], np.arange(self.bounds.size))
@@ -175,10 +174,9 @@ class PartGraph:
         pieces = lambda a: [a[order[cuts[p] : cuts[p + 1]]] for p in range(world)]  # noqa: E731
         new_rows = np.concatenate(self.exchange(pieces(col))) - self.row_begin
         new_col = np.concatenate(self.exchange(pieces(dst)))
-        place = np.concatenate(self.exchange(pieces(np.arange(n_e, dtype=np.int64))))
-        # by row, then source; an edge repeated keeps its place (pieces arrive in rank order, and the
-        # rank holding a destination is the one the edge came from)
-        final = np.lexsort((place, new_col, new_rows))
+        # by row, then source; a repeated edge keeps its place: the pieces arrive in rank order, each in
+        # its sender's edge order, and the sort is stable (the rank holding a source sent all its edges)
+        final = np.lexsort((new_col, new_rows))
         weight = None
         if self.weight is not None:
             weight = torch.from_numpy(np.concatenate(self.exchange(pieces(self.weight.numpy())))[final])

@@ -254,7 +254,9 @@ def test_attention_with_dropout_equals_one_process(monkeypatch):
     relabelled, _, res, _ = _run(monkeypatch, graph, 2, 2, rank_main)
     _, _, alone, _ = _run(monkeypatch, graph, 2, 2, rank_main, rows_only=True)
     for r in range(4):  # a rank of its own rows alone: the same, bit for bit
-        assert torch.equal(alone[r][0], res[r][0]) and all(torch.equal(a, b) for a, b in zip(alone[r][1], res[r][1]))
+        assert torch.equal(alone[r][0], res[r][0]) and all(
+            torch.equal(a, b) for a, b in zip(alone[r][1], res[r][1], strict=True)
+        )
     ref = [t.clone().requires_grad_() for t in (h, a_src, a_dst)]
     out = mgg.Plan(relabelled).attend(*ref, 0.2, 0.5, 11)
     (out * w).sum().backward()

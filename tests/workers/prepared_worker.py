@@ -4,7 +4,7 @@ under the same partition (today's path: every rank loads everything). Rank 0 wri
 both gave: every layer plan's arrays, a training step's logits and gradients, and the bytes the part
 read against its files' size.
 
-    torchrun --nproc-per-node N prepared_worker.py DIR OUT [--backend B] [--model M] [--gpus-per-node G]
+    torchrun --nproc-per-node N prepared_worker.py DIR OUT [--runs halo,node-halo:2,grid:2x2x1] [--model M]
 """
 
 import argparse
@@ -59,72 +59,52 @@ def grid_run(args, shape: str):
     from mgg.distributed.grid.blocks import PreparedBlocks, WholeGraph
     from mgg.training.grid import prepared_data, whole_data
 
-    world = dist.get_world_size()
     prepared = Prepared(args.dir)
     grid = Grid(GridShape.parse(shape), "cpu")
-    dims = [prepared.manifest.num_features, 16, 16, 7][: args.layers] + [7]
     dims = [prepared.manifest.num_features] + [16] * (args.layers - 1) + [7]
-    results = []
     ds = prepared.dataset()
     perm = np.concatenate([prepared.reads.array(f"parts/{p:05d}/ids.npy") for p in range(prepared.parts)])
     inv = np.empty_like(perm)
     inv[perm] = np.arange(perm.size)
     start = prepared.bytes_read
+    results = []
     for source in (
         PreparedBlocks(prepared, grid, args.model, torch.float64),
         WholeGraph(ds.graph, Orders(inv, inv), args.model, torch.float64, cuts=prepared.bounds),
     ):
-        torch.manual_seed(0)
         model = GridNet(grid, source, dims, dtype=torch.float64, conv=args.model, seed=3)
         data = prepared_data(model, source) if isinstance(source, PreparedBlocks) else whole_data(model, ds)
         read = prepared.bytes_read - start
         x = data.x_shard.double().clone().requires_grad_()
         logits = model(x)
-        loss = model.rows_loss(logits, data.y, data.masks[0], data.totals[0])
-        loss.backward()
-        shards = [(s.row_span, s.col_span, s.plan.graph.rowptr, s.plan.graph.col, s.plan.graph.weight) if s.plan else None for s in model.shards]
-        results.append(dict(logits=logits.detach(), x_grad=x.grad, grads={k: p.grad.clone() for k, p in model.named_parameters()}, shards=shards, read=read, nodes=model.output_nodes()))
-    return results, world
+        model.rows_loss(logits, data.y, data.masks[0], data.totals[0]).backward()
+        shards = [
+            None
+            if s.plan is None
+            else (s.row_span, s.col_span, s.plan.graph.rowptr, s.plan.graph.col, s.plan.graph.weight)
+            for s in model.shards
+        ]
+        grads = {k: p.grad.clone() for k, p in model.named_parameters()}
+        results.append(dict(logits=logits.detach(), x_grad=x.grad, grads=grads, shards=shards, read=read))
+    return results
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dir")
-    ap.add_argument("out")
-    ap.add_argument("--backend", default="halo")
-    ap.add_argument("--model", default="gcn")
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--gpus-per-node", type=int)
-    ap.add_argument("--grid", help="GXxGYxGZ: the grid backend")
-    args = ap.parse_args()
-    dist.init_process_group("gloo")
+def row_run(args, backend: str, gpus_per_node):
+    """A row-partitioned backend: this rank's part against the whole graph under the same partition."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    if args.grid:
-        results, _ = grid_run(args, args.grid)
-        everyone = [None] * world
-        dist.all_gather_object(everyone, dict(rank=rank, part=results[0], whole=results[1]))
-        if rank == 0:
-            with open(args.out, "wb") as f:
-                pickle.dump(everyone, f)
-        exit_rank(0)
     part = read_part(args.dir)
-    dg = DistGraph(part, backend=args.backend, gpus_per_node=args.gpus_per_node)
+    dg = DistGraph(part, backend=backend, gpus_per_node=gpus_per_node)
     total = part.split_counts["train"]
     got = step(dg, part.x, part.y, part.train_mask, total, args.model, args.layers)
     # today's path: the whole dataset on every rank, the same partition handed over
     whole = Prepared(args.dir)
     ds = whole.dataset()
-    bounds = whole.rank_bounds(world)
     perm = np.concatenate([whole.reads.array(f"parts/{p:05d}/ids.npy") for p in range(whole.parts)])
-    partition = Partition(part.manifest.method, perm, bounds)
-    full = DistGraph(ds.graph, backend=args.backend, partition=partition, gpus_per_node=args.gpus_per_node)
+    partition = Partition(part.manifest.method, perm, whole.rank_bounds(world))
+    full = DistGraph(ds.graph, backend=backend, partition=partition, gpus_per_node=gpus_per_node)
     want = step(full, full.local(ds.x), full.local(ds.y), full.local(ds.train_mask), total, args.model, args.layers)
-    part_bytes = sum(
-        e.bytes for rel, e in part.manifest.files.items() if rel in whole.files_of(whole.parts_of(rank, world))
-    )
-    mine = dict(
-        rank=rank,
-        host_group=int(os.environ.get("GROUP_RANK", 0)),
+    files = whole.files_of(whole.parts_of(rank, world))
+    return dict(
         parts=list(whole.parts_of(rank, world)),
         plans=shard_arrays(dg),
         full_plans=shard_arrays(full),
@@ -132,10 +112,34 @@ def main():
         want=want,
         ids_equal=bool(torch.equal(dg.global_ids, full.global_ids)),
         bytes_read=part.bytes_read,
-        part_bytes=part_bytes,
+        part_bytes=sum(part.manifest.files[rel].bytes for rel in files),
         gathered=dg.gather(got[0]),
         gathered_full=full.gather(want[0]),
     )
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("out")
+    ap.add_argument(
+        "--runs",
+        default="halo",
+        help="comma-separated: halo, allgather, node-halo:G (G ranks a machine), grid:GXxGYxGZ",
+    )
+    ap.add_argument("--model", default="gcn")
+    ap.add_argument("--layers", type=int, default=2)
+    args = ap.parse_args()
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mine = dict(rank=rank, agent=int(os.environ.get("GROUP_RANK", 0)))
+    for spec in args.runs.split(","):
+        backend, _, arg = spec.partition(":")
+        if backend == "grid":
+            part, whole = grid_run(args, arg)
+            mine[spec] = dict(part=part, whole=whole)
+        else:
+            mine[spec] = row_run(args, backend, int(arg) if arg else None)
     everyone = [None] * world
     dist.all_gather_object(everyone, mine)
     if rank == 0:

@@ -175,12 +175,9 @@ class NpzDataset(Source):
     def edges(self, per_piece: int) -> Iterator[tuple]:
         a = self.arrays
         if self.layout == "edge_index":
-            e = a["edge_index"].shape[1]
-            srcs = a["edge_index"].items(0, e, per_piece)
-            dsts = a["edge_index"].items(e, 2 * e, per_piece)
             ws = a["edge_weight"].items(0, len(a["edge_weight"]), per_piece) if "edge_weight" in a else None
-            for s, d in zip(srcs, dsts, strict=True):
-                yield _pairs(s, d, None if ws is None else next(ws))
+            for ei in a["edge_index"].columns(per_piece):
+                yield _pairs(ei[0], ei[1], None if ws is None else next(ws))
             return
         if self.layout == "coo":  # entry (i, j) is the edge j -> i
             rows, cols, data = (a[n].items(0, len(a[n]), per_piece) for n in ("row", "col", "data"))
@@ -422,9 +419,8 @@ class Ogb(Source):
     def edges(self, per_piece: int) -> Iterator[tuple]:
         raw = self.root / "raw"
         if self.binary:
-            e = self.ei.shape[1]
-            for s, d in zip(self.ei.items(0, e, per_piece), self.ei.items(e, 2 * e, per_piece), strict=True):
-                yield _pairs(s, d, None)
+            for ei in self.ei.columns(per_piece):
+                yield _pairs(ei[0], ei[1], None)
             return
         for a in csv_pieces(raw / "edge.csv.gz", np.int64, "edges 'src,dst'", max(per_piece * 16, 1 << 16)):
             if a.shape[1] != 2:
