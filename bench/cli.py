@@ -164,6 +164,10 @@ def main(argv=None) -> int:
         from .nodes import main as nodes_main
 
         return nodes_main(argv[1:])
+    if argv[:1] == ["memory"]:  # not a suite: memory per rank, whole dataset against prepared parts
+        from .rank_memory import main as memory_main
+
+        return memory_main(argv[1:])
     if argv[:1] == ["grid"]:  # not a suite: Plexus's grids ranked by the model (bench/grid.py), no device
         from .grid import main as grid_main
 

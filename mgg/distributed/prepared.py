@@ -39,6 +39,7 @@ class Part:
     val_mask: torch.Tensor
     test_mask: torch.Tensor
     global_ids: torch.Tensor
+    normalized: bool = False  # whether x holds normalised features already (the trainer's, in place)
 
     @property
     def name(self) -> str:

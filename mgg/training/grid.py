@@ -101,7 +101,7 @@ def prepared_data(model: GridNet, source: PreparedBlocks) -> GridData:
     sums = torch.from_numpy(sum_over_axis(model.grid, x.sum(1, keepdim=True).numpy(), b))
     counts = source.prepared.manifest.split_counts
     return GridData(
-        x / sums.clamp(min=1e-12),
+        x.div_(sums.clamp(min=1e-12)),  # in place: the rank keeps one copy of its shard
         torch.from_numpy(y),
         [torch.from_numpy((split & bit) != 0) for bit in SPLIT_BITS.values()],
         [int(counts[k]) for k in SPLIT_BITS],

@@ -68,6 +68,11 @@ def normalize_features(x: torch.Tensor) -> torch.Tensor:
     return x / s.clamp(min=1e-12)
 
 
+def normalize_features_(x: torch.Tensor) -> torch.Tensor:
+    """normalize_features in place (the same values): a rank holding its part keeps one copy."""
+    return x.div_(x.sum(1, keepdim=True).clamp(min=1e-12))
+
+
 def build_model(cfg: TrainConfig, in_dim: int, num_classes: int) -> torch.nn.Module:
     """The model of a training config, with mgg's layers (or cfg.conv_module's)."""
     mgg_kw = dict(config=cfg.config, autotune=cfg.autotune, deterministic=cfg.deterministic)
@@ -197,7 +202,7 @@ def start(ds: NodeDataset, cfg: TrainConfig, seed: int, dg=None) -> Session:
         model,
         opt,
         nodes,
-        normalize_features(nodes.own(ds.x)).to(dev),
+        (nodes.own(ds.x) if getattr(ds, "normalized", False) else normalize_features(nodes.own(ds.x))).to(dev),
         nodes.own(ds.y).to(dev),
         masks,
         totals,

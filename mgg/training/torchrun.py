@@ -17,7 +17,7 @@ from ..distributed.graph import DistGraph
 from ..distributed.prepared import Part, read_part
 from ..distributed.process import init_from_env
 from ..errors import MggError
-from .loop import TrainConfig, summarize, train_once
+from .loop import TrainConfig, normalize_features_, summarize, train_once
 
 
 def train(
@@ -50,6 +50,8 @@ def train(
         ds = read_part(ds)
         if ds.manifest.label_shape:
             raise MggError(f"{ds.name}: {ds.num_classes} labels per node (multi-label); mgg train does single-label")
+        normalize_features_(ds.x)  # in place, once: the rank keeps one copy of its features
+        ds.normalized = True
     graph = ds if isinstance(ds, Part) else ds.graph
     dg = DistGraph(graph, backend=backend, fetch=fetch, partition=partition, remote_reads=remote_reads)
     runs = [train_once(ds, cfg, s, progress, dg) for s in cfg.seeds]

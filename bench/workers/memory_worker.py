@@ -1,0 +1,161 @@
+"""torchrun worker of `python -m bench memory`: one rank loads a dataset (every rank all of it, or its
+part of a prepared directory), builds its plans and trains a GCN for a few epochs, and reports its
+memory and reads: peak resident memory (VmHWM), peak anonymous memory (RssAnon, sampled every 5 ms),
+the bytes it read while loading (/proc/self/io rchar), the load time, its parts' bytes and its halo.
+
+    torchrun ... bench/workers/memory_worker.py SOURCE LOADER BACKEND OUT [--grid SHAPE] [--epochs E]
+
+LOADER: whole (load_dataset on every rank, the partition's ranges kept) or prepared (SOURCE is a
+prepared directory; each rank reads its part). BACKEND: halo, node-halo or grid. Rank 0 writes every
+rank's row as JSON."""
+
+import argparse
+import json
+import os
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+from bench.memory import peak_rss_bytes
+from mgg.data import load_dataset
+from mgg.data.prepared import Prepared
+from mgg.distributed import DistGraph
+from mgg.distributed.prepared import read_part
+from mgg.distributed.process import exit_rank
+from mgg.training.loop import TrainConfig, normalize_features_, train_once
+
+
+class AnonPeak:
+    """The largest RssAnon seen, sampled every 5 ms on a thread (the kernel keeps no peak of it)."""
+
+    def __init__(self):
+        self.peak, self._stop = 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, anon_bytes())
+            self._stop.wait(0.005)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return max(self.peak, anon_bytes())
+
+
+def anon_bytes() -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def rchar() -> int:
+    for line in open("/proc/self/io"):
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    return 0
+
+
+def part_bytes(prepared: Prepared, rank: int, world: int) -> int:
+    m = prepared.manifest
+    return sum(m.files[rel].bytes for rel in prepared.files_of(prepared.parts_of(rank, world)))
+
+
+def rows_backend(args, cfg: TrainConfig) -> dict:
+    rank = dist.get_rank()
+    t0, r0 = time.perf_counter(), rchar()
+    if args.loader == "prepared":  # as mgg.training.torchrun.train: the features normalised in place
+        ds = read_part(args.source)
+        normalize_features_(ds.x)
+        ds.normalized = True
+        dg = DistGraph(ds, backend=args.backend)
+    else:
+        ds = load_dataset(args.source)
+        dg = DistGraph(ds.graph, backend=args.backend, partition="range")
+    load_s, read = time.perf_counter() - t0, rchar() - r0
+    result = train_once(ds, cfg, 0, progress=False, dg=dg)
+    halo = max((p.plan.shard(rank).num_halo for p in dg._plans.values()), default=0)
+    return dict(
+        load_s=load_s,
+        read_bytes=read,
+        halo_rows=halo,
+        halo_bytes=2 * halo * cfg.hidden * 4,
+        test_acc=result.test_acc,
+        epoch_ms=result.epoch_ms,
+    )
+
+
+def grid_backend(args, cfg: TrainConfig) -> dict:
+    from mgg.distributed.grid import Grid, GridNet
+    from mgg.distributed.grid.blocks import PreparedBlocks
+    from mgg.distributed.grid.model import GraphStats
+    from mgg.training.grid import _open, choose_shape, dims_of, prepared_data, whole_data
+
+    world = dist.get_world_size()
+    t0, r0 = time.perf_counter(), rchar()
+    if args.loader == "prepared":
+        prepared = _open(args.source, world)
+        m = prepared.manifest
+        name, in_dim, classes, nodes, nnz = (
+            m.name,
+            m.num_features,
+            m.num_classes,
+            m.num_nodes,
+            m.num_edges + m.num_nodes,
+        )
+    else:
+        ds = load_dataset(args.source)
+        name, in_dim, classes, nodes = ds.name, ds.x.size(1), ds.num_classes, ds.graph.num_nodes
+        nnz = ds.graph.num_edges + nodes
+    dims = dims_of(in_dim, classes, cfg)
+    shape = choose_shape(args.grid, world, GraphStats(name, nodes, nnz, tuple(dims), "gcn"), world)
+    grid = Grid(shape)
+    source = PreparedBlocks(prepared, grid, "gcn", torch.float32) if args.loader == "prepared" else ds.graph
+    model = GridNet(grid, source, dims, dropout=cfg.dropout)
+    data = prepared_data(model, source) if args.loader == "prepared" else whole_data(model, ds)
+    load_s, read = time.perf_counter() - t0, rchar() - r0
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    times = []
+    for _ in range(cfg.epochs):
+        t = time.perf_counter()
+        opt.zero_grad()
+        model.rows_loss(model(data.x_shard), data.y, data.masks[0], data.totals[0]).backward()
+        opt.step()
+        times.append((time.perf_counter() - t) * 1e3)
+    return dict(load_s=load_s, read_bytes=read, halo_rows=0, halo_bytes=0, grid=str(shape), epoch_ms=min(times))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("source")
+    ap.add_argument("loader", choices=["whole", "prepared"])
+    ap.add_argument("backend", choices=["halo", "node-halo", "grid"])
+    ap.add_argument("out")
+    ap.add_argument("--grid", default="auto")
+    ap.add_argument("--epochs", type=int, default=2)
+    args = ap.parse_args()
+    anon = AnonPeak()
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    cfg = TrainConfig(model="gcn", epochs=args.epochs, seeds=(0,), device="cpu")
+    row = (grid_backend if args.backend == "grid" else rows_backend)(args, cfg)
+    row.update(rank=rank, ranks=world, peak_rss_bytes=peak_rss_bytes(), anon_rss_bytes=anon.stop())
+    if args.loader == "prepared":
+        row["part_bytes"] = (
+            part_bytes(Prepared(args.source), rank, world) if args.backend != "grid" else row["read_bytes"]
+        )
+    rows = [None] * world
+    dist.all_gather_object(rows, row)
+    if rank == 0:
+        with open(args.out, "w") as f:
+            json.dump(rows, f)
+    exit_rank(0)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()
