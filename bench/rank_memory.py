@@ -1,14 +1,15 @@
 """Memory per rank: today's path (every rank loads the whole dataset) against a prepared directory
 (`mgg prepare`: each rank reads and holds only its part), for CPU processes (gloo).
 
-    python -m bench memory [--nodes 2500000] [--edges 25000000] [--features 192] [--ranks 1 2 4 8]
-                           [--backends halo node-halo grid] [--loaders whole prepared] [--epochs 2]
-                           [--budget-mb 256] [--cgroup-mb 1024] [--out DIR] [--smoke]
+    python -m bench memory [--datasets 500000:5000000:128 2500000:10000000:224] [--ranks 1 2 4 8]
+                           [--backends halo node-halo grid] [--loaders whole prepared] [--epochs 1]
+                           [--budget-mb 128] [--cgroup-mb 1100] [--out DIR] [--smoke]
 
-A generated .npz dataset (an R-MAT graph, random float32 features, 16 classes, a random split) is
-prepared once for the largest rank count, streamed (`range`), inside a cgroup that allows it
---cgroup-mb of memory where this machine lets a process make one (the dataset's arrays must be at
-least twice that: the chunk budget, not the dataset, bounds the prepare). Then for every backend,
+Generated .npz datasets (NODES:EDGES:FEATURES: an R-MAT graph, random float32 features, 16 classes, a
+random split) are each prepared once for the largest rank count, streamed (`range`); the largest
+inside a cgroup that allows it --cgroup-mb of memory where this machine lets a process make one (its
+arrays must be at least twice that: the chunk budget, not the dataset, bounds the prepare). Then for
+every dataset, backend,
 rank count and loader, `torchrun` runs bench/workers/memory_worker.py: each rank loads, plans and
 trains a GCN for --epochs epochs and reports its peak resident memory (VmHWM), peak anonymous memory
 (RssAnon sampled every 5 ms), the bytes it read while loading (/proc/self/io rchar), the load time,
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mgg.data.prepared import Prepared
 from mgg.graph import available_memory
 
 from . import cache
@@ -61,7 +63,7 @@ COLUMNS = [
     "read_ok",
     "grid",
 ]
-SMOKE = dict(nodes=3000, edges=30000, features=16, ranks=[1, 2], epochs=1, budget_mb=1, cgroup_mb=0)
+SMOKE = dict(datasets=["3000:30000:16"], ranks=[1, 2], epochs=1, budget_mb=1, cgroup_mb=0)
 MB = 2**20
 
 
@@ -164,109 +166,133 @@ def run_worker(source, loader: str, backend: str, ranks: int, epochs: int, timeo
 
 
 def fits(arrays_bytes: int, ranks: int) -> bool:
-    """Whether `ranks` copies of today's path fit this machine (about 2.5 times the arrays each)."""
+    """Whether `ranks` copies of today's path fit this machine (measured: 4.2 times the arrays each,
+    with the fixed cost)."""
     have = available_memory()
-    return have is None or ranks * 2.5 * arrays_bytes < 0.8 * have
+    return have is None or ranks * (4.5 * arrays_bytes + 1024 * MB) < 0.8 * have
 
 
 def run(args, log) -> dict:
     folder = cache.cache_dir()
-    data = dataset(args.nodes, args.edges, args.features, folder)
-    arrays = os.path.getsize(data)
     top = max(args.ranks)
-    prepared = folder / f"{data.stem}-prepared-{top}"
     cora = folder / f"cora-prepared-{top}"
-    print(f"dataset {data} ({arrays / MB:.0f} MiB of arrays); preparing {top} parts", flush=True)
-    info = dict(arrays_mb=arrays / MB, prepare=prepare_in_cgroup(data, prepared, top, args.budget_mb, args.cgroup_mb))
     prepare_in_cgroup("cora", cora, top, 16, 0)
-    print(f"prepare: {info['prepare']}", flush=True)
-    rows = []
-    for backend in args.backends:
-        fixed = {}
-        for ranks in args.ranks:
-            fixed[ranks] = (
-                max(r["peak_rss_bytes"] for r in run_worker(cora, "prepared", backend, ranks, 1, args.timeout)) / MB
+    fixed: dict = {}  # (backend, ranks) -> F, the same command's peak on Cora
+    info: dict = dict(datasets=[], rows=[])
+    for k, spec in enumerate(args.datasets):
+        nodes, edges, features = (int(v) for v in spec.split(":"))
+        data = dataset(nodes, edges, features, folder)
+        arrays = os.path.getsize(data)
+        prepared = folder / f"{data.stem}-prepared-{top}"
+        limit = args.cgroup_mb if k == len(args.datasets) - 1 else 0  # the largest: inside the cgroup
+        print(f"dataset {data} ({arrays / MB:.0f} MiB of arrays); preparing {top} parts", flush=True)
+        prep = prepare_in_cgroup(data, prepared, top, args.budget_mb, limit)
+        print(f"prepare: {prep}", flush=True)
+        info["datasets"].append(dict(spec=spec, arrays_mb=arrays / MB, prepare=prep))
+        for backend in args.backends:
+            for ranks in args.ranks:
+                if (backend, ranks) not in fixed:
+                    got = run_worker(cora, "prepared", backend, ranks, 1, args.timeout)
+                    fixed[backend, ranks] = max(r["peak_rss_bytes"] for r in got) / MB
+            one = max(
+                r["peak_rss_bytes"] for r in run_worker(prepared, "prepared", backend, 1, args.epochs, args.timeout)
             )
-        one = (
-            max(r["peak_rss_bytes"] for r in run_worker(prepared, "prepared", backend, 1, args.epochs, args.timeout))
-            / MB
-        )
-        for ranks in args.ranks:
-            for loader in args.loaders:
-                if loader == "whole" and not fits(arrays, ranks):
-                    print(f"skip: today's path at {ranks} ranks would not fit this machine's memory", flush=True)
-                    continue
-                t0 = time.perf_counter()
-                source = data if loader == "whole" else prepared
-                got = run_worker(source, loader, backend, ranks, args.epochs, args.timeout)
-                parts = {}
-                if loader == "whole" and backend != "grid":
-                    parts = {
-                        r["rank"]: r["part_bytes"]
-                        for r in run_worker(prepared, "prepared", backend, ranks, 1, args.timeout)
-                    }
-                for r in got:
-                    part = r.get("part_bytes", parts.get(r["rank"], 0))
-                    peak_target = fixed[ranks] + 1.5 * (one - fixed[ranks]) / ranks + r["halo_bytes"] / MB
-                    read_target = (1.1 * part + MB) / MB
-                    row = dict(
-                        graph=data.stem,
-                        backend=backend,
-                        ranks=ranks,
-                        loader=loader,
-                        rank=r["rank"],
-                        part_bytes=part,
-                        halo_bytes=r["halo_bytes"],
-                        peak_rss_mb=round(r["peak_rss_bytes"] / MB, 1),
-                        anon_rss_mb=round(r["anon_rss_bytes"] / MB, 1),
-                        read_mb=round(r["read_bytes"] / MB, 2),
-                        load_s=round(r["load_s"], 2),
-                        epoch_ms=round(r["epoch_ms"], 1),
-                        fixed_mb=round(fixed[ranks], 1),
-                        one_process_mb=round(one, 1),
-                        peak_target_mb=round(peak_target, 1),
-                        peak_ok=r["peak_rss_bytes"] / MB <= peak_target,
-                        read_target_mb=round(read_target, 2),
-                        read_ok=loader == "whole" or r["read_bytes"] / MB <= read_target,
-                        grid=r.get("grid", ""),
+            for ranks in args.ranks:
+                for loader in args.loaders:
+                    if loader == "whole" and not fits(arrays, ranks):
+                        print(f"skip: {spec} whole at {ranks} ranks would not fit this machine's memory", flush=True)
+                        continue
+                    t0 = time.perf_counter()
+                    got = run_worker(
+                        data if loader == "whole" else prepared, loader, backend, ranks, args.epochs, args.timeout
                     )
-                    log.add(row)
-                    rows.append(row)
-                print(f"{backend} x{ranks} {loader}: {time.perf_counter() - t0:.0f} s", flush=True)
-    info["rows"] = rows
+                    rows = measured_rows(
+                        data.stem, backend, ranks, loader, got, prepared, fixed[backend, ranks], one / MB
+                    )
+                    for row in rows:
+                        log.add(row)
+                    info["rows"] += rows
+                    print(f"{spec} {backend} x{ranks} {loader}: {time.perf_counter() - t0:.0f} s", flush=True)
     return info
 
 
+def measured_rows(graph: str, backend: str, ranks: int, loader: str, got: list, prepared: Path, f_mb, one_mb) -> list:
+    """The CSV rows of one run's ranks, each checked against the targets."""
+    book = Prepared(prepared)
+    out = []
+    for r in got:
+        part = r.get("part_bytes")
+        if part is None:  # today's path: the same rank's parts, for comparison
+            part = (
+                0
+                if backend == "grid"
+                else sum(book.manifest.files[f].bytes for f in book.files_of(book.parts_of(r["rank"], ranks)))
+            )
+        peak_target = f_mb + 1.5 * (one_mb - f_mb) / ranks + r["halo_bytes"] / MB
+        read_target = (1.1 * part + MB) / MB
+        out.append(
+            dict(
+                graph=graph,
+                backend=backend,
+                ranks=ranks,
+                loader=loader,
+                rank=r["rank"],
+                part_bytes=part,
+                halo_bytes=r["halo_bytes"],
+                peak_rss_mb=round(r["peak_rss_bytes"] / MB, 1),
+                anon_rss_mb=round(r["anon_rss_bytes"] / MB, 1),
+                read_mb=round(r["read_bytes"] / MB, 2),
+                load_s=round(r["load_s"], 2),
+                epoch_ms=round(r["epoch_ms"], 1),
+                fixed_mb=round(f_mb, 1),
+                one_process_mb=round(one_mb, 1),
+                peak_target_mb=round(peak_target, 1),
+                peak_ok=r["peak_rss_bytes"] / MB <= peak_target,
+                read_target_mb=round(read_target, 2),
+                read_ok=loader == "whole" or r["read_bytes"] / MB <= read_target,
+                grid=r.get("grid", ""),
+            )
+        )
+    return out
+
+
 def markdown(info: dict, args) -> str:
-    rows, prep = info["rows"], info["prepare"]
+    rows = info["rows"]
     env = environment(__import__("torch").device("cpu"))
     out = [
         "# Memory per rank: every rank loading the dataset, against each rank reading its prepared part",
         "",
-        f"{env['device']}, torch {env.get('torch', '')}; dataset: R-MAT {args.nodes:,} nodes, {args.edges:,} "
-        f"edges, {args.features} float32 features ({info['arrays_mb']:.0f} MiB of arrays, .npz); GCN, "
-        f"{args.epochs} epochs, gloo, one thread per rank. Every rank's row in the CSV; here the busiest rank.",
+        f"{env['device']}, torch {env.get('torch', '')}; GCN, {args.epochs} epoch(s), gloo, one thread per rank; "
+        "generated .npz datasets (R-MAT graph, random float32 features). Every rank's row in the CSV; here the "
+        "busiest rank of each run.",
         "",
-        f"`mgg prepare` (range, {max(args.ranks)} parts, --budget {args.budget_mb} MiB): {prep['seconds']:.0f} s, "
-        f"peak RSS {prep.get('peak_rss_mb', float('nan')):.0f} MiB"
-        + (
-            f", inside a cgroup of {prep['limit_mb']} MiB (peak usage {prep['cgroup_peak_mb']:.0f} MiB, page cache "
-            f"included; OOM kills: {prep['oom_kills']}): the dataset's arrays are "
-            f"{info['arrays_mb'] / prep['limit_mb']:.1f}x the memory the process was allowed"
-            if prep.get("limit_mb")
-            else " (no cgroup could be made here: the limit was not enforced)"
-        ),
-        "",
-        "| backend | ranks | loader | peak RSS MiB | anon MiB | target MiB | ok | read MiB | parts MiB | read ok "
-        "| load s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    keys = dict.fromkeys((r["backend"], r["ranks"], r["loader"]) for r in rows)
-    for b, p, ld in keys:
-        mine = [r for r in rows if (r["backend"], r["ranks"], r["loader"]) == (b, p, ld)]
+    for d in info["datasets"]:
+        prep = d["prepare"]
+        out.append(
+            f"- `{d['spec']}` ({d['arrays_mb']:.0f} MiB of arrays): `mgg prepare` (range, {max(args.ranks)} parts, "
+            f"--budget {args.budget_mb} MiB) {prep['seconds']:.0f} s, "
+            f"peak RSS {prep.get('peak_rss_mb', float('nan')):.0f} MiB"
+            + (
+                f", inside a cgroup of {prep['limit_mb']} MiB (peak usage {prep['cgroup_peak_mb']:.0f} MiB, page cache "
+                f"included; OOM kills {prep['oom_kills']}): the arrays are {d['arrays_mb'] / prep['limit_mb']:.2f}x "
+                "the memory the process was allowed"
+                if prep.get("limit_mb")
+                else ""
+            )
+        )
+    out += [
+        "",
+        "| dataset | backend | ranks | loader | peak RSS MiB | anon MiB | target MiB | ok | read MiB | parts MiB "
+        "| read ok | load s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    keys = dict.fromkeys((r["graph"], r["backend"], r["ranks"], r["loader"]) for r in rows)
+    for g, b, p, ld in keys:
+        mine = [r for r in rows if (r["graph"], r["backend"], r["ranks"], r["loader"]) == (g, b, p, ld)]
         worst = max(mine, key=lambda r: r["peak_rss_mb"])
         out.append(
-            f"| {b}{' ' + worst['grid'] if worst['grid'] else ''} | {p} | {ld} | {worst['peak_rss_mb']} | "
+            f"| {g} | {b}{' ' + worst['grid'] if worst['grid'] else ''} | {p} | {ld} | {worst['peak_rss_mb']} | "
             f"{max(r['anon_rss_mb'] for r in mine)} | {worst['peak_target_mb']} | {all(r['peak_ok'] for r in mine)} | "
             f"{max(r['read_mb'] for r in mine)} | {max(r['part_bytes'] for r in mine) / MB:.1f} | "
             f"{all(r['read_ok'] for r in mine)} | {max(r['load_s'] for r in mine)} |"
@@ -274,7 +300,7 @@ def markdown(info: dict, args) -> str:
     out += [
         "",
         "target: F + 1.5 (P1 - F) / P + halo bytes (F: the same command's peak on Cora at that rank count; "
-        "P1: one process's on this dataset, prepared); read target: 1.1 x the rank's parts' bytes + 1 MiB. "
+        "P1: one process's on the dataset, prepared); read target: 1.1 x the rank's parts' bytes + 1 MiB. "
         "Today's path (`whole`) runs only where its copies fit this machine.",
     ]
     return "\n".join(out) + "\n"
@@ -286,9 +312,19 @@ def plot(rows: list, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    keys = dict.fromkeys((r["backend"], r["loader"]) for r in rows)
+    graphs = list(dict.fromkeys(r["graph"] for r in rows))
+    fig, axes = plt.subplots(1, len(graphs), figsize=(6 * len(graphs), 4.5), squeeze=False)
     backends = list(dict.fromkeys(r["backend"] for r in rows))
+    for ax, graph in zip(axes[0], graphs, strict=True):
+        _plot_one(ax, [r for r in rows if r["graph"] == graph], backends)
+        ax.set_title(f"{graph}: whole dataset per rank (dashed) against its part (solid)", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_one(ax, rows: list, backends: list) -> None:
+    keys = dict.fromkeys((r["backend"], r["loader"]) for r in rows)
     for b, ld in keys:
         mine = [r for r in rows if (r["backend"], r["loader"]) == (b, ld)]
         ranks = sorted({r["ranks"] for r in mine})
@@ -303,25 +339,23 @@ def plot(rows: list, path: Path) -> None:
     ax.set(xlabel="ranks (processes)", ylabel="peak resident memory per rank (MiB, busiest rank)", xscale="log")
     ax.set_xticks(sorted({r["ranks"] for r in rows}), [str(p) for p in sorted({r["ranks"] for r in rows})])
     ax.legend(fontsize=8)
-    ax.set_title("every rank loading the dataset (dashed) against each reading its part (solid)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench memory", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nodes", type=int, default=2_500_000)
-    ap.add_argument("--edges", type=int, default=25_000_000)
-    ap.add_argument("--features", type=int, default=192)
+    ap.add_argument(
+        "--datasets", nargs="+", default=["500000:5000000:128", "2500000:10000000:224"], help="NODES:EDGES:FEATURES"
+    )
     ap.add_argument("--ranks", nargs="+", type=int, default=[1, 2, 4, 8])
     ap.add_argument(
         "--backends", nargs="+", default=["halo", "node-halo", "grid"], choices=["halo", "node-halo", "grid"]
     )
     ap.add_argument("--loaders", nargs="+", default=["whole", "prepared"], choices=["whole", "prepared"])
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--budget-mb", type=float, default=256)
-    ap.add_argument("--cgroup-mb", type=int, default=1024, help="the prepare's memory limit (0: none)")
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--budget-mb", type=float, default=128)
+    ap.add_argument(
+        "--cgroup-mb", type=int, default=1100, help="the largest dataset's prepare's memory limit (0: none)"
+    )
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds for one torchrun")
     ap.add_argument("--smoke", action="store_true", help="a tiny dataset: the harness runs, nothing to cite")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))

@@ -143,6 +143,17 @@ def cmd_prepare(args):
     )
 
 
+def cmd_parts(args):
+    from .data.prepared import Prepared
+
+    prepared = Prepared(args.dir)
+    g = args.gpus_per_node
+    ranks = [args.rank] if args.rank is not None else list(range(args.node * g, (args.node + 1) * g))
+    if g < 1 or not all(0 <= r < args.ranks for r in ranks):
+        raise MggError(f"ranks {ranks[0]}-{ranks[-1]} lie outside a run of {args.ranks} ranks")
+    print("\n".join(prepared.files_of_ranks(ranks, args.ranks)))
+
+
 def cmd_train(args):
     import os
     from pathlib import Path
@@ -396,6 +407,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_source(p)
     p.set_defaults(fn=cmd_prepare)
+
+    p = sub.add_parser(
+        "parts",
+        help="the files of a prepared dataset that a machine's ranks read (for copying without a shared filesystem)",
+        description="Prints, one per line relative to DIR, the manifest and the part files that ranks read in a "
+        "run of --ranks ranks: those of machine --node (its --gpus-per-node consecutive ranks), or of --rank. "
+        "E.g. mgg parts DIR --ranks 64 --node 3 --gpus-per-node 8 | rsync -a --files-from=- DIR/ host3:DIR/",
+    )
+    p.add_argument("dir", help="a prepared dataset (mgg prepare)")
+    p.add_argument("--ranks", type=int, required=True, help="the run's rank count (it must divide the parts)")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--node", type=int, help="the machine (torchrun's --node-rank, with static rendezvous)")
+    who.add_argument("--rank", type=int, help="one rank")
+    p.add_argument("--gpus-per-node", type=int, default=1, help="ranks per machine (torchrun's --nproc-per-node)")
+    p.set_defaults(fn=cmd_parts)
 
     p = sub.add_parser("train", help="full-graph node classification (Planetoid, PyG Reddit, OGB, .npz dataset)")
     p.add_argument(

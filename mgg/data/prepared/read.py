@@ -15,7 +15,7 @@ import torch
 from ...errors import GraphError
 from ...graph import Graph
 from ..node_dataset import NodeDataset
-from .layout import EDGE_FILES, NODE_FILES, SPLIT_BITS, Manifest, Reads, part_file
+from .layout import EDGE_FILES, MANIFEST, NODE_FILES, SPLIT_BITS, Manifest, Reads, part_file
 
 
 @dataclass
@@ -90,6 +90,12 @@ class Prepared:
     def files_of(self, parts, names=NODE_FILES + EDGE_FILES) -> list:
         m = self.manifest
         return [part_file(p, n) for p in parts for n in names if part_file(p, n) in m.files]
+
+    def files_of_ranks(self, ranks, world: int) -> list:
+        """What ranks `ranks` of a run of `world` read (the manifest, then their parts' files), relative
+        to the directory: what a machine without a shared filesystem needs of it."""
+        parts = sorted({p for r in ranks for p in self.parts_of(r, world)})
+        return [MANIFEST, *self.files_of(parts)]
 
     def check_present(self, parts, names=NODE_FILES + EDGE_FILES) -> None:
         """The files of these parts exist with the manifest's sizes (no data read)."""
