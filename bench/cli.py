@@ -164,6 +164,10 @@ def main(argv=None) -> int:
         from .nodes import main as nodes_main
 
         return nodes_main(argv[1:])
+    if argv[:1] == ["strategies"]:  # not a suite: every strategy on a described cluster (bench/strategies.py)
+        from .strategies import main as strategies_main
+
+        return strategies_main(argv[1:])
     if argv[:1] == ["memory"]:  # not a suite: memory per rank, whole dataset against prepared parts
         from .rank_memory import main as memory_main
 

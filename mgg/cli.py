@@ -66,6 +66,9 @@ COMPARE = (
     "remote_edges",
     "remote_fraction",
     "halo_rows",
+    "max_send_rows",
+    "max_recv_rows",
+    "send_max_over_mean",
     "allgather_rows",
     "max_send_peer",
     "edge_imbalance",
@@ -183,6 +186,10 @@ def cmd_train(args):
         autotune=args.autotune,
         deterministic=args.deterministic,
     )
+    if args.replication not in (None, 1) and args.backend not in ("sa-1.5d", "cagnet-1.5d", "auto"):
+        raise MggError(f"--replication applies to the 1.5D backends (sa-1.5d, cagnet-1.5d), not {args.backend}")
+    if args.backend == "auto":
+        _choose_strategy(args, ds, cfg, distributed)
     if args.backend == "grid":  # Plexus's 3D grid, under torchrun or in one process (a 1x1x1 grid)
         if args.partition not in (None, "range"):
             raise MggError("--partition applies to the row-partitioned backends; the grid cuts the graph by its grid")
@@ -204,10 +211,13 @@ def cmd_train(args):
             fetch=args.fetch,
             partition=args.partition,
             remote_reads=args.remote_reads,
+            replication=args.replication,
+            stage_rule=args.stage_rule,
         )
         if res["rank"] != 0:
             return
-        print(f"{res['world']} ranks, backend {args.backend}, partition {res['partition']}")
+        c = f", replication {args.replication}" if args.replication else ""
+        print(f"{res['world']} ranks, backend {args.backend}{c}, partition {res['partition']}")
     else:
         if args.partition not in (None, "range"):
             raise MggError(
@@ -220,6 +230,9 @@ def cmd_train(args):
         for line in order_decisions():
             print(line)
     for r in res["runs"]:
+        if args.curve:
+            for epoch, (loss, val, test) in enumerate(r.curve):
+                print(f"seed {r.seed} epoch {epoch}: loss {loss:.6f}, val {val * 100:.2f}%, test {test * 100:.2f}%")
         print(
             f"seed {r.seed}: test {r.test_acc * 100:.1f}% (val {r.val_acc * 100:.1f}% at epoch {r.best_epoch}), "
             f"{r.epoch_ms:.1f} ms/epoch"
@@ -229,6 +242,29 @@ def cmd_train(args):
         f"{res['dataset']} {args.model}: test accuracy {res['mean'] * 100:.2f} ± {res['std'] * 100:.2f}% "
         f"over {len(res['runs'])} seeds"
     )
+
+
+def _choose_strategy(args, ds, cfg, distributed: bool) -> None:
+    """--backend auto: the strategy the one model ranks first (mgg.training.auto) becomes args'
+    backend, replication and grid; rank 0 says which, and the runner-up, in one line."""
+    if not distributed:
+        args.backend = "halo"  # one process: nothing to choose
+        return
+    from .data import NodeDataset
+    from .distributed.process import init_from_env
+    from .training.auto import choose, cluster_of_job
+
+    if not isinstance(ds, NodeDataset):
+        raise MggError("--backend auto ranks the strategies on the whole graph; a prepared dataset names its backend")
+    cluster = cluster_of_job(args.nvlink_gbps, args.network_gbps)
+    init_from_env(cfg.device, "halo")
+    strategy, said = choose(ds, cfg, cluster, args.partition)
+    import torch.distributed as dist
+
+    if dist.get_rank() == 0:
+        print(said, flush=True)
+    args.backend, args.replication = strategy.backend, strategy.replication if strategy.replication > 1 else None
+    args.grid = strategy.grid or args.grid
 
 
 def _print_tuning(summaries: list) -> None:
@@ -309,7 +345,7 @@ def _add_config(p):
 def _backends() -> tuple:
     from .distributed.graph import BACKENDS
 
-    return (*BACKENDS, "grid")
+    return (*BACKENDS, "grid", "auto")
 
 
 def _partition_methods() -> list:
@@ -366,7 +402,8 @@ def parser() -> argparse.ArgumentParser:
         default="range",
         help="range: MGG Algorithm 1 on the graph's order; random: a seeded permutation; metis: METIS "
         "k-way, fewest remote edges; hypergraph: Mt-KaHyPar, fewest rows exchanged (metis and "
-        "hypergraph: pip install mgg[partition]); all: compare them",
+        "hypergraph: pip install mgg[partition]); metis+vb, hypergraph+vb: refined for the busiest "
+        "sender (Graph-VB's objective: max send volume at nearly the same total); all: compare them",
     )
     p.add_argument("--seed", type=int, default=0, help="the seed of random, metis and hypergraph")
     p.add_argument(
@@ -474,8 +511,33 @@ def parser() -> argparse.ArgumentParser:
         "every rank gathers all rows each layer) or node-halo (across machines: each remote row "
         "over the network once per machine, then inside the machine; machines of LOCAL_WORLD_SIZE ranks), "
         "node-nvshmem (node-halo's network stage, then MGG's fused kernel over each machine's NVSHMEM; "
-        "needs --device cuda) or grid (Plexus's 3D grid: adjacency, features and weights split over "
-        "GXxGYxGZ ranks; gcn)",
+        "needs --device cuda), grid (Plexus's 3D grid: adjacency, features and weights split over "
+        "GXxGYxGZ ranks; gcn, sage), sa-1.5d or cagnet-1.5d (P/c blocks replicated on c ranks, --replication c: "
+        "the sparsity-aware rows, or CAGNET's whole blocks, down each process column; gcn, sage, gin)",
+    )
+    p.add_argument(
+        "--replication",
+        type=int,
+        default=None,
+        help="sa-1.5d and cagnet-1.5d: c, the replicas of each of the P/c blocks (c divides the ranks; default 1)",
+    )
+    p.add_argument(
+        "--nvlink-gbps",
+        type=float,
+        default=None,
+        help="--backend auto: a GPU's NVLink rate (GB/s one way; default 450)",
+    )
+    p.add_argument(
+        "--network-gbps",
+        type=float,
+        default=None,
+        help="--backend auto: a machine's network rate (GB/s one way; needed when the job spans machines)",
+    )
+    p.add_argument(
+        "--stage-rule",
+        choices=["balanced", "cagnet"],
+        default="balanced",
+        help="sa-1.5d and cagnet-1.5d: how the process columns share the blocks (cagnet: CAGNET's code's rule)",
     )
     p.add_argument(
         "--grid",
@@ -507,6 +569,9 @@ def parser() -> argparse.ArgumentParser:
         "machines. Default: range, and for those two the installed method that cuts the least inter-node volume",
     )
     p.add_argument("--deterministic", action="store_true")
+    p.add_argument(
+        "--curve", action="store_true", help="print every epoch's loss (over all training nodes) and accuracies"
+    )
     p.add_argument("--quiet", action="store_true")
     _add_config(p)
     p.add_argument(

@@ -8,6 +8,7 @@ from typing import Optional, Union
 
 import torch
 
+from . import ops
 from .errors import MggError
 from .graph import Graph
 from .ops import EXTREMES
@@ -175,3 +176,14 @@ def attend(
     if isinstance(plan, Graph):
         plan = Plan(attention_graph(plan, add_self_loops=False))
     return plan.attend(h, a_src, a_dst, negative_slope, dropout, seed, config)
+
+
+def node_dropout(x: torch.Tensor, ids: torch.Tensor, p: float, seed: int, step: int, layer: int, col0: int = 0):
+    """Dropout of a layer's input drawn by node: element (row, column) of x [rows, cols] is dropped
+    unless a hash of (seed, step, layer, the row's global node id ids[row], col0 + column) keeps it
+    (mgg.ops.node_keep), the kept ones scaled by 1 / (1 - p) as F.dropout scales them. Whichever rank,
+    grid or device holds a node draws the same (mgg.nn.dropout, Plexus's grid)."""
+    if p <= 0:
+        return x
+    keep = ops.node_keep(ids, col0, col0 + x.size(1), seed, step, layer, p)
+    return x * keep / (1 - p)

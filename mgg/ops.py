@@ -193,6 +193,17 @@ def _attention_keep_fake(dst, src, heads, seed, p):
     return dst.new_empty((dst.size(0), heads), dtype=torch.float32)
 
 
+def node_keep(nodes: torch.Tensor, col0: int, col1: int, seed: int, step: int, layer: int, p: float) -> torch.Tensor:
+    """Node-feature dropout's keep mask [len(nodes), col1 - col0] (bool) for rows of global node ids
+    `nodes`: the same draw whichever rank, grid or device holds a node (csrc/core/dropout.h)."""
+    return torch.ops.mgg.node_keep(nodes, col0, col1, seed, step, layer, p)
+
+
+@torch.library.register_fake("mgg::node_keep")
+def _node_keep_fake(nodes, col0, col1, seed, step, layer, p):
+    return nodes.new_empty((nodes.size(0), col1 - col0), dtype=torch.bool)
+
+
 def attend_peers_dst(
     peers: list, my_pe: int, terms, plan, params, heads, negative_slope, dropout, seed, offsets: list, fetch: int
 ) -> torch.Tensor:

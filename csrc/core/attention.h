@@ -29,6 +29,7 @@
 #pragma once
 #include <cstdint>
 
+#include "hash.h"
 #include "limits.h"
 #include "schedule.h"
 
@@ -44,12 +45,6 @@ MGG_HOST_DEVICE T leaky(T v, S slope) {
 template <typename T, typename S>
 MGG_HOST_DEVICE T leaky_grad(T v, S slope) {  // at v = 0 the slope, as torch's leaky_relu_backward
   return v > T(0) ? T(1) : static_cast<T>(slope);
-}
-
-MGG_HOST_DEVICE uint64_t mix64(uint64_t z) {  // splitmix64's finalizer
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 // The dropout factor of edge src -> dst (global node ids) and head: 0, or 1 / (1 - p).

@@ -30,6 +30,8 @@
 //                   published to peers), attend_peers_dst (pass A: d a_dst) and attend_peers_src
 //                   (pass B over the transposed graph's step: the source rows' gradients).
 // attention_keep:   the dropout factors those ops draw for given edges (global ids) and heads.
+// node_keep:        node-feature dropout's keep mask (core/dropout.h): [len(nodes), col1 - col0] bool
+//                   for rows of global node ids `nodes`, drawn alike by any rank count or grid.
 #include <torch/library.h>
 
 TORCH_LIBRARY(mgg, m) {
@@ -53,6 +55,7 @@ TORCH_LIBRARY(mgg, m) {
       "float negative_slope, float dropout, int seed, int[] offsets, int fetch) -> (Tensor, Tensor)");
   m.def("attention_terms(Tensor grad, Tensor out, Tensor a_dst, Tensor stats, int heads) -> Tensor");
   m.def("attention_keep(Tensor dst, Tensor src, int heads, int seed, float p) -> Tensor");
+  m.def("node_keep(Tensor nodes, int col0, int col1, int seed, int step, int layer, float p) -> Tensor");
   m.def(
       "attend_peers_dst(Tensor[] peers, int my_pe, Tensor terms, Tensor?[] plan, int[] params, int heads, "
       "float negative_slope, float dropout, int seed, int[] offsets, int fetch) -> Tensor");

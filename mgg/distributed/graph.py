@@ -45,7 +45,9 @@ from ..plan import Config, Plan, check_remote_reads
 from ..runtime.remote_reads import AUTO
 from .backends import BACKENDS as _KINDS
 from .backends.node_halo import gpus_per_node as _gpus_per_node
+from .backends.onefive import RUNS_ON, Replicas
 from .comm import all_gather_rows
+from .onefive.layout import Layout, column_graph
 from .prepared import Part
 
 BACKENDS = tuple(_KINDS)  # the backends' names (mgg.distributed.backends)
@@ -68,14 +70,19 @@ class DistPlan:
         fetch: str = "get-warp",
         remote_reads: str = "per-edge",
         gpus_per_node: int = 1,
+        replicas=None,
     ):
         self.rank, self.world, self.group = rank, len(bounds) - 1, group
         self.gpus_per_node = gpus_per_node  # ranks per machine (the node-halo backend's stages)
         self.backend, self.fetch = backend, fetch
         self.remote_reads = remote_reads  # the nvshmem backend's: per-edge (MGG) or once (steps.REMOTE_READS)
+        self.replicas = replicas  # a 1.5D backend's layout and row and column groups (backends.onefive.Replicas)
         kind = _KINDS[backend]
-        # the ranges of the DistGraph, whatever the normalisation
-        self.plan = Plan(graph, bounds=bounds, gathered=kind.gathered)
+        gathered = kind.gathered
+        if replicas is not None and hasattr(kind, "window"):  # cagnet-1.5d: the chunk's table
+            gathered = kind.window(replicas.layout, bounds)
+        # the ranges of the DistGraph, whatever the normalisation (a 1.5D backend's: its blocks)
+        self.plan = Plan(graph, bounds=bounds, gathered=gathered)
         self.range_rows = [int(b) for b in np.diff(bounds)]
         self.transport = kind(self, graph)
         # the fetch policy that decides how peers' rows are read ("none" where the backend has none)
@@ -196,6 +203,11 @@ class DistGraph:
             keeps, the faster kept: mgg.runtime.remote_reads). Other backends move each row once anyway.
         gpus_per_node: the ranks of one machine (consecutive ranks; default torchrun's
             LOCAL_WORLD_SIZE): the machines of node-halo and node-nvshmem.
+        replication: c, the replicas of each block of the 1.5D backends ('sa-1.5d', 'cagnet-1.5d';
+            c divides the ranks, 1 by default): the graph is cut into P / c blocks (by `partition`)
+            and rank r holds block r // c; the other backends take none.
+        stage_rule: how a 1.5D backend's columns share the blocks: 'balanced' (the default) or
+            'cagnet' (CAGNET's code: P / c^2 each, the last column the rest; mgg.distributed.onefive).
 
     The ranks own contiguous ranges of the relabelled graph, but every tensor a user hands in
     or gets back is in the user's node order: `local(t)` takes a per-node tensor and gives this
@@ -215,9 +227,15 @@ class DistGraph:
         size: Optional[tuple] = None,
         remote_reads: str = "per-edge",
         gpus_per_node: Optional[int] = None,
+        replication: Optional[int] = None,
+        stage_rule: str = "balanced",
     ):
         if backend not in BACKENDS:
             raise MggError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        replicated = _KINDS[backend].replicated
+        if replication not in (None, 1) and not replicated:
+            one_five = ", ".join(b for b, k in _KINDS.items() if k.replicated)
+            raise MggError(f"replication applies to the 1.5D backends ({one_five}), not {backend}")
         self.gpus_per_node = _gpus_per_node(gpus_per_node)
         by_machine = _KINDS[backend].by_machine
         self.part = graph if isinstance(graph, Part) else None
@@ -242,27 +260,39 @@ class DistGraph:
                 "(gpus_per_node, or torchrun's LOCAL_WORLD_SIZE)"
             )
         _KINDS[backend].start(group, fetch, self.gpus_per_node)
+        self.replicas = _replicas(group, self.world, self.rank, replication or 1, stage_rule) if replicated else None
+        blocks = self.world if self.replicas is None else self.replicas.layout.blocks
         if self.part is not None:
+            if replicated:
+                raise MggError(f"the {backend} backend reads the dataset whole; a prepared one trains on {RUNS_ON}")
             self.partition = partition
         else:
             machines = self.world // self.gpus_per_node
             compute = (
                 (lambda method: node_partition(graph, machines, self.gpus_per_node, method, seed))
                 if by_machine
-                else (lambda method: partition_nodes(graph, self.world, method, seed))
+                else (lambda method: partition_nodes(graph, blocks, method, seed))
             )
-            self.partition = _agree(graph, self.world, self.rank, group, partition, compute)
+            self.partition = _agree(graph, blocks, self.rank, group, partition, compute)
         self.bounds = self.partition.bounds
-        self.row_begin, self.row_end = int(self.bounds[self.rank]), int(self.bounds[self.rank + 1])
+        # this rank's place among the bounds: its rank, or a 1.5D backend's block (its rows: the block's)
+        self.place = self.rank if self.replicas is None else self.replicas.layout.block
+        self.row_begin, self.row_end = int(self.bounds[self.place]), int(self.bounds[self.place + 1])
         # the ranges of the sources and of the destinations: the rows of each range below N_src, N_dst
         self.src_bounds, self.dst_bounds = (np.minimum(self.bounds, n) for n in self.size)
         self.global_ids = (
             self.part.global_ids
             if self.part is not None
-            else torch.from_numpy(self.partition.rank_nodes(self.rank).copy())
+            else torch.from_numpy(self.partition.rank_nodes(self.place).copy())
         )
         self._ids: dict = {}
         self._plans: dict[str, DistPlan] = {}
+
+    @property
+    def reduce_group(self):
+        """The group over which weight gradients and whole-graph sums add up: the process column of a
+        1.5D backend (each block once; the world would count each block c times), else the group."""
+        return self.group if self.replicas is None else self.replicas.column
 
     @property
     def bipartite(self) -> bool:
@@ -277,12 +307,12 @@ class DistGraph:
     @property
     def num_src_rows(self) -> int:
         """The number of sources this rank owns: the first rows of its range."""
-        return int(self.src_bounds[self.rank + 1] - self.src_bounds[self.rank])
+        return int(self.src_bounds[self.place + 1] - self.src_bounds[self.place])
 
     @property
     def num_dst_rows(self) -> int:
         """The number of destinations this rank owns (its output rows): the first rows of its range."""
-        return int(self.dst_bounds[self.rank + 1] - self.dst_bounds[self.rank])
+        return int(self.dst_bounds[self.place + 1] - self.dst_bounds[self.place])
 
     def _ids_on(self, device) -> torch.Tensor:
         key = str(device)
@@ -317,7 +347,7 @@ class DistGraph:
         if t.size(0) != n:
             raise MggError(f"a per-node tensor has {t.size(0)} rows but the graph has {n} {what}")
         if self.partition.identity:
-            return t[int(bounds[self.rank]) : int(bounds[self.rank + 1])]
+            return t[int(bounds[self.place]) : int(bounds[self.place + 1])]
         return t[self._ids_on(t.device)]  # a prepared dataset's ranks: the user's ids of the rows
 
     def gather(self, rows: torch.Tensor) -> torch.Tensor:
@@ -344,9 +374,9 @@ class DistGraph:
     def _gather(self, rows: torch.Tensor, bounds: np.ndarray, what: str) -> torch.Tensor:
         """gather() over the ranges `bounds` of `what`."""
         sizes = [int(b) for b in np.diff(bounds)]
-        if rows.size(0) != sizes[self.rank]:
-            raise MggError(f"rank {self.rank}: {rows.size(0)} rows given but it owns {sizes[self.rank]} {what}")
-        rows = all_gather_rows(rows.detach(), sizes, self.group)
+        if rows.size(0) != sizes[self.place]:
+            raise MggError(f"rank {self.rank}: {rows.size(0)} rows given but it owns {sizes[self.place]} {what}")
+        rows = all_gather_rows(rows.detach(), sizes, self.reduce_group)  # a 1.5D backend's column: each block once
         if self.part is not None:  # the user's id of every row, from the ranks that hold them
             ids = all_gather_rows(self.global_ids.view(-1, 1).to(rows.device), sizes, self.group).view(-1)
             out = torch.empty_like(rows)
@@ -359,10 +389,39 @@ class DistGraph:
         relabelled into the ranks' order), built once per tag."""
         if tag not in self._plans:
             g = make(self.graph) if self.part is not None else self.partition.relabel(make(self.graph))
+            group = self.group
+            if self.replicas is not None:  # the edges this rank's column multiplies, over the column
+                g = column_graph(g, self.bounds, self.replicas.layout.chunk)
+                group = self.replicas.column
             self._plans[tag] = DistPlan(
-                g, self.rank, self.bounds, self.group, self.backend, self.fetch, self.remote_reads, self.gpus_per_node
+                g,
+                self.place,
+                self.bounds,
+                group,
+                self.backend,
+                self.fetch,
+                self.remote_reads,
+                self.gpus_per_node,
+                self.replicas,
             )
         return self._plans[tag]
+
+
+def _replicas(group, world: int, rank: int, c: int, rule: str) -> Replicas:
+    """A 1.5D DistGraph's layout and its process row and column groups (Plexus's GridShape(P / c, c, 1)
+    over the world's DeviceMesh)."""
+    from .grid import Grid, GridShape
+
+    layout = Layout(world, c, rank, rule)
+    if group is not None:
+        raise MggError("the 1.5D backends run over the world's ranks (group=None)")
+    if c not in _ROW_COLUMN:  # new groups are collective: made once per replication
+        grid = Grid(GridShape(layout.blocks, c, 1))
+        _ROW_COLUMN[c] = (grid.group["y"], grid.group["x"])
+    return Replicas(layout, *_ROW_COLUMN[c])
+
+
+_ROW_COLUMN: dict = {}  # replication -> (process row, process column) groups of this process
 
 
 class PartBook:

@@ -24,7 +24,8 @@ def init_from_env(device: str = "cpu", backend: str = "halo") -> None:
         local = int(os.environ.get("LOCAL_RANK", 0))
         torch.cuda.set_device(local % torch.cuda.device_count())
     own_gpu = cuda and int(os.environ.get("LOCAL_WORLD_SIZE", 1)) <= torch.cuda.device_count()
-    dist.init_process_group("nccl" if own_gpu and backend in ("halo", "node-halo", "node-nvshmem", "grid") else "gloo")
+    moves_rows = ("halo", "node-halo", "node-nvshmem", "grid", "sa-1.5d", "cagnet-1.5d")
+    dist.init_process_group("nccl" if own_gpu and backend in moves_rows else "gloo")
 
 
 def exit_rank(code: int = 0, meet: bool = True) -> NoReturn:

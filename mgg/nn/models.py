@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MggError
+from .dropout import FeatureDropout
 from .gat import GATConv
 from .gcn_conv import GCNConv
 from .gin_conv import GINConv
@@ -58,14 +59,24 @@ PROTOCOLS = {
 def _dropout_conv_act(model: nn.Module, x, edge_index, act):
     """dropout -> conv -> act per layer (no act after the last): GCN's and GAT's forward."""
     for i, conv in enumerate(model.convs):
-        x = F.dropout(x, model.dropout, model.training)
+        x = model.drop(x, edge_index, i, model.training)
         x = conv(x, edge_index)
         if i < len(model.convs) - 1:
             x = act(x)
+    model.drop.advance(model.training)
     return x
 
 
-class GCN(nn.Module):
+class _Model(nn.Module):
+    """What the models share: dropout (p) drawn as `masks` says (mgg.nn.dropout: 'torch' or 'node',
+    each draw then a function of `dropout_seed`)."""
+
+    def _dropout(self, p: float, masks: str, dropout_seed: int) -> None:
+        self.dropout = p
+        self.drop = FeatureDropout(p, masks, dropout_seed)
+
+
+class GCN(_Model):
     def __init__(
         self,
         in_dim: int,
@@ -74,19 +85,21 @@ class GCN(nn.Module):
         num_layers: int = 2,
         dropout: float = 0.5,
         conv_module=None,
+        masks: str = "torch",
+        dropout_seed: int = 0,
         **conv_kwargs,
     ):
         super().__init__()
         Conv = conv_module.GCNConv if conv_module is not None else GCNConv
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
         self.convs = nn.ModuleList(Conv(a, b, **conv_kwargs) for a, b in zip(dims[:-1], dims[1:], strict=True))
-        self.dropout = dropout
+        self._dropout(dropout, masks, dropout_seed)
 
     def forward(self, x, edge_index):
         return _dropout_conv_act(self, x, edge_index, F.relu)
 
 
-class GIN(nn.Module):
+class GIN(_Model):
     def __init__(
         self,
         in_dim: int,
@@ -95,6 +108,8 @@ class GIN(nn.Module):
         num_layers: int = 5,
         dropout: float = 0.5,
         conv_module=None,
+        masks: str = "torch",
+        dropout_seed: int = 0,
         **conv_kwargs,
     ):
         super().__init__()
@@ -105,16 +120,17 @@ class GIN(nn.Module):
             for a, b in zip(dims[:-1], dims[1:], strict=True)
         )
         self.head = nn.Linear(hidden, out_dim)
-        self.dropout = dropout
+        self._dropout(dropout, masks, dropout_seed)
 
     def forward(self, x, edge_index):
-        for conv in self.convs:
+        for i, conv in enumerate(self.convs):
             x = F.relu(conv(x, edge_index))
-            x = F.dropout(x, self.dropout, self.training)
+            x = self.drop(x, edge_index, i + 1, self.training)
+        self.drop.advance(self.training)
         return self.head(x)
 
 
-class SAGE(nn.Module):
+class SAGE(_Model):
     """PyG examples/reddit.py's GraphSAGE: SAGEConv layers (mean aggregation), ReLU and dropout
     between them, none on the input."""
 
@@ -126,6 +142,8 @@ class SAGE(nn.Module):
         num_layers: int = 2,
         dropout: float = 0.5,
         conv_module=None,
+        masks: str = "torch",
+        dropout_seed: int = 0,
         **conv_kwargs,
     ):
         super().__init__()
@@ -135,17 +153,18 @@ class SAGE(nn.Module):
             from .sage import SAGEConv as Conv
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
         self.convs = nn.ModuleList(Conv(a, b, **conv_kwargs) for a, b in zip(dims[:-1], dims[1:], strict=True))
-        self.dropout = dropout
+        self._dropout(dropout, masks, dropout_seed)
 
     def forward(self, x, edge_index):
         for i, conv in enumerate(self.convs):
             x = conv(x, edge_index)
             if i < len(self.convs) - 1:
-                x = F.dropout(F.relu(x), self.dropout, self.training)
+                x = self.drop(F.relu(x), edge_index, i + 1, self.training)
+        self.drop.advance(self.training)
         return x
 
 
-class GAT(nn.Module):
+class GAT(_Model):
     """Veličković et al.'s GAT as in PyG examples/gat.py: dropout -> GATConv(in, hidden,
     heads) -> ELU -> dropout -> GATConv(hidden * heads, out, out_heads, concat=False); the
     attention coefficients are dropped with the same probability (or attention_dropout)."""
@@ -161,6 +180,8 @@ class GAT(nn.Module):
         out_heads: int = 1,
         conv_module=None,
         attention_dropout: float | None = None,
+        masks: str = "torch",
+        dropout_seed: int = 0,
         **conv_kwargs,
     ):
         super().__init__()
@@ -169,7 +190,7 @@ class GAT(nn.Module):
         p = dropout if attention_dropout is None else attention_dropout
         self.convs = nn.ModuleList(Conv(a, hidden, heads=heads, dropout=p, **conv_kwargs) for a in dims[:-1])
         self.convs.append(Conv(dims[-1], out_dim, heads=out_heads, concat=False, dropout=p, **conv_kwargs))
-        self.dropout = dropout
+        self._dropout(dropout, masks, dropout_seed)
 
     def forward(self, x, edge_index):
         return _dropout_conv_act(self, x, edge_index, F.elu)
@@ -187,8 +208,9 @@ def build(name: str, in_dim: int, out_dim: int, hidden: int | None = None, conv_
         out_dim: number of classes.
         hidden: hidden width (GAT: per head); default the model's protocol (PROTOCOLS).
         conv_module: where the conv classes come from (torch_geometric.nn for PyG's); default mgg.nn.
-        **kw: num_layers, dropout, and keyword arguments of every conv layer (mgg's: config,
-            autotune, deterministic).
+        **kw: num_layers, dropout, masks ('torch': F.dropout; 'node': drawn by node id, the same for
+            every rank count and the grid, mgg.nn.dropout), dropout_seed (of the 'node' draws), and
+            keyword arguments of every conv layer (mgg's: config, autotune, deterministic).
 
     Returns:
         The model (an nn.Module taking (x, edge_index)).

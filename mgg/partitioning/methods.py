@@ -6,6 +6,8 @@
 - `metis` and `hypergraph`, the partitioners of the seed papers: each takes an mgg graph and
   gives every node a part in [0, P), made a Partition by assignment.from_parts. Both packages are
   optional (the `partition` extra: pip install mgg[partition]).
+- `metis+vb` and `hypergraph+vb`: those partitions refined to lower the busiest part's send volume
+  at nearly the same total (refine.py: Graph-VB's objective, which no package optimises).
 
 A part's nodes keep their relative order; rank r owns part r. Parts the partitioner leaves empty
 (it can on tiny graphs) get a node from the largest part.
@@ -41,9 +43,11 @@ from ..errors import MissingPackageError, PlanError
 from ..graph import Graph
 from ..plan.ranges import split_ranges
 from .assignment import Partition, from_parts, range_partition
+from .refine import refine
 
-METHODS = ("range", "random", "metis", "hypergraph")
-CACHED = ("metis", "hypergraph")  # the methods worth keeping on disk
+METHODS = ("range", "random", "metis", "hypergraph", "metis+vb", "hypergraph+vb")
+CACHED = ("metis", "hypergraph", "metis+vb", "hypergraph+vb")  # the methods worth keeping on disk
+REFINED = "+vb"  # a method's suffix: its partition refined for the busiest sender (refine.py)
 _RANDOM_STREAM = 0x72616E646F6D  # 'random': the random method's seed sequence is (seed, this)
 
 EXTRA = "pip install mgg[partition]"
@@ -56,7 +60,7 @@ _mtk = None  # mtkahypar's Initializer: one per process (its thread pool is fixe
 def require(method: str):
     """The package behind a method, imported; MissingPackageError naming the pip extra if it is
     missing."""
-    name = PACKAGES[method]
+    name = PACKAGES[method.removesuffix(REFINED)]
     try:
         return importlib.import_module(name)
     except ImportError:
@@ -233,6 +237,9 @@ def compute(graph: Graph, num_ranks: int, method: str, seed: int) -> Partition:
     if method == "random":
         perm, bounds = from_degrees(method, graph.degree().numpy(), num_ranks, seed)
         return Partition(method, perm, bounds, time.perf_counter() - t0, seed)
-    parts = metis_parts if method == "metis" else hypergraph_parts
+    base = method.removesuffix(REFINED)
+    parts = metis_parts if base == "metis" else hypergraph_parts
     part = parts(graph, num_ranks, seed)
+    if method.endswith(REFINED):
+        part, _ = refine(graph, part, num_ranks, node_weights(graph))
     return from_parts(method, part, num_ranks, node_weights(graph), time.perf_counter() - t0, seed)

@@ -30,7 +30,12 @@ STREAMED = ("range", "random")
 # bytes the in-memory methods hold per edge and per node beyond the features (the dataset's CSR, the
 # partitioner's symmetric input or column nets, and the partitioner's own structures): measured on
 # R-MAT graphs with mgg.partition, rounded up
-IN_MEMORY_BYTES = {"metis": (72, 96), "hypergraph": (120, 160)}
+IN_MEMORY_BYTES = {
+    "metis": (72, 96),
+    "hypergraph": (120, 160),
+    "metis+vb": (120, 160),  # the refinement's readers, reads and pin counts besides
+    "hypergraph+vb": (168, 224),
+}
 
 
 def estimate_bytes(method: str, nodes: int, edges: int, features: int) -> int:

@@ -1,7 +1,8 @@
 """`Plan`: the plans of every rank of one graph, for any Config (shards built once, rank plans on
 demand in a bounded cache); the ranks' ranges are MGG Algorithm 1's (ranges.split_ranges) or a
 partition's bounds. With `gathered=True` each rank reads every source from one gathered table
-(GatheredShard: the allgather backend, CAGNET's 1D algorithm). `Aggregation`: the protocol a
+(GatheredShard: the allgather backend, CAGNET's 1D algorithm); with gathered=(first, end), from a
+table of the nodes [first, end) (CAGNET's 1.5D: a column's chunk of blocks). `Aggregation`: the protocol a
 one-rank Plan and a rank's DistPlan (mgg.distributed) both speak, which the layers call."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class Plan:
     max_cached_plans = 8
     max_cached_calls = 32  # kinds of aggregate call (config, grad, device, dtype, shape) kept as lookups
 
-    def __init__(self, graph: Graph, num_ranks: int = 1, bounds: Optional[np.ndarray] = None, gathered: bool = False):
+    def __init__(self, graph: Graph, num_ranks: int = 1, bounds: Optional[np.ndarray] = None, gathered=False):
         self.graph, self.gathered = graph, gathered
         self.bounds = split_ranges(graph.rowptr, num_ranks) if bounds is None else np.asarray(bounds, np.int64)
         if self.bounds[0] != 0 or self.bounds[-1] != graph.num_nodes or np.any(np.diff(self.bounds) < 0):
@@ -52,7 +53,8 @@ class Plan:
         if not 0 <= rank < self.num_ranks:
             raise PlanError(f"rank {rank} outside [0, {self.num_ranks})")
         if rank not in self._shards and self.gathered:
-            self._shards[rank] = GatheredShard(self.graph, self.bounds, rank)
+            window = self.gathered if isinstance(self.gathered, tuple) else None
+            self._shards[rank] = GatheredShard(self.graph, self.bounds, rank, window)
         if rank not in self._shards:
             self._shards[rank] = RankShard(self.graph, self.bounds, rank)
         return self._shards[rank]

@@ -202,22 +202,26 @@ class RankShard:
 
 class GatheredShard(RankShard):
     """A rank's rows reading every source from one gathered table of all N nodes (CAGNET's 1D
-    algorithm: the allgather backend gathers every rank's rows each layer). The local part holds
-    all of the rows' edges with global source ids; there is no remote part; the transposed step
-    has a row per node (the gradient of the whole gathered table)."""
+    algorithm: the allgather backend gathers every rank's rows each layer), or of the nodes
+    [window[0], window[1]) (CAGNET's 1.5D: a column's chunk of blocks). The local part holds all
+    of the rows' edges with source ids in the table; there is no remote part; the transposed step
+    has a row per table row (the gradient of the gathered table)."""
 
-    def __init__(self, graph: Graph, bounds: np.ndarray, rank: int):
+    def __init__(self, graph: Graph, bounds: np.ndarray, rank: int, window: Optional[tuple] = None):
         lo, hi = int(bounds[rank]), int(bounds[rank + 1])
-        if graph.num_nodes >= 2**31:
-            raise PlanError(f"the gathered table has {graph.num_nodes} rows; source ids are 32-bit")
+        first, end = (0, graph.num_nodes) if window is None else window
+        if end - first >= 2**31:
+            raise PlanError(f"the gathered table has {end - first} rows; source ids are 32-bit")
         self.rank, self.bounds = rank, np.asarray(bounds, np.int64)
         rp, col, w = graph.row_slice(lo, hi)
+        if col.size and (col.min() < first or col.max() >= end):
+            raise PlanError(f"rank {rank}: a source lies outside the gathered table's nodes [{first}, {end})")
         w = None if w is None else np.ascontiguousarray(w)
-        self.local = Csr(np.ascontiguousarray(rp), col.astype(np.int32), w)
+        self.local = Csr(np.ascontiguousarray(rp), (col - first).astype(np.int32), w)
         self.remote = Csr(np.zeros(hi - lo + 1, np.int64), np.zeros(0, np.int32), None)
         self.remote_pe = self.remote_offset = self.halo_pe = self.halo_offset = np.zeros(0, np.int32)
         self.halo_nodes = np.zeros(0, np.int64)
-        self.num_sources = graph.num_nodes
+        self.num_sources = end - first
         self._devices: dict = {}
 
     @cached_property

@@ -25,6 +25,28 @@ def _fraction(part: int, whole: int) -> float:
     return round(float(part) / whole, 4) if whole else 0.0
 
 
+def volume_matrix(graph: Graph, bounds) -> tuple[np.ndarray, np.ndarray]:
+    """(volume, local): volume[q, r] the distinct rows of rank q's range that rank r's rows read (the
+    rows q sends r in a halo exchange), local[r] rank r's edges from its own range."""
+    bounds = np.asarray(bounds, np.int64)
+    p, n = bounds.size - 1, graph.num_nodes
+    rp, col = graph.rowptr.numpy(), graph.col.numpy()
+    owner = np.repeat(np.arange(p, dtype=np.int64), np.diff(bounds))
+    volume = np.zeros((p, p), np.int64)
+    marked = np.zeros(n, bool)
+    local = np.zeros(p, np.int64)
+    for r in range(p):
+        lo, hi = int(bounds[r]), int(bounds[r + 1])
+        c = col[rp[lo] : rp[hi]]
+        is_local = (c >= lo) & (c < hi)
+        local[r] = int(is_local.sum())
+        marked[c[~is_local]] = True  # distinct remote sources, by marking (O(E + N), no sort)
+        halo = np.flatnonzero(marked)
+        marked[halo] = False
+        volume[:, r] = np.bincount(owner[halo], minlength=p)
+    return volume, local
+
+
 def partition_stats(graph: Graph, bounds) -> tuple[list[dict], dict]:
     """The communication of ranks that own contiguous ranges of a graph.
 
@@ -40,25 +62,14 @@ def partition_stats(graph: Graph, bounds) -> tuple[list[dict], dict]:
         send_rows (rows its peers read from it), max_send_peer (the most rows it sends to one
         peer), edge_imbalance and node_imbalance (its edges and nodes over the mean). total: the
         sums, remote_fraction, halo_rows (= the connectivity-minus-one volume), allgather_rows,
-        max_send_peer
-        (the largest volume one rank sends to one peer) and the largest imbalances.
+        max_send_peer (the largest volume one rank sends to one peer), max_send_rows and
+        max_recv_rows (the busiest sender's and receiver's rows), send_max_over_mean, and the
+        largest imbalances.
     """
     bounds = np.asarray(bounds, np.int64)
     p, n, e = bounds.size - 1, graph.num_nodes, graph.num_edges
-    rp, col = graph.rowptr.numpy(), graph.col.numpy()
-    owner = np.repeat(np.arange(p, dtype=np.int64), np.diff(bounds))
-    volume = np.zeros((p, p), np.int64)  # volume[q, r]: rows rank q sends to rank r
-    marked = np.zeros(n, bool)
-    local = np.zeros(p, np.int64)
-    for r in range(p):
-        lo, hi = int(bounds[r]), int(bounds[r + 1])
-        c = col[rp[lo] : rp[hi]]
-        is_local = (c >= lo) & (c < hi)
-        local[r] = int(is_local.sum())
-        marked[c[~is_local]] = True  # distinct remote sources, by marking (O(E + N), no sort)
-        halo = np.flatnonzero(marked)
-        marked[halo] = False
-        volume[:, r] = np.bincount(owner[halo], minlength=p)
+    rp = graph.rowptr.numpy()
+    volume, local = volume_matrix(graph, bounds)
     edges = rp[bounds[1:]] - rp[bounds[:-1]]
     nodes = np.diff(bounds)
     mean_e, mean_n = e / p, n / p
@@ -80,6 +91,7 @@ def partition_stats(graph: Graph, bounds) -> tuple[list[dict], dict]:
         for r in range(p)
     ]
     remote = int(e - local.sum())
+    sends, recvs = volume.sum(1), volume.sum(0)
     total = dict(
         ranks=p,
         nodes=n,
@@ -90,6 +102,9 @@ def partition_stats(graph: Graph, bounds) -> tuple[list[dict], dict]:
         halo_rows=int(volume.sum()),
         allgather_rows=int((p - 1) * n),
         max_send_peer=int(volume.max()),
+        max_send_rows=int(sends.max()),
+        max_recv_rows=int(recvs.max()),
+        send_max_over_mean=_ratio(sends.max(), sends.mean()),
         edge_imbalance=_ratio(edges.max(), mean_e),
         node_imbalance=_ratio(nodes.max(), mean_n),
     )

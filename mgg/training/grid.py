@@ -1,8 +1,8 @@
 """Full-graph training of a GCN or GraphSAGE on Plexus's 3D grid (mgg.distributed.grid) under torchrun, or in
 one process (a 1x1x1 grid): the protocol of mgg.training.loop (features normalised, Adam, weight
 decay as the model's protocol has it, dropout where mgg.nn.models puts it, test accuracy at the best validation
-epoch), so that every grid trains the same epochs (the dropout mask is the grid's keep_mask, the
-same for every grid) as the 1x1x1 grid in one process. The dataset is loaded whole by every rank, or
+epoch), so that every grid trains the same epochs (the dropout mask drawn by node, the same for
+every grid) as the 1x1x1 grid in one process. The dataset is loaded whole by every rank, or
 is a prepared directory (`mgg prepare`) of which each rank reads only the blocks and the feature
 shard of its place (mgg.distributed.grid.blocks.PreparedBlocks)."""
 
@@ -29,7 +29,7 @@ from ..distributed.grid.shards import roles
 from ..distributed.prepared import agree
 from ..distributed.process import init_from_env
 from ..errors import MggError
-from .loop import RunResult, TrainConfig, build_optimizer, normalize_features, summarize
+from .loop import RunResult, TrainConfig, build_model, build_optimizer, normalize_features, summarize
 
 # the models of mgg.nn.models whose layers GridNet runs as they are (its GIN has one linear layer, theirs an MLP)
 TRAINS = ("gcn", "sage")
@@ -124,6 +124,21 @@ def _accuracies(model: GridNet, data: GridData) -> tuple:
     return val, test
 
 
+def load_model_weights(model: GridNet, cfg: TrainConfig, dims: list, seed: int) -> None:
+    """The weights every other backend of mgg train starts from (mgg.training.loop.build_model after
+    torch.manual_seed(seed)), this rank's pieces of them: the grid trains the same model."""
+    torch.manual_seed(seed)
+    ref = build_model(cfg, dims[0], dims[-1], seed)
+    if cfg.model == "gcn":
+        model.load_weights([c.lin.weight.T for c in ref.convs], [c.bias for c in ref.convs])
+    else:  # sage: lin_l (with the bias) over the mean, lin_r over the node's own row
+        model.load_weights(
+            [c.lin_l.weight.T for c in ref.convs],
+            [c.lin_l.bias for c in ref.convs],
+            [c.lin_r.weight.T for c in ref.convs],
+        )
+
+
 def train_once(
     grid: Grid, source, dims: list, cfg: TrainConfig, seed: int, progress: bool, device: torch.device
 ) -> RunResult:
@@ -138,11 +153,13 @@ def train_once(
         dropout=cfg.dropout,
         conv=cfg.model,
         input_dropout=cfg.model == "gcn",
-    ).to(device)
+    )
+    load_model_weights(model, cfg, dims, seed)
+    model = model.to(device)
     opt = build_optimizer(model, cfg, first_layer=[model.weights[0], *model.biases[:1]])
     data = whole_data(model, source) if whole else prepared_data(model, source)
     x_shard, y, train_mask = data.x_shard.to(device), data.y.to(device), data.masks[0].to(device)
-    best, times = (-1.0, 0.0, 0), []
+    best, times, curve = (-1.0, 0.0, 0), [], []
     bar = tqdm(range(cfg.epochs), desc=f"seed {seed}", disable=not progress or grid.rank != 0, leave=False)
     for epoch in bar:
         t0 = time.perf_counter()
@@ -156,10 +173,11 @@ def train_once(
         times.append((time.perf_counter() - t0) * 1e3)
         whole_loss = model.whole_loss(loss)
         val, test = _accuracies(model, data)
+        curve.append((whole_loss, val, test))
         if val > best[0]:
             best = (val, test, epoch)
         bar.set_postfix(loss=f"{whole_loss:.4f}", val=f"{val:.3f}", test=f"{best[1]:.3f}")
-    return RunResult(seed, best[1], best[0], best[2], statistics.median(times), len(times))
+    return RunResult(seed, best[1], best[0], best[2], statistics.median(times), len(times), curve=curve)
 
 
 def train(ds: Union[NodeDataset, str, Path], cfg: TrainConfig, grid: str = "auto", progress: bool = True) -> dict:

@@ -60,6 +60,7 @@ class RunResult:
     epoch_ms: float
     epochs: int = 0  # epochs run (fewer than cfg.epochs when on_epoch stopped the run)
     tuning: list = field(default_factory=list)  # with autotune: each layer's OnlineTuner.summary()
+    curve: list = field(default_factory=list)  # per epoch: (loss over all training nodes, val acc, test acc)
 
 
 def normalize_features(x: torch.Tensor) -> torch.Tensor:
@@ -73,8 +74,10 @@ def normalize_features_(x: torch.Tensor) -> torch.Tensor:
     return x.div_(x.sum(1, keepdim=True).clamp(min=1e-12))
 
 
-def build_model(cfg: TrainConfig, in_dim: int, num_classes: int) -> torch.nn.Module:
-    """The model of a training config, with mgg's layers (or cfg.conv_module's)."""
+def build_model(cfg: TrainConfig, in_dim: int, num_classes: int, seed: int = 0) -> torch.nn.Module:
+    """The model of a training config, with mgg's layers (or cfg.conv_module's). Its dropout is drawn
+    by node (mgg.nn.dropout, seeded by `seed`): every rank count, launch and backend of mgg train,
+    the grid included, drops the same elements as one process, and so trains the same model."""
     mgg_kw = dict(config=cfg.config, autotune=cfg.autotune, deterministic=cfg.deterministic)
     return models.build(
         cfg.model,
@@ -84,6 +87,8 @@ def build_model(cfg: TrainConfig, in_dim: int, num_classes: int) -> torch.nn.Mod
         conv_module=cfg.conv_module,
         num_layers=cfg.layers,
         dropout=cfg.dropout,
+        masks="node",
+        dropout_seed=seed,
         **(mgg_kw if cfg.conv_module is None else {}),
     )
 
@@ -140,19 +145,19 @@ class Nodes:
         return torch.tensor([float(m.sum()) for m in (ds.train_mask, ds.val_mask, ds.test_mask)])
 
     def sum(self, t: torch.Tensor) -> torch.Tensor:
-        """t summed over the processes (in place)."""
+        """t summed over the processes (in place; a 1.5D backend's replicas counted once)."""
         if self.dg is not None:
             from ..distributed.comm import all_reduce
 
-            all_reduce(t, self.dg.group)
+            all_reduce(t, self.dg.reduce_group)
         return t
 
     def sync_grads(self, model: torch.nn.Module) -> None:
-        """Weight gradients summed over the processes."""
+        """Weight gradients summed over the processes (a 1.5D backend's: over its process column)."""
         if self.dg is not None:
             from ..distributed.comm import allreduce_grads
 
-            allreduce_grads(model, self.dg.group)
+            allreduce_grads(model, self.dg.reduce_group)
 
 
 @dataclass
@@ -191,10 +196,8 @@ def start(ds: NodeDataset, cfg: TrainConfig, seed: int, dg=None) -> Session:
         if cfg.device.startswith("cuda") and dg is not None
         else torch.device(cfg.device)
     )
-    model = build_model(cfg, ds.x.size(1), ds.num_classes).to(dev)
+    model = build_model(cfg, ds.x.size(1), ds.num_classes, seed).to(dev)
     opt = build_optimizer(model, cfg)
-    if dg is not None:
-        torch.manual_seed(seed * 1000 + nodes.rank)  # dropout masks differ per rank, as they do per node
     masks = [nodes.own(m).to(dev) for m in (ds.train_mask, ds.val_mask, ds.test_mask)]
     graph = nodes.graph if cfg.conv_module is None else ds.graph.edge_index().to(dev)
     totals = nodes.totals(ds)
@@ -246,8 +249,9 @@ def evaluate(s: Session) -> tuple[float, float]:
     """
     s.model.eval()
     pred = s.model(s.x, s.graph).argmax(1)
-    correct = s.nodes.sum(torch.tensor([float((pred[m] == s.y[m]).sum()) for m in s.masks[1:]]))
-    val, test = (correct / s.totals[1:]).tolist()
+    correct = torch.stack([(pred[m] == s.y[m]).sum().to(torch.float64) for m in s.masks[1:]])
+    correct = s.nodes.sum(correct).cpu()  # on the device: an NCCL group sums CUDA tensors
+    val, test = (correct / s.totals[1:].to(torch.float64)).tolist()
     return val, test
 
 
@@ -279,18 +283,21 @@ def train_once(
     s = start(ds, cfg, seed, dg)
     best, times = (-1.0, 0.0, 0), []
     bar = tqdm(range(cfg.epochs), desc=f"seed {seed}", disable=not progress or s.nodes.rank != 0, leave=False)
+    curve = []
     for epoch in bar:
         t0 = time.perf_counter()
         loss = train_step(s)
         times.append((time.perf_counter() - t0) * 1e3)
+        whole = float(s.nodes.sum(loss.reshape(1).to(torch.float64)))  # every process's share (on the device: NCCL)
         val, test = evaluate(s)
+        curve.append((whole, val, test))
         if val > best[0]:
             best = (val, test, epoch)
-        bar.set_postfix(loss=f"{loss.item():.3f}", val=f"{val:.3f}", test=f"{best[1]:.3f}")
+        bar.set_postfix(loss=f"{whole:.4f}", val=f"{val:.3f}", test=f"{best[1]:.3f}")
         if on_epoch is not None and on_epoch(epoch, times[-1] / 1e3, val, test):
             break
     tuning = [m.tuner.summary() for m in s.model.modules() if getattr(m, "tuner", None) is not None]
-    return RunResult(seed, best[1], best[0], best[2], statistics.median(times), len(times), tuning)
+    return RunResult(seed, best[1], best[0], best[2], statistics.median(times), len(times), tuning, curve)
 
 
 def train(ds: NodeDataset, cfg: TrainConfig, progress: bool = True, dg=None) -> dict:

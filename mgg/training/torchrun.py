@@ -7,7 +7,7 @@ directory (`mgg prepare`) of which each rank reads only its part."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 import torch
 
@@ -28,12 +28,15 @@ def train(
     fetch: str = "get-warp",
     partition=None,
     remote_reads: str = "per-edge",
+    replication: Optional[int] = None,
+    stage_rule: str = "balanced",
 ) -> dict:
     """Trains once per seed over the ranks of the torchrun job; every rank returns the summary.
     `ds`: a NodeDataset every rank holds, or the path of a prepared dataset, each rank reading its
     part (mgg.distributed.read_part). `partition` (a method of mgg.partition or an mgg.Partition)
     decides which nodes each rank owns (a prepared dataset's is its own); features, labels and masks
-    stay in the dataset's node order; `remote_reads` is the nvshmem backend's mode (DistGraph)."""
+    stay in the dataset's node order; `remote_reads` is the nvshmem backend's mode, `replication` and
+    `stage_rule` the 1.5D backends' (DistGraph)."""
     if BACKENDS[backend].starts_nvshmem and not cfg.device.startswith("cuda"):
         alternative = "node-halo" if BACKENDS[backend].by_machine else "halo"
         raise MggError(f"the {backend} backend runs on GPUs: add --device cuda (or use --backend {alternative})")
@@ -53,6 +56,14 @@ def train(
         normalize_features_(ds.x)  # in place, once: the rank keeps one copy of its features
         ds.normalized = True
     graph = ds if isinstance(ds, Part) else ds.graph
-    dg = DistGraph(graph, backend=backend, fetch=fetch, partition=partition, remote_reads=remote_reads)
+    dg = DistGraph(
+        graph,
+        backend=backend,
+        fetch=fetch,
+        partition=partition,
+        remote_reads=remote_reads,
+        replication=replication,
+        stage_rule=stage_rule,
+    )
     runs = [train_once(ds, cfg, s, progress, dg) for s in cfg.seeds]
     return dict(summarize(ds, cfg, runs), rank=dg.rank, world=dg.world, partition=dg.partition.method)

@@ -5,6 +5,7 @@ classes over 4 or 8 ranks), float64, seeded weights (a root weight per layer for
 
 import torch
 
+from mgg.nn import GCNConv, GINConv, SAGEConv
 from mgg.testing import random_graph
 
 NODES, EDGES, DIMS = 101, 700, (13, 6, 5, 3)
@@ -26,3 +27,23 @@ def case(layers: int):
     biases = [torch.randn(o, dtype=torch.float64, generator=gen) for o in dims[1:]]
     roots = [torch.randn(i, o, dtype=torch.float64, generator=gen) / i**0.5 for i, o in pairs]
     return graph, x, labels, mask, weights, biases, roots
+
+
+def one_layer(kind: str, w, b, root):
+    """The one-process layer with the case's weights, and its weight, bias and root weight."""
+    with torch.no_grad():
+        if kind == "gcn":
+            conv = GCNConv(w.size(0), w.size(1)).double()
+            conv.lin.weight.copy_(w.T)
+            conv.bias.copy_(b)
+            return conv, conv.lin.weight, conv.bias, None
+        if kind == "sage":
+            conv = SAGEConv(w.size(0), w.size(1)).double()
+            conv.lin_l.weight.copy_(w.T)
+            conv.lin_l.bias.copy_(b)
+            conv.lin_r.weight.copy_(root.T)
+            return conv, conv.lin_l.weight, conv.lin_l.bias, conv.lin_r.weight
+        conv = GINConv(torch.nn.Linear(w.size(0), w.size(1)), eps=EPS).double()
+        conv.nn.weight.copy_(w.T)
+        conv.nn.bias.copy_(b)
+        return conv, conv.nn.weight, conv.nn.bias, None

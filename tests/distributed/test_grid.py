@@ -18,32 +18,11 @@ import torch
 from mgg import MggError
 from mgg.distributed.grid import GridShape, Orders, balance, factorizations
 from mgg.graph import Graph
-from mgg.nn import GCNConv, GINConv, SAGEConv
 from mgg.testing import assert_same_formula
-from tests.distributed.grid_case import CONVS, DEPTHS, EPS, case
+from tests.distributed.grid_case import CONVS, DEPTHS, case, one_layer
 from tests.distributed.test_distributed import ROOT, TIMEOUT, worker_env
 
 WORKER = os.path.join(ROOT, "tests", "workers", "grid_worker.py")
-
-
-def one_layer(kind: str, w, b, root):
-    """The one-process layer with the case's weights, and its weight, bias and root weight."""
-    with torch.no_grad():
-        if kind == "gcn":
-            conv = GCNConv(w.size(0), w.size(1)).double()
-            conv.lin.weight.copy_(w.T)
-            conv.bias.copy_(b)
-            return conv, conv.lin.weight, conv.bias, None
-        if kind == "sage":
-            conv = SAGEConv(w.size(0), w.size(1)).double()
-            conv.lin_l.weight.copy_(w.T)
-            conv.lin_l.bias.copy_(b)
-            conv.lin_r.weight.copy_(root.T)
-            return conv, conv.lin_l.weight, conv.lin_l.bias, conv.lin_r.weight
-        conv = GINConv(torch.nn.Linear(w.size(0), w.size(1)), eps=EPS).double()
-        conv.nn.weight.copy_(w.T)
-        conv.nn.bias.copy_(b)
-        return conv, conv.nn.weight, conv.nn.bias, None
 
 
 def reference(kind: str, layers: int) -> dict:

@@ -7,6 +7,8 @@ entry in BACKENDS). A backend class has:
 - `by_machine`: whether the ranks form machines of `gpus_per_node` (the graph split between
   machines first, mgg.partitioning.nodes);
 - `starts_nvshmem`: whether it runs MGG's kernel over NVSHMEM (a CUDA GPU and nvshmem4py needed);
+- `replicated`: whether the ranks form P / c blocks of c replicas (the 1.5D backends: DistGraph's
+  `replication`);
 - `start(group, fetch, gpus_per_node)`: checks and process-wide start-up, before any plan (DistGraph);
 - `Backend(dist_plan, graph)`: what one DistPlan needs (an exchange, a transposed plan, ...);
 - `aggregate(x_own, rank_plan, config, deterministic)`,
@@ -20,6 +22,7 @@ from .halo import Halo
 from .node_halo import NodeHalo
 from .node_nvshmem import NodeNvshmem
 from .nvshmem import Nvshmem
+from .onefive import Cagnet15D, SparsityAware15D
 
 BACKENDS = {
     "halo": Halo,
@@ -27,6 +30,8 @@ BACKENDS = {
     "allgather": AllGatherBackend,
     "node-halo": NodeHalo,
     "node-nvshmem": NodeNvshmem,
+    "sa-1.5d": SparsityAware15D,
+    "cagnet-1.5d": Cagnet15D,
 }
 
 __all__ = ["BACKENDS"]

@@ -64,6 +64,7 @@ class AllGatherBackend:
     gathered = True  # Plan(gathered=True): sources are rows of the whole table
     uses_fetch = False
     by_machine = False
+    replicated = False
     starts_nvshmem = False
 
     @staticmethod

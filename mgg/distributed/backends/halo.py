@@ -12,11 +12,19 @@ from ...plan import RankShard
 from ..comm import all_to_all_rows
 
 
-class HaloExchange:
-    """Built once per rank partition (a collective: every rank builds its own at the same time)."""
+def new_traffic() -> dict:
+    """Bytes a rank moved, per direction (forward, backward) and kind (recv, send; row: a 1.5D
+    backend's row collective)."""
+    return {d: {"recv": 0, "send": 0, "row": 0} for d in ("forward", "backward")}
 
-    def __init__(self, part: RankShard, group=None):
+
+class HaloExchange:
+    """Built once per rank partition (a collective: every rank builds its own at the same time).
+    The bytes it sends and receives are counted in `traffic` (new_traffic's)."""
+
+    def __init__(self, part: RankShard, group=None, traffic=None):
         self.group = group
+        self.traffic = traffic if traffic is not None else new_traffic()
         world = part.num_ranks
         self.recv_counts = np.bincount(part.halo_pe, minlength=world).tolist()
         # tell each owner which of its rows we need (global ids), learn which rows peers need
@@ -43,15 +51,23 @@ class HaloExchange:
             self._devices[key] = self.send_index.to(device)
         return self._devices[key]
 
+    def _count(self, direction: str, sent: int, received: int, row_bytes: int) -> None:
+        self.traffic[direction]["send"] += sent * row_bytes
+        self.traffic[direction]["recv"] += received * row_bytes
+
     def forward(self, x_own: torch.Tensor) -> torch.Tensor:
         """x_own [own rows, D] -> the halo rows [num_halo, D] from their owners."""
         send = x_own.index_select(0, self._index(x_own.device))
+        self._count("forward", send.size(0), self.num_halo, x_own.size(1) * x_own.element_size())
         return all_to_all_rows(send, self.num_halo, self.send_counts, self.recv_counts, self.group)
 
     def backward(self, grad_halo: torch.Tensor, rows: int) -> torch.Tensor:
         """The adjoint: each halo row's gradient goes back to its owner, which adds the gradients
         of the rows it sent, peer by peer in rank order (each peer's rows are distinct, so the
         result does not depend on scheduling)."""
+        self._count(
+            "backward", grad_halo.size(0), int(self.send_index.numel()), grad_halo.size(1) * grad_halo.element_size()
+        )
         back = all_to_all_rows(grad_halo, int(self.send_index.numel()), self.recv_counts, self.send_counts, self.group)
         grad = grad_halo.new_zeros((rows, grad_halo.size(1)))
         add_blocks(grad, self._index(grad.device), back, self.send_counts)
@@ -90,6 +106,7 @@ class Halo:
     uses_fetch = False  # no fetch policy: the rows arrive before the op
     by_machine = False
     starts_nvshmem = False
+    replicated = False
 
     @staticmethod
     def start(group, fetch: str, gpus_per_node: int = 1) -> None:
@@ -98,6 +115,7 @@ class Halo:
     def __init__(self, dist_plan, graph):
         self.dist_plan = dist_plan
         self.exchange = HaloExchange(dist_plan.plan.shard(dist_plan.rank), dist_plan.group)
+        self.traffic = self.exchange.traffic
         self._ids: dict = {}
 
     def aggregate(self, x_own: torch.Tensor, rp, config, deterministic: bool) -> torch.Tensor:

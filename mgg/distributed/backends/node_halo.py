@@ -54,6 +54,8 @@ class _Stage:
 
     def _move(self, send: torch.Tensor, rows: int, out_counts: list, in_counts: list, async_op: bool = False):
         for peer, n in enumerate(out_counts):
+            if peer == self.rank:  # a rank's rows to itself cross no link
+                continue
             kind = "intra_node" if peer // self.g == self.rank // self.g else "inter_node"
             self.traffic[kind] += n * send.size(1) * send.element_size()
         return all_to_all_rows(send, rows, out_counts, in_counts, self.group, async_op=async_op)

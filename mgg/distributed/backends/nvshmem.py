@@ -20,6 +20,7 @@ class Nvshmem:
     gathered = False
     uses_fetch = True  # the kernel reads peers' rows through a fetch policy (mgg._C.FETCH)
     by_machine = False
+    replicated = False
     starts_nvshmem = True  # needs a CUDA GPU and nvshmem4py
 
     @staticmethod

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ...errors import MggError
-from ...functional import aggregate, make_plan
+from ...functional import aggregate, make_plan, node_dropout
 from ...graph import Graph
 from .blocks import PreparedBlocks, WholeGraph
 from .collectives import Grid, gather, share, sum_and_share, sum_over
@@ -45,27 +45,6 @@ class _NoEdges(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         return g.new_zeros(ctx.shape), None
-
-
-def _i64(v: int) -> int:
-    """v modulo 2^64 as a signed 64-bit int (torch's int64 arithmetic wraps the same way)."""
-    return (v + (1 << 63)) % (1 << 64) - (1 << 63)
-
-
-_K = [_i64(k) for k in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0x2545F4914F6CDD1D)]
-
-
-def keep_mask(nodes: torch.Tensor, col0: int, col1: int, step: int, layer: int, p: float) -> torch.Tensor:
-    """Dropout's keep mask of the block (nodes x columns [col0, col1)) of layer `layer`'s input at
-    training step `step`: a hash of (node, column, step, layer) (splitmix64's finaliser) against p,
-    so every rank that holds an entry (copies included) draws the same, whatever the grid."""
-    cols = torch.arange(col0, col1, dtype=torch.int64)
-    h = nodes.to(torch.int64)[:, None] * _K[0] + cols[None, :] * _K[1] + _i64(step * _K[2] + layer * _K[3])
-    for shift, mult in ((30, _K[1]), (27, _K[2])):
-        h = (h ^ ((h >> shift) & ((1 << (64 - shift)) - 1))) * mult
-    h = h ^ ((h >> 31) & ((1 << 33) - 1))
-    u = ((h >> 11) & ((1 << 53) - 1)).double() / float(1 << 53)
-    return u >= p
 
 
 class GridLayerShard:
@@ -118,7 +97,8 @@ class GridNet(torch.nn.Module):
         seed: the permutations' seed.
         bias: a bias per layer, as GCNConv's.
         dropout: the probability of zeroing an entry of each layer's input while training (as
-            mgg.nn.models' GCN places it), drawn by keep_mask: the same for every grid.
+            mgg.nn.models' GCN places it), drawn by node (mgg.nn.dropout.node_dropout: the same for every
+            grid, and for every backend of mgg train).
         input_dropout: whether the first layer's input is dropped too (GCN's protocol); False
             drops only between layers, after the ReLU (mgg.nn.models' SAGE, PyG's reddit.py).
         conv: gcn (GCNConv), sage (SAGEConv, mean, with its root weight) or gin (GINConv with one
@@ -152,6 +132,7 @@ class GridNet(torch.nn.Module):
                 "allgather or nvshmem backends"
             )
         self.dropout, self.step, self.conv, self.eps = dropout, 0, conv, float(eps)
+        self.dropout_seed = seed
         self.input_dropout = input_dropout
         layers = range(len(dims) - 1)
         self.source = (
@@ -259,9 +240,9 @@ class GridNet(torch.nn.Module):
             else:
                 h = share(h, g, c)
             if self.training and self.dropout > 0 and (layer > 0 or self.input_dropout):
-                cols = span(d_in, g.extent(b), g.coord[b])
-                keep = keep_mask(shard.col_nodes, *cols, self.step, layer, self.dropout).to(h.device)
-                h = h * keep / (1 - self.dropout)
+                c0, _ = span(d_in, g.extent(b), g.coord[b])
+                ids = shard.col_nodes.to(h.device)
+                h = node_dropout(h, ids, self.dropout, self.dropout_seed, self.step, layer, c0)
             rows_w = _length(span(d_in, g.extent(b), g.coord[b]))
             w = gather(self.weights[layer], g, c, 0, rows_w, reduce_back=True)
             if self.conv == "gcn":
