@@ -8,9 +8,12 @@ Volumes, on the column-net hypergraph (a net per node v: v and the nodes that re
 counts the same): lam(v) = the parts other than v's that read v; part p sends S_p = sum over its nodes
 of lam(v) rows and receives R_p = the nodes of other parts it reads; the total is sum_p S_p (km1).
 
-Refinement (shared/notes/one_point_five_d.md section 3a): greedy moves of a node of the busiest sender
-p* into a part that reads it (which removes that part from the node's readers), each evaluated by its
-exact effect on every part's S and R (the node's own net, and the net of every node it reads), taken
+Refinement (shared/notes/one_point_five_d.md section 3a, widened): greedy moves of a node of the busiest
+sender p* into a part that reads it (which removes that part from the node's readers), each evaluated by its
+exact effect on every part's S and R (the node's own net, and the net of every node it reads), or into
+one of the parts that send least (its sends move there, the busiest's fall); failing those, the one
+reader a part has of the node moved to p* or to another reader part (that part then reads it no more);
+each taken
 when it lowers (max S, the parts at max S, total) lexicographically and keeps every part's weight
 (in-degree + 1, as mgg's methods balance) within the balance cap; rounds until no move helps."""
 
@@ -23,6 +26,9 @@ import torch
 from ..graph import Graph
 
 IMBALANCE_CAP = 0.03  # the weight cap over the mean part weight (methods.IMBALANCE)
+LIGHT_PARTS = 8  # besides the parts that read a node, the parts that send least are tried for it
+TARGET_PARTS = 8  # the busiest senders whose nodes a pass tries to move
+TOTAL_SLACK = 0.08  # the total volume may grow this much over the partition's refined
 
 
 class Volumes:
@@ -124,6 +130,14 @@ class Volumes:
         found, counts = np.unique(parts[parts != own], return_counts=True)
         return found[np.argsort(-counts, kind="stable")].tolist()
 
+    def only_reader(self, v: int, q: int):
+        """The one node of part q that reads v, or None (none or several)."""
+        if self._phi(v, q) != 1:
+            return None
+        rp = self._readers.indptr
+        readers = self._readers.indices[rp[v] : rp[v + 1]]
+        return int(readers[self.part[readers] == q][0])
+
     def from_scratch(self) -> tuple:
         """(S, R, total) counted anew from the partition (what every move must leave them equal to)."""
         fresh = Volumes.__new__(Volumes)
@@ -137,14 +151,20 @@ def _graph_of(v: Volumes) -> Graph:
 
 
 def objective(S: np.ndarray) -> tuple:
-    """What the refinement lowers, in order: the busiest sender's volume, how many parts send that
-    much, the total."""
-    m = int(S.max())
-    return m, int((S == m).sum()), int(S.sum())
+    """What the refinement lowers: the parts' send volumes from the busiest down (lexicographically:
+    first the busiest sender's, then the next one's, ...), then the total."""
+    return (*np.sort(S)[::-1].tolist(), int(S.sum()))
 
 
 def refine(
-    graph: Graph, part: np.ndarray, k: int, weights: np.ndarray, passes: int = 100_000, cap=IMBALANCE_CAP, check=None
+    graph: Graph,
+    part: np.ndarray,
+    k: int,
+    weights: np.ndarray,
+    passes: int = 100_000,
+    cap=IMBALANCE_CAP,
+    total_slack=TOTAL_SLACK,
+    check=None,
 ):
     """The partition `part` refined for its busiest sender (module docstring).
 
@@ -152,6 +172,7 @@ def refine(
         graph, part, k, weights: as Volumes.
         passes: passes over the busiest sender's nodes at most (a pass ends where another part becomes it).
         cap: the weight a part may reach, over the mean part weight.
+        total_slack: how much the total volume may grow, over the partition's.
         check: called with the Volumes after every applied move (tests: the invariants).
 
     Returns:
@@ -159,30 +180,43 @@ def refine(
     """
     vol = Volumes(graph, part, k, weights)
     limit = (1 + cap) * vol.W.sum() / k
+    most = (1 + total_slack) * vol.total
+
+    def improves(u: int, b: int) -> bool:
+        """Moves u to b where that is within the cap and lowers the objective."""
+        if b == vol.part[u] or vol.W[b] + vol.weights[u] > limit:
+            return False
+        dS, _ = vol.delta(u, b)
+        S = vol.S.copy()
+        for p, d in dS.items():
+            S[p] += d
+        if S.sum() > most or objective(S) >= objective(vol.S):
+            return False
+        vol.move(u, b)
+        if check is not None:
+            check(vol)
+        return True
+
     for _ in range(passes):
-        p_star = int(np.argmax(vol.S))
-        members = np.flatnonzero((vol.part == p_star) & (vol.lam > 0))
-        members = members[np.argsort(-vol.lam[members], kind="stable")]
         moved = 0
-        for v in members.tolist():
-            if vol.part[v] != p_star:
-                continue
-            best = objective(vol.S)
-            for b in vol.readers_parts(v):
-                if vol.W[b] + vol.weights[v] > limit:
+        for p_star in np.argsort(-vol.S, kind="stable")[:TARGET_PARTS].tolist():  # the busiest senders first
+            members = np.flatnonzero((vol.part == p_star) & (vol.lam > 0))
+            members = members[np.argsort(-vol.lam[members], kind="stable")]
+            for v in members.tolist():
+                if vol.part[v] != p_star:
                     continue
-                dS, _ = vol.delta(v, b)
-                S = vol.S.copy()
-                for p, d in dS.items():
-                    S[p] += d
-                if objective(S) < best:
-                    vol.move(v, b)
+                light = np.argsort(vol.S, kind="stable")[:LIGHT_PARTS].tolist()  # the parts that send least
+                readers = vol.readers_parts(v)
+                if any(improves(v, b) for b in dict.fromkeys(readers + light)):
                     moved += 1
-                    if check is not None:
-                        check(vol)
-                    break
-            if vol.S[p_star] < vol.S.max():  # another part sends the most now: its nodes next
-                break
+                    continue
+                for q in readers:  # second order: q's one reader of v moved away, so q reads v no more
+                    u = vol.only_reader(v, q)
+                    if u is not None and any(improves(u, b) for b in [p_star, *readers]):
+                        moved += 1
+                        break
+            if moved:
+                break  # the busiest senders again, from the top
         if not moved:
             break
     return vol.part, vol

@@ -147,4 +147,5 @@ class NodeHalo(Halo):
         self.dist_plan = dist_plan
         routes = routes_of(dist_plan, graph)
         self.exchange = NodeHaloExchange(routes, dist_plan.rank, dist_plan.group)
+        self.traffic = self.exchange.traffic  # bytes sent to other machines and inside this one
         self._ids: dict = {}
