@@ -195,7 +195,15 @@ def cmd_train(args):
             raise MggError("--partition applies to the row-partitioned backends; the grid cuts the graph by its grid")
         from .training.grid import train as train_grid
 
-        res = train_grid(ds, cfg, args.grid, progress=not args.quiet)
+        res = train_grid(
+            ds,
+            cfg,
+            args.grid,
+            progress=not args.quiet,
+            checkpoint=args.checkpoint,
+            checkpoint_every=args.checkpoint_every,
+            timeout_min=args.timeout,
+        )
         if res["rank"] != 0:
             return
         inside = "yes" if res["y_inside_node"] else "no"
@@ -213,6 +221,9 @@ def cmd_train(args):
             remote_reads=args.remote_reads,
             replication=args.replication,
             stage_rule=args.stage_rule,
+            checkpoint=args.checkpoint,
+            checkpoint_every=args.checkpoint_every,
+            timeout_min=args.timeout,
         )
         if res["rank"] != 0:
             return
@@ -224,7 +235,16 @@ def cmd_train(args):
                 "--partition applies to distributed training (torchrun with 2 or more processes); one "
                 "process owns every node"
             )
-        res = train(ds, cfg, progress=not args.quiet)
+        saver = None
+        if args.checkpoint is not None:
+            from .training.checkpoint import Checkpoints, dataset_identity, identity
+
+            saver = Checkpoints(
+                args.checkpoint,
+                args.checkpoint_every,
+                identity(dataset_identity(ds), cfg, backend="one process", world=1),
+            )
+        res = train(ds, cfg, progress=not args.quiet, checkpoints=saver)
         from .nn.graph_input import order_decisions
 
         for line in order_decisions():
@@ -257,7 +277,7 @@ def _choose_strategy(args, ds, cfg, distributed: bool) -> None:
     if not isinstance(ds, NodeDataset):
         raise MggError("--backend auto ranks the strategies on the whole graph; a prepared dataset names its backend")
     cluster = cluster_of_job(args.nvlink_gbps, args.network_gbps)
-    init_from_env(cfg.device, "halo")
+    init_from_env(cfg.device, "halo", args.timeout)
     strategy, said = choose(ds, cfg, cluster, args.partition)
     import torch.distributed as dist
 
@@ -571,6 +591,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--deterministic", action="store_true")
     p.add_argument(
         "--curve", action="store_true", help="print every epoch's loss (over all training nodes) and accuracies"
+    )
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="DIR",
+        help="save checkpoints in DIR (a directory every rank sees) and resume from the newest there: a "
+        "restarted run (torchrun --max-restarts) goes on where it was",
+    )
+    p.add_argument("--checkpoint-every", type=int, default=10, metavar="N", help="epochs between checkpoints (10)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="MIN",
+        help="under torchrun, minutes a rank waits for the others before the job ends naming the ranks that "
+        "did not arrive (default 10)",
     )
     p.add_argument("--quiet", action="store_true")
     _add_config(p)

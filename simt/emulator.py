@@ -60,9 +60,17 @@ TARGETS = {
     "simt_runner": [(CSRC / "tests" / "simt" / f, False) for f in SIMT]
     + [
         (CSRC / "tests" / "emu" / f, True)
-        for f in ("case_io.cpp", "sources.cpp", "aggregate.cpp", "attention.cpp", "runner.cpp", "peers_kernels.cpp")
+        for f in (
+            "case_io.cpp",
+            "sources.cpp",
+            "aggregate.cpp",
+            "attention.cpp",
+            "node_keep.cpp",
+            "runner.cpp",
+            "peers_kernels.cpp",
+        )
     ]
-    + [(CSRC / "kernels" / f, True) for f in ("table.cu", "attention.cu")],
+    + [(CSRC / "kernels" / f, True) for f in ("table.cu", "attention.cu", "dropout.cu")],
 }
 # storage name of the runner -> (torch dtype, numpy dtype of the raw bits)
 STORAGE = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}

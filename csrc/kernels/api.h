@@ -114,7 +114,7 @@ cudaError_t launch_attend_src(const Attention& a, Source source, const Sources& 
 
 // Node-feature dropout's keep mask (core/dropout.h) of `rows` rows (global ids `nodes`) and columns
 // [col0, col0 + cols): out[rows, cols].
-cudaError_t launch_node_keep(const int64_t* nodes, int64_t rows, int64_t col0, int64_t cols, uint64_t stream,
-                             float p, bool* out, cudaStream_t cuda_stream);
+cudaError_t launch_node_keep(const int64_t* nodes, int64_t rows, int64_t col0, int64_t cols, uint64_t stream, float p,
+                             bool* out, cudaStream_t cuda_stream);
 
 }  // namespace mgg::kernels

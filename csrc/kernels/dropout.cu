@@ -2,6 +2,7 @@
 // [rows, cols] mask, rows named by their global node ids.
 #include "../core/dropout.h"
 #include "api.h"
+#include "device_launch.cuh"
 
 namespace mgg::kernels {
 namespace {
@@ -17,13 +18,14 @@ __global__ void node_keep_kernel(const int64_t* nodes, int64_t rows, int64_t col
 
 }  // namespace
 
-cudaError_t launch_node_keep(const int64_t* nodes, int64_t rows, int64_t col0, int64_t cols, uint64_t stream,
-                             float p, bool* out, cudaStream_t cuda_stream) {
+cudaError_t launch_node_keep(const int64_t* nodes, int64_t rows, int64_t col0, int64_t cols, uint64_t stream, float p,
+                             bool* out, cudaStream_t cuda_stream) {
   const int64_t total = rows * cols;
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 65535);
-  node_keep_kernel<<<static_cast<unsigned>(blocks), threads, 0, cuda_stream>>>(nodes, rows, col0, cols, stream, p,
-                                                                                 out);
+  if (total == 0) return cudaSuccess;
+  MGG_LAUNCH(dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, cuda_stream, node_keep_kernel)
+  (nodes, rows, col0, cols, stream, p, out);
   return cudaGetLastError();
 }
 

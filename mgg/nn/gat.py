@@ -157,6 +157,13 @@ class GATConv(LayerBase):
         """Restart the dropout draws from `seed` (the next call's mask is a function of it)."""
         self._seed_base, self._calls = int(seed) & _SEED_BITS, 0
 
+    def draws(self) -> dict:
+        """The attention dropout's seed and calls counted (the next mask's; a checkpoint keeps them)."""
+        return dict(seed_base=self._seed_base, calls=self._calls)
+
+    def set_draws(self, d: dict) -> None:
+        self._seed_base, self._calls = int(d["seed_base"]), int(d["calls"])
+
     def _next_seed(self) -> int:
         seed = (self._seed_base ^ ((self._calls + 1) * _MIX)) & _SEED_BITS
         self._calls += 1

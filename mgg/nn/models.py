@@ -75,6 +75,13 @@ class _Model(nn.Module):
         self.dropout = p
         self.drop = FeatureDropout(p, masks, dropout_seed)
 
+    def draws(self) -> dict:
+        """The dropout's training steps counted (what the next mask depends on; a checkpoint keeps it)."""
+        return dict(step=self.drop.step)
+
+    def set_draws(self, d: dict) -> None:
+        self.drop.step = int(d["step"])
+
 
 class GCN(_Model):
     def __init__(

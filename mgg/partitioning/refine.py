@@ -23,12 +23,14 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from ..errors import MggError
 from ..graph import Graph
 
 IMBALANCE_CAP = 0.03  # the weight cap over the mean part weight (methods.IMBALANCE)
 LIGHT_PARTS = 8  # besides the parts that read a node, the parts that send least are tried for it
 TARGET_PARTS = 8  # the busiest senders whose nodes a pass tries to move
 TOTAL_SLACK = 0.08  # the total volume may grow this much over the partition's refined
+MAX_TABLE_BYTES = 2**30  # the readers-per-node-and-part table (int32 [nodes, parts]) at most
 
 
 class Volumes:
@@ -43,6 +45,11 @@ class Volumes:
 
     def __init__(self, graph: Graph, part: np.ndarray, k: int, weights: np.ndarray):
         n = graph.num_nodes
+        if n * k * 4 > MAX_TABLE_BYTES:
+            raise MggError(
+                f"the +vb refinement keeps a table of readers per node and part: {n:,} nodes x {k} parts is "
+                f"{n * k * 4 / 2**30:.1f} GiB, over its {MAX_TABLE_BYTES / 2**30:.0f} GiB; use the partition unrefined"
+            )
         a = sp.csr_matrix((np.ones(graph.num_edges, np.int8), graph.col.numpy(), graph.rowptr.numpy()), shape=(n, n))
         a.sum_duplicates()
         a.setdiag(0)
@@ -52,87 +59,96 @@ class Volumes:
         self.k, self.part = k, np.asarray(part, np.int64).copy()
         self.weights = np.asarray(weights, np.int64)
         self.W = np.bincount(self.part, weights=self.weights, minlength=k).astype(np.int64)
-        # phi[(u, p)]: the readers of u in part p
-        rp = readers.indptr
-        owners = np.repeat(np.arange(n), np.diff(rp))
-        keys, counts = np.unique(owners * k + self.part[readers.indices], return_counts=True)
-        self.phi: dict = dict(zip(keys.tolist(), counts.tolist(), strict=True))
-        u, p = keys // k, keys % k
-        sent = p != self.part[u]
-        self.lam = np.bincount(u[sent], minlength=n).astype(np.int64)
+        # phi[u, p]: the readers of u in part p
+        owners = np.repeat(np.arange(n), np.diff(readers.indptr))
+        self.phi = np.zeros((n, k), np.int32)
+        np.add.at(self.phi, (owners, self.part[readers.indices]), 1)
+        sent = self.phi > 0
+        sent[np.arange(n), self.part] = False
+        self.lam = sent.sum(1).astype(np.int64)
         self.S = np.bincount(self.part, weights=self.lam, minlength=k).astype(np.int64)
-        self.R = np.bincount(p[sent], minlength=k).astype(np.int64)
+        self.R = sent.sum(0).astype(np.int64)
         self._readers = readers
 
     @property
     def total(self) -> int:
         return int(self.S.sum())
 
-    def _phi(self, u: int, p: int) -> int:
-        return self.phi.get(u * self.k + p, 0)
+    def deltas(self, v: int, targets: np.ndarray) -> np.ndarray:
+        """dS [len(targets), k]: how moving v to each part of `targets` changes every part's send
+        volume (nothing applied)."""
+        a, k = int(self.part[v]), self.k
+        targets = np.asarray(targets, np.int64)
+        r = self.reads
+        u = r.indices[r.indptr[v] : r.indptr[v + 1]]
+        pu = self.part[u]
+        out = np.zeros((targets.size, k), np.int64)
+        lam, in_a = int(self.lam[v]), int(self.phi[v, a] > 0)
+        out[:, a] -= lam
+        out[np.arange(targets.size), targets] += lam - (self.phi[v, targets] > 0) + in_a
+        if u.size:
+            # u's net loses part a where v was its one reader there; gains b where it had none
+            leaves = np.bincount(pu[(self.phi[u, a] == 1) & (pu != a)], minlength=k)
+            gains = (self.phi[u][:, targets] == 0) & (pu[:, None] != targets[None, :])  # [|u|, targets]
+            onehot = np.zeros((u.size, k), np.int64)
+            onehot[np.arange(u.size), pu] = 1
+            out += gains.T.astype(np.int64) @ onehot - leaves[None, :]
+        out[targets == a] = 0
+        return out
 
     def delta(self, v: int, b: int) -> tuple:
         """The change moving v to part b makes: ({part: dS}, {part: dR}) (nothing applied)."""
+        dS = self.deltas(v, np.array([b]))[0]
+        dR = self._dR(v, b)
+        return {p: int(d) for p, d in enumerate(dS) if d}, {p: int(d) for p, d in enumerate(dR) if d}
+
+    def _dR(self, v: int, b: int) -> np.ndarray:
         a, k = int(self.part[v]), self.k
-        dS: dict = {}
-        dR: dict = {}
-        add = lambda d, p, x: d.__setitem__(p, d.get(p, 0) + x)  # noqa: E731
-        in_b, in_a = self._phi(v, b) > 0, self._phi(v, a) > 0
-        add(dS, a, -int(self.lam[v]))
-        add(dS, b, int(self.lam[v]) - in_b + in_a)
-        add(dR, b, -int(in_b))
-        add(dR, a, int(in_a))
+        dR = np.zeros(k, np.int64)
+        if a == b:
+            return dR
+        dR[b] -= int(self.phi[v, b] > 0)
+        dR[a] += int(self.phi[v, a] > 0)
         r = self.reads
-        for u in r.indices[r.indptr[v] : r.indptr[v + 1]].tolist():
-            pu = int(self.part[u])
-            if self.phi.get(u * k + a, 0) == 1 and a != pu:
-                add(dS, pu, -1)
-                add(dR, a, -1)
-            if self.phi.get(u * k + b, 0) == 0 and b != pu:
-                add(dS, pu, 1)
-                add(dR, b, 1)
-        return dS, dR
+        u = r.indices[r.indptr[v] : r.indptr[v + 1]]
+        pu = self.part[u]
+        dR[a] -= int(((self.phi[u, a] == 1) & (pu != a)).sum())
+        dR[b] += int(((self.phi[u, b] == 0) & (pu != b)).sum())
+        return dR
 
     def move(self, v: int, b: int) -> None:
         """Moves v to part b, every volume updated."""
-        a, k = int(self.part[v]), self.k
-        dS, dR = self.delta(v, b)
-        in_b, in_a = self._phi(v, b) > 0, self._phi(v, a) > 0
+        a = int(self.part[v])
+        if a == b:
+            return
+        dS = self.deltas(v, np.array([b]))[0]
+        dR = self._dR(v, b)
+        in_b, in_a = int(self.phi[v, b] > 0), int(self.phi[v, a] > 0)
         r = self.reads
-        for u in r.indices[r.indptr[v] : r.indptr[v + 1]].tolist():
-            pu = int(self.part[u])
-            ka, kb = u * k + a, u * k + b
-            left = self.phi[ka] - 1
-            if left:
-                self.phi[ka] = left
-            else:
-                del self.phi[ka]
-                if a != pu:
-                    self.lam[u] -= 1
-            was = self.phi.get(kb, 0)
-            self.phi[kb] = was + 1
-            if was == 0 and b != pu:
-                self.lam[u] += 1
-        self.lam[v] += -int(in_b) + int(in_a)
-        for p, d in dS.items():
-            self.S[p] += d
-        for p, d in dR.items():
-            self.R[p] += d
+        u = r.indices[r.indptr[v] : r.indptr[v + 1]]
+        pu = self.part[u]
+        self.phi[u, a] -= 1
+        gone = (self.phi[u, a] == 0) & (pu != a)
+        new = (self.phi[u, b] == 0) & (pu != b)
+        self.phi[u, b] += 1
+        self.lam[u] += new.astype(np.int64) - gone.astype(np.int64)
+        self.lam[v] += -in_b + in_a
+        self.S += dS
+        self.R += dR
         self.W[a] -= self.weights[v]
         self.W[b] += self.weights[v]
         self.part[v] = b
 
     def readers_parts(self, v: int) -> list:
         """The parts other than v's that read v, most readers first."""
-        rp = self._readers.indptr
-        parts = self.part[self._readers.indices[rp[v] : rp[v + 1]]]
-        own = self.part[v]
-        found, counts = np.unique(parts[parts != own], return_counts=True)
-        return found[np.argsort(-counts, kind="stable")].tolist()
+        counts = self.phi[v].copy()
+        counts[self.part[v]] = 0
+        found = np.flatnonzero(counts)
+        return found[np.argsort(-counts[found], kind="stable")].tolist()
 
     def only_reader(self, v: int, q: int):
         """The one node of part q that reads v, or None (none or several)."""
-        if self._phi(v, q) != 1:
+        if self.phi[v, q] != 1:
             return None
         rp = self._readers.indptr
         readers = self._readers.indices[rp[v] : rp[v + 1]]
@@ -182,41 +198,58 @@ def refine(
     limit = (1 + cap) * vol.W.sum() / k
     most = (1 + total_slack) * vol.total
 
-    def improves(u: int, b: int) -> bool:
-        """Moves u to b where that is within the cap and lowers the objective."""
-        if b == vol.part[u] or vol.W[b] + vol.weights[u] > limit:
+    def improves(u: int, targets) -> bool:
+        """Moves u to the first of `targets` where that is within the cap and lowers the objective."""
+        targets = np.array([b for b in targets if b != vol.part[u] and vol.W[b] + vol.weights[u] <= limit], np.int64)
+        if not targets.size:
             return False
-        dS, _ = vol.delta(u, b)
-        S = vol.S.copy()
-        for p, d in dS.items():
-            S[p] += d
-        if S.sum() > most or objective(S) >= objective(vol.S):
+        S = vol.S[None, :] + vol.deltas(u, targets)
+        totals = S.sum(1)
+        diff = -np.sort(-S, axis=1) - np.sort(vol.S)[::-1][None, :]
+        nonzero = diff != 0
+        first = np.argmax(nonzero, axis=1)
+        lower = np.where(nonzero.any(1), diff[np.arange(len(targets)), first] < 0, totals < vol.total)
+        ok = np.flatnonzero(lower & (totals <= most))
+        if not ok.size:
             return False
-        vol.move(u, b)
+        vol.move(u, int(targets[ok[0]]))
         if check is not None:
             check(vol)
         return True
 
+    tried: set = set()  # nodes no move helped while the busiest sender stays the same part
+    busiest, again = None, True
     for _ in range(passes):
+        order = np.argsort(-vol.S, kind="stable")[:TARGET_PARTS].tolist()  # the busiest senders first
+        if order[0] != busiest:
+            tried.clear()
+            busiest = order[0]
         moved = 0
-        for p_star in np.argsort(-vol.S, kind="stable")[:TARGET_PARTS].tolist():  # the busiest senders first
+        for p_star in order:
             members = np.flatnonzero((vol.part == p_star) & (vol.lam > 0))
             members = members[np.argsort(-vol.lam[members], kind="stable")]
             for v in members.tolist():
-                if vol.part[v] != p_star:
+                if vol.part[v] != p_star or v in tried:
                     continue
                 light = np.argsort(vol.S, kind="stable")[:LIGHT_PARTS].tolist()  # the parts that send least
                 readers = vol.readers_parts(v)
-                if any(improves(v, b) for b in dict.fromkeys(readers + light)):
+                if improves(v, dict.fromkeys(readers + light)):
                     moved += 1
                     continue
                 for q in readers:  # second order: q's one reader of v moved away, so q reads v no more
                     u = vol.only_reader(v, q)
-                    if u is not None and any(improves(u, b) for b in [p_star, *readers]):
+                    if u is not None and improves(u, dict.fromkeys([p_star, *readers])):
                         moved += 1
                         break
+                else:
+                    pass
             if moved:
                 break  # the busiest senders again, from the top
-        if not moved:
+        if moved:
+            again = True
+        elif tried and again:  # the nodes tried before, once more: moves since may have opened theirs
+            tried.clear()
+            again = False
+        else:
             break
     return vol.part, vol

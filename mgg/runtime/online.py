@@ -200,6 +200,25 @@ class OnlineTuner:
         if self.coordinator.rank == 0 and s is not None and s.table and self.cache is not None:
             self.cache.put(self.key, config, s.table.get(config, float("nan")), s.table, [c for c, _ in s.trajectory])
 
+    # ---- a checkpoint's ------------------------------------------------------------------------
+    def state(self) -> dict:
+        """What a checkpoint keeps: a finished tuning's choice and its measurements (a tuning still
+        searching keeps nothing: a resumed run searches again)."""
+        if self.chosen is None:
+            return {}
+        c = lambda k: [k.ps, k.dist, k.wpb, k.interleave]  # noqa: E731
+        probes = [[*c(p.config), p.own_ms, p.step_ms] for p in self.probes]
+        return dict(key=self.key, chosen=c(self.chosen), from_cache=self.from_cache, probes=probes)
+
+    def restore(self, state: dict) -> None:
+        """Takes up a finished tuning's choice (state()); an empty state leaves the tuner to search."""
+        if not state:
+            return
+        self.key, self.from_cache = state["key"], bool(state["from_cache"])
+        self.chosen = Config(*state["chosen"][:3], interleave=bool(state["chosen"][3]))
+        self.probes = [Probe(Config(*p[:3], interleave=bool(p[3])), float(p[4]), float(p[5])) for p in state["probes"]]
+        self._started = True
+
     # ---- what it found -----------------------------------------------------------------------
     def summary(self) -> dict:
         """The tuning run: key, trajectory (config and step time per iteration), chosen config,

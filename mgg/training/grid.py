@@ -9,15 +9,13 @@ shard of its place (mgg.distributed.grid.blocks.PreparedBlocks)."""
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 import torch
 import torch.distributed as dist
-from tqdm.auto import tqdm
 
 from ..data import NodeDataset
 from ..data.prepared import Prepared
@@ -29,7 +27,9 @@ from ..distributed.grid.shards import roles
 from ..distributed.prepared import agree
 from ..distributed.process import init_from_env
 from ..errors import MggError
-from .loop import RunResult, TrainConfig, build_model, build_optimizer, normalize_features, summarize
+from .checkpoint import Checkpoints, dataset_identity, identity
+from .loop import TrainConfig, build_model, build_optimizer, normalize_features, run_epochs, summarize, train_seeds
+from .record import Progress, RunResult
 
 # the models of mgg.nn.models whose layers GridNet runs as they are (its GIN has one linear layer, theirs an MLP)
 TRAINS = ("gcn", "sage")
@@ -50,11 +50,11 @@ def choose_shape(grid: str, world: int, stats: GraphStats, gpus_per_node: int) -
     return rank_grids(world, stats, Network(gpus_per_node, AUTO_INTRA_GBPS, AUTO_INTER_GBPS))[0].shape
 
 
-def _start_group(device: str) -> torch.device:
+def _start_group(device: str, timeout_min: Optional[float] = None) -> torch.device:
     """Joins the torchrun job (NCCL where every rank has a GPU of its own, else gloo), or makes a
     group of one; returns the device this rank computes on (its local GPU under torchrun)."""
     if "WORLD_SIZE" in os.environ:
-        init_from_env(device, backend="grid")
+        init_from_env(device, backend="grid", timeout_min=timeout_min)
     elif not dist.is_initialized():  # one process: a group of one
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     if device == "cuda":  # under torchrun: the GPU init_from_env chose
@@ -140,9 +140,20 @@ def load_model_weights(model: GridNet, cfg: TrainConfig, dims: list, seed: int) 
 
 
 def train_once(
-    grid: Grid, source, dims: list, cfg: TrainConfig, seed: int, progress: bool, device: torch.device
+    grid: Grid,
+    source,
+    dims: list,
+    cfg: TrainConfig,
+    seed: int,
+    progress: bool,
+    device: torch.device,
+    checkpoints=None,
+    seed_index: int = 0,
+    saved=None,
+    runs: tuple = (),
 ) -> RunResult:
-    """One seed over `source`: a NodeDataset every rank holds, or a PreparedBlocks."""
+    """One seed over `source`: a NodeDataset every rank holds, or a PreparedBlocks; with
+    `checkpoints`, each rank saves its shard of the weights (and resumes from `saved`)."""
     whole = isinstance(source, NodeDataset)
     # GCN: dropout on every layer's input; SAGE: between layers only (mgg.nn.models places them so)
     model = GridNet(
@@ -159,9 +170,12 @@ def train_once(
     opt = build_optimizer(model, cfg, first_layer=[model.weights[0], *model.biases[:1]])
     data = whole_data(model, source) if whole else prepared_data(model, source)
     x_shard, y, train_mask = data.x_shard.to(device), data.y.to(device), data.masks[0].to(device)
-    best, times, curve = (-1.0, 0.0, 0), [], []
-    bar = tqdm(range(cfg.epochs), desc=f"seed {seed}", disable=not progress or grid.rank != 0, leave=False)
-    for epoch in bar:
+    record = Progress(seed)
+    if saved is not None:
+        checkpoints.restore(saved, model, opt)
+        record = saved.progress
+
+    def epoch() -> tuple:
         t0 = time.perf_counter()
         model.train()
         opt.zero_grad()
@@ -170,26 +184,36 @@ def train_once(
         opt.step()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        times.append((time.perf_counter() - t0) * 1e3)
-        whole_loss = model.whole_loss(loss)
-        val, test = _accuracies(model, data)
-        curve.append((whole_loss, val, test))
-        if val > best[0]:
-            best = (val, test, epoch)
-        bar.set_postfix(loss=f"{whole_loss:.4f}", val=f"{val:.3f}", test=f"{best[1]:.3f}")
-    return RunResult(seed, best[1], best[0], best[2], statistics.median(times), len(times), curve=curve)
+        seconds = time.perf_counter() - t0
+        return (seconds, model.whole_loss(loss), *_accuracies(model, data))
+
+    def save(p: Progress) -> None:
+        if checkpoints is not None and checkpoints.due(p, cfg.epochs):
+            checkpoints.save(seed_index, p, list(runs), model, opt)
+
+    run_epochs(record, cfg.epochs, epoch, progress and grid.rank == 0, after=save)
+    return record.result()
 
 
-def train(ds: Union[NodeDataset, str, Path], cfg: TrainConfig, grid: str = "auto", progress: bool = True) -> dict:
+def train(
+    ds: Union[NodeDataset, str, Path],
+    cfg: TrainConfig,
+    grid: str = "auto",
+    progress: bool = True,
+    checkpoint: Optional[Union[str, Path]] = None,
+    checkpoint_every: int = 10,
+    timeout_min: Optional[float] = None,
+) -> dict:
     """Trains once per seed on the grid `grid` (GXxGYxGZ or 'auto') over the torchrun job's ranks
     (or one process); every rank returns the summary. ds: a NodeDataset every rank holds, or the
-    path of a prepared dataset, each rank reading only its blocks and feature shard."""
+    path of a prepared dataset, each rank reading only its blocks and feature shard. `checkpoint`,
+    `checkpoint_every`, `timeout_min`: as mgg.training.torchrun.train's (each rank saves its shard)."""
     if cfg.model not in TRAINS:
         raise MggError(
             f"mgg train --backend grid trains {' and '.join(TRAINS)} (from Python, mgg.distributed.grid.GridNet "
             f"also runs a one-linear GIN); {cfg.model} trains on --backend halo, node-halo, allgather or nvshmem"
         )
-    device = _start_group(cfg.device)
+    device = _start_group(cfg.device, timeout_min)
     world = dist.get_world_size()
     gpus_per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     if isinstance(ds, NodeDataset):
@@ -208,10 +232,21 @@ def train(ds: Union[NodeDataset, str, Path], cfg: TrainConfig, grid: str = "auto
     dims = dims_of(in_dim, classes, cfg)
     shape = choose_shape(grid, world, GraphStats(name, nodes, nnz, tuple(dims), cfg.model), gpus_per_node)
     g = Grid(shape)
-    runs = []
-    for s in cfg.seeds:
+    saver = None
+    if checkpoint is not None:
+        data_id = dataset_identity(ds) if prepared is None else f"{name}:prepared:{prepared.manifest.id}"
+        saver = Checkpoints(
+            checkpoint,
+            checkpoint_every,
+            identity(data_id, cfg, backend="grid", world=world, grid=str(shape)),
+            sharded=True,
+        )
+
+    def one_seed(seed, index, saved, runs):
         source = ds if prepared is None else PreparedBlocks(prepared, g, cfg.model, torch.float32)
-        runs.append(train_once(g, source, dims, cfg, s, progress, device))
+        return train_once(g, source, dims, cfg, seed, progress, device, saver, index, saved, runs)
+
+    runs = train_seeds(one_seed, cfg.seeds, saver, progress=False)
     return dict(
         summarize(name, cfg, runs),
         rank=g.rank,

@@ -18,6 +18,7 @@ from ..devices import default_device
 from ..errors import MggError
 from ..nn import models
 from ..plan import Config
+from .record import Progress, RunResult
 
 
 @dataclass
@@ -49,18 +50,6 @@ class TrainConfig:
         for name in ("hidden", "epochs", "lr", "weight_decay", "dropout"):
             if getattr(self, name) is None:
                 setattr(self, name, getattr(p, name))
-
-
-@dataclass
-class RunResult:
-    seed: int
-    test_acc: float
-    val_acc: float
-    best_epoch: int
-    epoch_ms: float
-    epochs: int = 0  # epochs run (fewer than cfg.epochs when on_epoch stopped the run)
-    tuning: list = field(default_factory=list)  # with autotune: each layer's OnlineTuner.summary()
-    curve: list = field(default_factory=list)  # per epoch: (loss over all training nodes, val acc, test acc)
 
 
 def normalize_features(x: torch.Tensor) -> torch.Tensor:
@@ -255,6 +244,47 @@ def evaluate(s: Session) -> tuple[float, float]:
     return val, test
 
 
+def run_epochs(
+    progress: Progress,
+    epochs: int,
+    epoch: Callable[[], tuple],
+    show: bool,
+    on_epoch: Optional[Callable[[int, float, float, float], bool]] = None,
+    after: Optional[Callable[[Progress], None]] = None,
+) -> None:
+    """The epochs of one seed from progress.epoch on, for every trainer (this loop and the grid's):
+    `epoch()` runs one and returns (training-step seconds, loss over all training nodes, validation
+    accuracy, test accuracy); each is recorded in `progress`, beats this rank's watchdog and is
+    shown on a progress bar (`show`); `after(progress)` follows each (a checkpoint's save);
+    on_epoch(epoch, seconds, val, test) returning True ends the run. A collective failing because a
+    peer is gone ends this rank with the line naming it (mgg.distributed.watchdog)."""
+    from ..distributed import watchdog
+
+    bar = tqdm(
+        range(progress.epoch, epochs),
+        initial=progress.epoch,
+        total=epochs,
+        desc=f"seed {progress.seed}",
+        disable=not show,
+        leave=False,
+    )
+    try:
+        for e in bar:
+            watchdog.beat(e)
+            seconds, loss, val, test = epoch()
+            progress.add(seconds * 1e3, loss, val, test)
+            bar.set_postfix(loss=f"{loss:.4f}", val=f"{val:.3f}", test=f"{progress.best[1]:.3f}")
+            if after is not None:
+                after(progress)
+            if on_epoch is not None and on_epoch(e, seconds, val, test):
+                break
+    except Exception as exc:
+        watchdog.on_peer_failure(exc)
+        raise
+    finally:
+        watchdog.pause()
+
+
 def train_once(
     ds: NodeDataset,
     cfg: TrainConfig,
@@ -262,6 +292,10 @@ def train_once(
     progress: bool = True,
     dg=None,
     on_epoch: Optional[Callable[[int, float, float, float], bool]] = None,
+    checkpoints=None,
+    seed_index: int = 0,
+    saved=None,
+    runs: tuple = (),
 ) -> RunResult:
     """One seed: trains for cfg.epochs; test accuracy is taken at the epoch of best validation
     accuracy. The loss is the mean cross-entropy over all training nodes, whichever process owns
@@ -276,31 +310,61 @@ def train_once(
         on_epoch: called after each epoch's evaluation with (epoch, seconds of the training step
             (forward, backward, gradient sum, optimiser step; evaluation excluded), validation
             accuracy, test accuracy); returning True ends the run.
+        checkpoints: an mgg.training.checkpoint.Checkpoints to save into (None: no checkpoints).
+        seed_index: the seed's index in the run's seeds (a checkpoint's name).
+        saved: the checkpoint (Saved) of this seed to resume from.
+        runs: the RunResults of the seeds before it (a checkpoint records them).
 
     Returns:
         The run's RunResult.
     """
     s = start(ds, cfg, seed, dg)
-    best, times = (-1.0, 0.0, 0), []
-    bar = tqdm(range(cfg.epochs), desc=f"seed {seed}", disable=not progress or s.nodes.rank != 0, leave=False)
-    curve = []
-    for epoch in bar:
+    record = Progress(seed)
+    if saved is not None:
+        checkpoints.restore(saved, s.model, s.opt)
+        record = saved.progress
+
+    def epoch() -> tuple:
         t0 = time.perf_counter()
         loss = train_step(s)
-        times.append((time.perf_counter() - t0) * 1e3)
+        seconds = time.perf_counter() - t0
         whole = float(s.nodes.sum(loss.reshape(1).to(torch.float64)))  # every process's share (on the device: NCCL)
         val, test = evaluate(s)
-        curve.append((whole, val, test))
-        if val > best[0]:
-            best = (val, test, epoch)
-        bar.set_postfix(loss=f"{whole:.4f}", val=f"{val:.3f}", test=f"{best[1]:.3f}")
-        if on_epoch is not None and on_epoch(epoch, times[-1] / 1e3, val, test):
-            break
-    tuning = [m.tuner.summary() for m in s.model.modules() if getattr(m, "tuner", None) is not None]
-    return RunResult(seed, best[1], best[0], best[2], statistics.median(times), len(times), tuning, curve)
+        return seconds, whole, val, test
+
+    def save(p: Progress) -> None:
+        if checkpoints is not None and checkpoints.due(p, cfg.epochs):
+            checkpoints.save(seed_index, p, list(runs), s.model, s.opt)
+
+    run_epochs(record, cfg.epochs, epoch, progress and s.nodes.rank == 0, on_epoch, save)
+    return record.result(tuning_of(s.model))
 
 
-def train(ds: NodeDataset, cfg: TrainConfig, progress: bool = True, dg=None) -> dict:
-    """Trains once per seed (see train_once) and summarises the test accuracy."""
-    runs = [train_once(ds, cfg, s, progress, dg) for s in tqdm(cfg.seeds, desc="seeds", disable=not progress)]
-    return summarize(ds, cfg, runs)
+def tuning_of(model: torch.nn.Module) -> list:
+    """Each tuned layer's OnlineTuner.summary()."""
+    return [m.tuner.summary() for m in model.modules() if getattr(m, "tuner", None) is not None]
+
+
+def train_seeds(one_seed: Callable, seeds: tuple, checkpoints=None, progress: bool = True) -> list:
+    """Every seed's RunResult: one_seed(seed, seed_index, saved, runs) per seed, from the checkpoint
+    `checkpoints` holds where it holds one (the seeds it had finished are not run again)."""
+    saved = checkpoints.latest() if checkpoints is not None else None
+    runs = list(saved.runs) if saved is not None else []
+    for i in tqdm(
+        range(len(runs), len(seeds)), desc="seeds", disable=not progress, initial=len(runs), total=len(seeds)
+    ):
+        here = saved if saved is not None and saved.seed_index == i else None
+        runs.append(one_seed(seeds[i], i, here, tuple(runs)))
+    return runs
+
+
+def train(ds: NodeDataset, cfg: TrainConfig, progress: bool = True, dg=None, checkpoints=None) -> dict:
+    """Trains once per seed (see train_once) and summarises the test accuracy; with `checkpoints`
+    (mgg.training.checkpoint.Checkpoints), saves as it goes and resumes from the newest it holds."""
+
+    def one_seed(seed, index, saved, runs):
+        return train_once(
+            ds, cfg, seed, progress, dg, checkpoints=checkpoints, seed_index=index, saved=saved, runs=runs
+        )
+
+    return summarize(ds, cfg, train_seeds(one_seed, cfg.seeds, checkpoints, progress and dg is None))

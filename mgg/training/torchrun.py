@@ -17,7 +17,8 @@ from ..distributed.graph import DistGraph
 from ..distributed.prepared import Part, read_part
 from ..distributed.process import init_from_env
 from ..errors import MggError
-from .loop import TrainConfig, normalize_features_, summarize, train_once
+from .checkpoint import Checkpoints, dataset_identity, identity, partition_identity
+from .loop import TrainConfig, normalize_features_, summarize, train_once, train_seeds
 
 
 def train(
@@ -30,13 +31,18 @@ def train(
     remote_reads: str = "per-edge",
     replication: Optional[int] = None,
     stage_rule: str = "balanced",
+    checkpoint: Optional[Union[str, Path]] = None,
+    checkpoint_every: int = 10,
+    timeout_min: Optional[float] = None,
 ) -> dict:
     """Trains once per seed over the ranks of the torchrun job; every rank returns the summary.
     `ds`: a NodeDataset every rank holds, or the path of a prepared dataset, each rank reading its
     part (mgg.distributed.read_part). `partition` (a method of mgg.partition or an mgg.Partition)
     decides which nodes each rank owns (a prepared dataset's is its own); features, labels and masks
     stay in the dataset's node order; `remote_reads` is the nvshmem backend's mode, `replication` and
-    `stage_rule` the 1.5D backends' (DistGraph)."""
+    `stage_rule` the 1.5D backends' (DistGraph). `checkpoint`: a directory every rank sees, saved
+    into every `checkpoint_every` epochs and resumed from (mgg.training.checkpoint); `timeout_min`:
+    how long a rank waits for the others before the job ends naming them (mgg.distributed.watchdog)."""
     if BACKENDS[backend].starts_nvshmem and not cfg.device.startswith("cuda"):
         alternative = "node-halo" if BACKENDS[backend].by_machine else "halo"
         raise MggError(f"the {backend} backend runs on GPUs: add --device cuda (or use --backend {alternative})")
@@ -48,7 +54,7 @@ def train(
             raise MggError(why)
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise MggError(f"--device {cfg.device} but no CUDA GPU is visible")
-    init_from_env(cfg.device, backend)
+    init_from_env(cfg.device, backend, timeout_min)
     if not isinstance(ds, NodeDataset):
         ds = read_part(ds)
         if ds.manifest.label_shape:
@@ -65,5 +71,25 @@ def train(
         replication=replication,
         stage_rule=stage_rule,
     )
-    runs = [train_once(ds, cfg, s, progress, dg) for s in cfg.seeds]
+    saver = None
+    if checkpoint is not None:
+        perm = getattr(dg.partition, "perm", None)
+        saver = Checkpoints(
+            checkpoint,
+            checkpoint_every,
+            identity(
+                dataset_identity(ds),
+                cfg,
+                backend=backend,
+                world=dg.world,
+                partition=f"{dg.partition.method}:{partition_identity(dg.bounds, perm)}",
+                replication=replication or 1,
+                stage_rule=stage_rule,
+            ),
+        )
+
+    def one_seed(seed, index, saved, runs):
+        return train_once(ds, cfg, seed, progress, dg, checkpoints=saver, seed_index=index, saved=saved, runs=runs)
+
+    runs = train_seeds(one_seed, cfg.seeds, saver, progress=False)
     return dict(summarize(ds, cfg, runs), rank=dg.rank, world=dg.world, partition=dg.partition.method)

@@ -296,19 +296,6 @@ def test_train_cli_errors_are_one_line(args, message):
     assert message in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 
 
-def test_dropout_mask_is_the_same_for_any_block():
-    """keep_mask of a block is that block of the whole matrix's mask (so copies and every grid
-    agree), differs by step and layer, and keeps about 1 - p."""
-    from mgg.distributed.grid.net import keep_mask
-
-    whole = keep_mask(torch.arange(300), 0, 40, 7, 1, 0.3)
-    block = keep_mask(torch.tensor([5, 17, 250]), 10, 25, 7, 1, 0.3)
-    assert torch.equal(block, whole[[5, 17, 250], 10:25])
-    assert not torch.equal(whole, keep_mask(torch.arange(300), 0, 40, 8, 1, 0.3))
-    assert not torch.equal(whole, keep_mask(torch.arange(300), 0, 40, 7, 2, 0.3))
-    assert abs(whole.double().mean().item() - 0.7) < 0.02
-
-
 @pytest.fixture
 def one_rank_group(tmp_path):
     import torch.distributed as dist

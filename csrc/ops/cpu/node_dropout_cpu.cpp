@@ -11,8 +11,8 @@
 namespace mgg {
 namespace {
 
-at::Tensor node_keep_cpu(const at::Tensor& nodes, int64_t col0, int64_t col1, int64_t seed, int64_t step,
-                         int64_t layer, double p) {
+at::Tensor node_keep_cpu(const at::Tensor& nodes, int64_t col0, int64_t col1, int64_t seed, int64_t step, int64_t layer,
+                         double p) {
   check_node_keep(nodes, col0, col1, p);
   const at::Tensor ids = nodes.contiguous();
   const int64_t n = ids.numel(), cols = col1 - col0;

@@ -19,10 +19,9 @@ at::Tensor node_keep_cuda(const at::Tensor& nodes, int64_t col0, int64_t col1, i
   const at::Tensor ids = nodes.contiguous();
   at::Tensor keep = at::empty({ids.numel(), col1 - col0}, ids.options().dtype(at::kBool));
   if (keep.numel() == 0) return keep;
-  C10_CUDA_CHECK(kernels::launch_node_keep(ids.data_ptr<int64_t>(), ids.numel(), col0, col1 - col0,
-                                           dropout_stream(static_cast<uint64_t>(seed), step, layer),
-                                           static_cast<float>(p), keep.data_ptr<bool>(),
-                                           at::cuda::getCurrentCUDAStream().stream()));
+  C10_CUDA_CHECK(kernels::launch_node_keep(
+      ids.data_ptr<int64_t>(), ids.numel(), col0, col1 - col0, dropout_stream(static_cast<uint64_t>(seed), step, layer),
+      static_cast<float>(p), keep.data_ptr<bool>(), at::cuda::getCurrentCUDAStream().stream()));
   return keep;
 }
 

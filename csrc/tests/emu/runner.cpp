@@ -1,4 +1,4 @@
-// simt_runner CASE_DIR...: runs each case (op aggregate, aggregate_extreme or attention) under the
+// simt_runner CASE_DIR...: runs each case (op aggregate, aggregate_extreme, attention or node_keep) under the
 // SIMT emulator with the scheduling seed it names, and writes status.txt ("ok" or why not) beside
 // it (and, for a case with `trace 1`, the emulator's trace of warp and block calls as trace.txt;
 // for a case with `counters 1`, the memory counters by load site and region, the case's arrays
@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
       const std::string op = c.text("op");
       status = op == "aggregate"           ? mgg::emu::run_aggregate(c)
                : op == "aggregate_extreme" ? mgg::emu::run_aggregate_extreme(c)
+               : op == "node_keep"         ? mgg::emu::run_node_keep(c)
                                            : mgg::emu::run_attention(c);
       if (counting) write_counters(c);
       simt::trace_to(nullptr);

@@ -11,5 +11,6 @@ namespace mgg::emu {
 std::string run_aggregate(Case& c);
 std::string run_aggregate_extreme(Case& c);
 std::string run_attention(Case& c);
+std::string run_node_keep(Case& c);
 
 }  // namespace mgg::emu

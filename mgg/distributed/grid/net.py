@@ -264,6 +264,13 @@ class GridNet(torch.nn.Module):
         a_last = roles(len(self.shards) - 1)[0]
         return gather(h, g, a_last, 1, self.dims[-1], reduce_back=False)
 
+    def draws(self) -> dict:
+        """The dropout's training steps counted (what the next mask depends on; a checkpoint keeps it)."""
+        return dict(step=self.step)
+
+    def set_draws(self, d: dict) -> None:
+        self.step = int(d["step"])
+
     def loss(self, logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """This rank's share of the mean cross entropy over the nodes of `mask` (whole-graph
         labels and mask, user order): its rows' sum over the mask's count. The shares of the
