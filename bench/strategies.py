@@ -11,8 +11,9 @@ busiest sender's volume of each partitioner, the +vb refinement beside the parti
 - onefive: per (graph, P in --ranks, c in --replications, partition, algorithm, D) the forward bytes per
   rank of one aggregation (max send, max receive, mean receive), the row all-reduce's, and the ratio of
   the busiest rank's to the 1D halo's, with CAGNET 1D and the best grid at the same P;
-- refine: max and total send volume, max/mean, max receive and balance of metis, hypergraph and their
-  +vb refinements at each P;
+- refine: max and total send volume, max/mean, max receive and balance of metis and hypergraph and
+  their +vb refinements at each P, on --refine-graphs (real graphs: Cora) and on --graphs (the
+  partitions of --refine-bases);
 - --measure: every strategy `auto` ranks for a GCN on Cora, run on CPU processes (gloo, 4 ranks): the
   bytes counted at the collectives against the model's (they must be equal).
 Writes strategies-<date>.csv (rankings), onefive-<date>.csv, refine-<date>.csv, a .md and a .png."""
@@ -34,8 +35,9 @@ from mgg.distributed.grid.model import GraphStats, Network, rank_grids
 from mgg.distributed.onefive.volume import totals
 from mgg.distributed.strategy import rank_strategies
 from mgg.partitioning import partition
-from mgg.partitioning.methods import METHODS, node_weights
-from mgg.partitioning.refine import Volumes
+from mgg.partitioning.assignment import from_parts
+from mgg.partitioning.methods import METHODS, REFINED, node_weights
+from mgg.partitioning.refine import Volumes, refine
 from mgg.plan.stats import partition_stats, volume_matrix
 from mgg.runtime.cluster_model import Cluster
 
@@ -44,7 +46,15 @@ from .report import write_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = ["rmat-reddit:scale=0.1", "rmat-products:scale=0.1", "rmat-amazon:scale=0.01"]
-SMOKE = dict(graphs=["rmat:3000:30000"], nodes=2, gpus_per_node=2, ranks=[4], replications=[1, 2], dims=[16, 16, 7])
+SMOKE = dict(
+    graphs=["rmat:3000:30000"],
+    refine_graphs=[],
+    nodes=2,
+    gpus_per_node=2,
+    ranks=[4],
+    replications=[1, 2],
+    dims=[16, 16, 7],
+)
 RANK_COLUMNS = ["graph", "cluster", "rank", "strategy", "low_ms", "high_ms", "network_mb", "nvlink_mb"]
 ONEFIVE_COLUMNS = [
     "graph",
@@ -165,45 +175,57 @@ def onefive(graphs: list, args) -> list:
 
 
 def refine_rows(graphs: list, args) -> list:
+    """metis and hypergraph (cached on disk), then each refined (refine.py: what `+vb` runs on it)."""
     rows = []
-    for spec, g in graphs:
+    real = [(spec, cache.graph(spec, None)[0], ("metis", "hypergraph")) for spec in args.refine_graphs]
+    for spec, g, bases in real + [(spec, g, args.refine_bases) for spec, g in graphs]:
         w = node_weights(g)
         for world in args.ranks:
-            base = {}
-            for method in [m for m in METHODS if m in ("metis", "hypergraph", "metis+vb", "hypergraph+vb")]:
+            for name in [m for m in METHODS if m in bases]:
                 try:
-                    p = partition(g, world, method, cache=False)
+                    p = partition(g, world, name, cache=True)
                 except Exception as e:  # a package missing: the row says so
-                    print(f"[refine] {spec} P={world} {method}: {e}", flush=True)
+                    print(f"[refine] {spec} P={world} {name}: {e}", flush=True)
                     continue
-                _, total = partition_stats(p.relabel(g), p.bounds)
                 part = np.empty(g.num_nodes, np.int64)
                 part[p.perm] = np.repeat(np.arange(world), np.diff(p.bounds))
-                vol = Volumes(g, part, world, w)
-                row = dict(
-                    graph=spec,
-                    P=world,
-                    method=method,
-                    max_send_rows=int(vol.S.max()),
-                    total_rows=vol.total,
-                    max_over_mean=round(float(vol.S.max() / vol.S.mean()), 4),
-                    max_recv_rows=int(vol.R.max()),
-                    weight_max_over_mean=round(float(vol.W.max() / vol.W.mean()), 4),
-                    seconds=round(p.seconds, 2),
+                t0 = time.perf_counter()
+                refined, _ = refine(g, part, world, w)
+                seconds = time.perf_counter() - t0
+                base = _refine_row(spec, world, name, g, p, w, p.seconds)
+                row = _refine_row(
+                    spec, world, name + REFINED, g, from_parts(name + REFINED, refined, world, w, 0, 0), w, seconds
                 )
-                assert row["total_rows"] == total["halo_rows"] and row["max_send_rows"] == total["max_send_rows"]
-                name = method.removesuffix("+vb")
-                if method == name:
-                    base[name] = row
-                else:
-                    row["max_send_vs_base"] = round(row["max_send_rows"] / base[name]["max_send_rows"], 4)
-                    row["total_vs_base"] = round(row["total_rows"] / base[name]["total_rows"], 4)
-                rows.append(row)
-                print(
-                    f"[refine] {spec} P={world} {method}: max send {row['max_send_rows']}, total {row['total_rows']}",
-                    flush=True,
-                )
+                row["max_send_vs_base"] = round(row["max_send_rows"] / base["max_send_rows"], 4)
+                row["total_vs_base"] = round(row["total_rows"] / base["total_rows"], 4)
+                rows += [base, row]
+                for r in (base, row):
+                    print(
+                        f"[refine] {spec} P={world} {r['method']}: max send {r['max_send_rows']}, "
+                        f"total {r['total_rows']}, {r['seconds']} s",
+                        flush=True,
+                    )
     return rows
+
+
+def _refine_row(spec: str, world: int, method: str, g, p, w, seconds: float) -> dict:
+    """A partition's volumes, counted twice: by Volumes and by mgg.plan.stats (they must agree)."""
+    _, total = partition_stats(p.relabel(g), p.bounds)
+    part = np.empty(g.num_nodes, np.int64)
+    part[p.perm] = np.repeat(np.arange(world), np.diff(p.bounds))
+    vol = Volumes(g, part, world, w)
+    assert vol.total == total["halo_rows"] and int(vol.S.max()) == total["max_send_rows"]
+    return dict(
+        graph=spec,
+        P=world,
+        method=method,
+        max_send_rows=int(vol.S.max()),
+        total_rows=vol.total,
+        max_over_mean=round(float(vol.S.max() / vol.S.mean()), 4),
+        max_recv_rows=int(vol.R.max()),
+        weight_max_over_mean=round(float(vol.W.max() / vol.W.mean()), 4),
+        seconds=round(seconds, 2),
+    )
 
 
 def measure(args) -> list:
@@ -267,15 +289,18 @@ def markdown(out: dict, args) -> str:
         "",
         "## The busiest sender: metis and hypergraph, and their +vb refinements",
         "",
+        f"On --graphs the partitions of {' and '.join(args.refine_bases)}; on the real graphs both. Seconds: the "
+        "partition's (cached on disk: as first computed), the refinement's on this run.",
+        "",
         "| graph | P | method | max send rows | total rows | max/mean | max recv rows | weight max/mean "
-        "| max send vs base | total vs base |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| max send vs base | total vs base | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in out["refine"]:
         lines.append(
             f"| {r['graph']} | {r['P']} | {r['method']} | {r['max_send_rows']} | {r['total_rows']} | "
             f"{r['max_over_mean']} | {r['max_recv_rows']} | {r['weight_max_over_mean']} | "
-            f"{r.get('max_send_vs_base', '')} | {r.get('total_vs_base', '')} |"
+            f"{r.get('max_send_vs_base', '')} | {r.get('total_vs_base', '')} | {r['seconds']} |"
         )
     if out.get("measured"):
         lines += ["", "## Counted at the collectives (Cora, 4 CPU processes) against the model", ""]
@@ -322,6 +347,16 @@ def main(argv=None) -> int:
     ap.add_argument("--dims", nargs="+", type=int, default=[128, 128, 47])
     ap.add_argument("--partition", default="random")
     ap.add_argument("--ranks", nargs="+", type=int, default=[16, 64], help="P of the 1.5D and refinement tables")
+    ap.add_argument(
+        "--refine-graphs", nargs="+", default=["cora"], help="real graphs of the refine table, besides --graphs"
+    )
+    ap.add_argument(
+        "--refine-bases",
+        nargs="+",
+        default=["metis", "hypergraph"],
+        choices=["metis", "hypergraph"],
+        help="partitions refined on --graphs (--refine-graphs: both)",
+    )
     ap.add_argument("--replications", nargs="+", type=int, default=[1, 2, 4])
     ap.add_argument("--top", type=int, default=12, help="strategies shown per graph in the markdown and plot")
     ap.add_argument("--measure", action="store_true", help="counted bytes on CPU processes against the model")

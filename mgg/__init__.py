@@ -15,8 +15,8 @@ from .functional import aggregate, attend, make_plan  # noqa: E402
 from .graph import Graph  # noqa: E402
 from .partitioning import Partition, partition  # noqa: E402
 from .plan import Config, Plan, split_ranges  # noqa: E402
+from .version import __version__  # noqa: E402, F401 (mgg.__version__)
 
-__version__ = "0.1.0"
 __all__ = [
     "Graph",
     "Plan",

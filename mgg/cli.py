@@ -668,7 +668,8 @@ def main(argv=None) -> int:
     try:
         args.fn(args)
     except (MggError, FileNotFoundError) as e:
-        print(f"mgg {args.cmd}: error: {e}", file=sys.stderr)
+        sys.stderr.write(f"mgg {args.cmd}: error: {e}\n")  # one write: ranks' lines never interleave
+        sys.stderr.flush()
         return 2
     return 0
 

@@ -266,10 +266,26 @@ def rank_strategies(
         net = Network(cluster.gpus_per_node, cluster.intra_gbps, cluster.inter_gbps)
         for p in rank_grids(world, stats, net, cluster.gpu, elem):
             if p.fits:
+                network, nvlink = _grid_links(p, net)
                 out.append(
-                    Prediction(Strategy("grid", grid=str(p.shape)), p.low_s, p.high_s, 0.0, 0.0, dict(p.bytes_axis))
+                    Prediction(
+                        Strategy("grid", grid=str(p.shape)), p.low_s, p.high_s, network, nvlink, dict(p.bytes_axis)
+                    )
                 )
     return sorted(out, key=lambda p: (p.mid_s, str(p.strategy)))
+
+
+def _grid_links(p, net: Network) -> tuple:
+    """A grid's (busiest machine's network bytes, busiest GPU's NVLink bytes): an axis inside a machine
+    crosses NVLink; one across machines, the network, shared by the machine's GPUs on that axis (the
+    ones Network.axis_bytes_per_s divides its rate among)."""
+    network = nvlink = 0.0
+    for axis, b in p.bytes_axis.items():
+        if p.shape.inside_node(axis, net.gpus_per_node):
+            nvlink += b
+        else:
+            network += b * net.inter_gbps / (net.axis_bytes_per_s(p.shape, axis) / 1e9)
+    return network, nvlink
 
 
 def aggregation_widths(conv: str, dims: list) -> list:

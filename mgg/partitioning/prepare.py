@@ -22,6 +22,7 @@ from ..data.prepared.sources import InMemory, piece_rows, streaming_source
 from ..data.prepared.write import Draft, write_edges, write_nodes
 from ..errors import GraphError, MggError
 from ..graph import available_memory
+from ..version import __version__
 from .compute import check, partition
 from .methods import METHODS, from_degrees
 
@@ -190,8 +191,6 @@ def _write(draft: Draft, source, parts: int, method: str, seed: int, budget: int
 
 
 def _version() -> str:
-    from .. import __version__
-
     return __version__
 
 

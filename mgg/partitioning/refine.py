@@ -13,9 +13,9 @@ sender p* into a part that reads it (which removes that part from the node's rea
 exact effect on every part's S and R (the node's own net, and the net of every node it reads), or into
 one of the parts that send least (its sends move there, the busiest's fall); failing those, the one
 reader a part has of the node moved to p* or to another reader part (that part then reads it no more);
-each taken
-when it lowers (max S, the parts at max S, total) lexicographically and keeps every part's weight
-(in-degree + 1, as mgg's methods balance) within the balance cap; rounds until no move helps."""
+each taken when it lowers (max S, the parts at max S, total) lexicographically and keeps every part's
+weight (in-degree + 1, as mgg's methods balance) within the balance cap; rounds until no move helps or
+the work bound is spent (EVALUATIONS_PER_NODE moves weighed per node: the gains come early)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ IMBALANCE_CAP = 0.03  # the weight cap over the mean part weight (methods.IMBALA
 LIGHT_PARTS = 8  # besides the parts that read a node, the parts that send least are tried for it
 TARGET_PARTS = 8  # the busiest senders whose nodes a pass tries to move
 TOTAL_SLACK = 0.08  # the total volume may grow this much over the partition's refined
+RETRY_FALL = 0.005  # the nodes skipped are weighed again each time the busiest's sends fall this much
+EVALUATIONS_PER_NODE = 2  # the work bound: moves weighed per node (Cora converges within 4)
+MIN_EVALUATIONS = 20_000
 MAX_TABLE_BYTES = 2**30  # the readers-per-node-and-part table (int32 [nodes, parts]) at most
 
 
@@ -146,6 +149,15 @@ class Volumes:
         found = np.flatnonzero(counts)
         return found[np.argsort(-counts[found], kind="stable")].tolist()
 
+    def around(self, x: int) -> np.ndarray:
+        """The nodes whose moves a move of x changes: x, its readers, the nodes x reads and their
+        readers (deltas reads phi of v and of the nodes v reads)."""
+        r, rd = self.reads, self._readers
+        u = r.indices[r.indptr[x] : r.indptr[x + 1]]
+        near = [np.array([x]), rd.indices[rd.indptr[x] : rd.indptr[x + 1]], u]
+        near += [rd.indices[rd.indptr[w] : rd.indptr[w + 1]] for w in u.tolist()]
+        return np.concatenate(near)
+
     def only_reader(self, v: int, q: int):
         """The one node of part q that reads v, or None (none or several)."""
         if self.phi[v, q] != 1:
@@ -177,7 +189,7 @@ def refine(
     part: np.ndarray,
     k: int,
     weights: np.ndarray,
-    passes: int = 100_000,
+    evaluations: int | None = None,
     cap=IMBALANCE_CAP,
     total_slack=TOTAL_SLACK,
     check=None,
@@ -186,7 +198,8 @@ def refine(
 
     Args:
         graph, part, k, weights: as Volumes.
-        passes: passes over the busiest sender's nodes at most (a pass ends where another part becomes it).
+        evaluations: the moves weighed at most (default: EVALUATIONS_PER_NODE per node, at least
+            MIN_EVALUATIONS): the work bound, since late moves gain little (docs/distributed.md).
         cap: the weight a part may reach, over the mean part weight.
         total_slack: how much the total volume may grow, over the partition's.
         check: called with the Volumes after every applied move (tests: the invariants).
@@ -197,9 +210,13 @@ def refine(
     vol = Volumes(graph, part, k, weights)
     limit = (1 + cap) * vol.W.sum() / k
     most = (1 + total_slack) * vol.total
+    if evaluations is None:
+        evaluations = max(MIN_EVALUATIONS, EVALUATIONS_PER_NODE * graph.num_nodes)
+    budget = [evaluations]
 
     def improves(u: int, targets) -> bool:
         """Moves u to the first of `targets` where that is within the cap and lowers the objective."""
+        budget[0] -= 1
         targets = np.array([b for b in targets if b != vol.part[u] and vol.W[b] + vol.weights[u] <= limit], np.int64)
         if not targets.size:
             return False
@@ -217,38 +234,43 @@ def refine(
             check(vol)
         return True
 
-    tried: set = set()  # nodes no move helped while the busiest sender stays the same part
+    # A node no move helped is skipped until a move near it (stale_around) or a change of the busiest
+    # sender, or a fall of its sends by RETRY_FALL of the start, may have opened one.
+    stale = np.zeros(graph.num_nodes, bool)
+    start = cleared_at = int(vol.S.max())
     busiest, again = None, True
-    for _ in range(passes):
+    while budget[0] > 0:
         order = np.argsort(-vol.S, kind="stable")[:TARGET_PARTS].tolist()  # the busiest senders first
-        if order[0] != busiest:
-            tried.clear()
-            busiest = order[0]
+        if order[0] != busiest or vol.S[order[0]] <= cleared_at - RETRY_FALL * start:
+            stale[:] = False
+            busiest, cleared_at = order[0], int(vol.S[order[0]])
         moved = 0
         for p_star in order:
-            members = np.flatnonzero((vol.part == p_star) & (vol.lam > 0))
+            members = np.flatnonzero((vol.part == p_star) & (vol.lam > 0) & ~stale)
             members = members[np.argsort(-vol.lam[members], kind="stable")]
             for v in members.tolist():
-                if vol.part[v] != p_star or v in tried:
+                if vol.part[v] != p_star or stale[v] or budget[0] <= 0:
                     continue
                 light = np.argsort(vol.S, kind="stable")[:LIGHT_PARTS].tolist()  # the parts that send least
                 readers = vol.readers_parts(v)
                 if improves(v, dict.fromkeys(readers + light)):
                     moved += 1
+                    stale[vol.around(v)] = False
                     continue
                 for q in readers:  # second order: q's one reader of v moved away, so q reads v no more
                     u = vol.only_reader(v, q)
                     if u is not None and improves(u, dict.fromkeys([p_star, *readers])):
                         moved += 1
+                        stale[vol.around(u)] = False
                         break
                 else:
-                    pass
+                    stale[v] = True
             if moved:
                 break  # the busiest senders again, from the top
         if moved:
             again = True
-        elif tried and again:  # the nodes tried before, once more: moves since may have opened theirs
-            tried.clear()
+        elif stale.any() and again:  # every node once more: the sends that fell since may open moves
+            stale[:] = False
             again = False
         else:
             break

@@ -39,6 +39,7 @@ import torch.distributed as dist
 
 from ..errors import MggError
 from ..plan import Config
+from ..version import __version__
 from .record import Progress, RunResult
 
 FORMAT, VERSION = "mgg-checkpoint", 1
@@ -394,8 +395,6 @@ def _read(path: Path):
 
 
 def _mgg_version() -> str:
-    from .. import __version__
-
     return __version__
 
 

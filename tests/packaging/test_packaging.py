@@ -87,3 +87,13 @@ def test_build_refuses_a_cuda_major_mismatch_in_one_line(tmp_path, monkeypatch):
         raise AssertionError("no error")
     assert "\n" not in msg and "CUDA 12.8" in msg and "CUDA 13.0" in msg and "CUDA_HOME" in msg
     assert module.check_cuda_versions(str(tmp_path / "cuda"), "12.6") == "12.8"  # same major: fine
+
+
+def test_the_version_is_pyproject_s():
+    """mgg.version (what manifests and checkpoints record) agrees with the version pip installs."""
+    import re
+
+    from mgg.version import __version__
+
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1) == __version__

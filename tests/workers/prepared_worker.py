@@ -79,9 +79,7 @@ def grid_run(args, shape: str):
         logits = model(x)
         model.rows_loss(logits, data.y, data.masks[0], data.totals[0]).backward()
         shards = [
-            None
-            if s.plan is None
-            else (s.row_span, s.col_span, s.plan.graph.rowptr, s.plan.graph.col, s.plan.graph.weight)
+            None if s.plan is None else (s.row_span, s.col_span, s.graph.rowptr, s.graph.col, s.graph.weight)
             for s in model.shards
         ]
         grads = {k: p.grad.clone() for k, p in model.named_parameters()}

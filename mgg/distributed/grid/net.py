@@ -26,8 +26,9 @@ import numpy as np
 import torch
 
 from ...errors import MggError
-from ...functional import aggregate, make_plan, node_dropout
+from ...functional import node_dropout
 from ...graph import Graph
+from ...plan import Plan
 from .blocks import PreparedBlocks, WholeGraph
 from .collectives import Grid, gather, share, sum_and_share, sum_over
 from .shards import Orders, roles, span
@@ -68,15 +69,16 @@ class GridLayerShard:
                 torch.from_numpy(cols), torch.from_numpy(rows), m, weight=torch.from_numpy(w), what="grid shard"
             )
         self.nnz = 0 if g is None else g.num_edges
-        self.plan = make_plan(g) if g is not None and g.num_edges else None
+        self.graph, self.plan = g, None  # the shard's edges (local ids) and the plan that sums them
+        if self.nnz:
+            # rows x cols, no square padding: the rank's rows read a table of its columns (GatheredShard)
+            self.plan = Plan(g, bounds=np.array([0, self.rows, m]), gathered=(0, self.cols)).rank_plan(0)
 
     def spmm(self, x: torch.Tensor) -> torch.Tensor:
+        """The shard's rows of A x, x being the rows of its columns [cols, D]."""
         if self.plan is None:
             return _NoEdges.apply(x, self.rows)
-        m = max(self.rows, self.cols)
-        if x.size(0) < m:
-            x = torch.cat([x, x.new_zeros((m - x.size(0), x.size(1)))])
-        return aggregate(x, self.plan)[: self.rows]
+        return self.plan.aggregate(x, x.new_empty((0, x.size(1))))
 
 
 CONVS = ("gcn", "sage", "gin")
