@@ -15,7 +15,9 @@ def _table(rows: list[dict]) -> str:
 
     t = Table()
     for k in rows[0]:
-        t.add_column(k, justify="right")
+        # a name (method, backend) is never cut; numbers and headers may be, when the columns are many
+        names = [str(r[k]) for r in rows if isinstance(r[k], str)]
+        t.add_column(k, justify="right", min_width=max(map(len, names), default=None), no_wrap=True)
     for r in rows:
         t.add_row(*(f"{v:.4f}" if isinstance(v, float) else str(v) for v in r.values()))
     con = Console(record=True, width=160)

@@ -68,12 +68,12 @@ def _installed(package):
 
 @pytest.mark.full  # make test-full (tests/conftest.py)
 def test_partition_methods_compared(tmp_path):
-    """--method all: one row per method; metis and hypergraph (where installed) cut Cora's remote
+    """--method all: one row per method (+vb: those refined); metis and hypergraph (where installed) cut Cora's remote
     edges far below the range split; the second run reads them from the cache."""
     env = {"MGG_PARTITION_CACHE": str(tmp_path)}
     out = json.loads(mgg("partition", "cora", "--ranks", "4", "--method", "all", "--json", env=env).stdout)
     have = [m for m, pkg in (("metis", "pymetis"), ("hypergraph", "mtkahypar")) if _installed(pkg)]
-    assert [m["method"] for m in out["methods"]] == ["range", "random", *have]
+    assert [m["method"] for m in out["methods"]] == ["range", "random", *have, *(f"{m}+vb" for m in have)]
     assert (out["nodes"], out["edges"], out["num_ranks"]) == (2708, 10556, 4)
     for m in out["methods"]:
         t = m["total"]
