@@ -187,10 +187,8 @@ def refine_rows(graphs: list, args) -> list:
                 except Exception as e:  # a package missing: the row says so
                     print(f"[refine] {spec} P={world} {name}: {e}", flush=True)
                     continue
-                part = np.empty(g.num_nodes, np.int64)
-                part[p.perm] = np.repeat(np.arange(world), np.diff(p.bounds))
                 t0 = time.perf_counter()
-                refined, _ = refine(g, part, world, w)
+                refined, _ = refine(g, p.owner, world, w)
                 seconds = time.perf_counter() - t0
                 base = _refine_row(spec, world, name, g, p, w, p.seconds)
                 row = _refine_row(
@@ -211,9 +209,7 @@ def refine_rows(graphs: list, args) -> list:
 def _refine_row(spec: str, world: int, method: str, g, p, w, seconds: float) -> dict:
     """A partition's volumes, counted twice: by Volumes and by mgg.plan.stats (they must agree)."""
     _, total = partition_stats(p.relabel(g), p.bounds)
-    part = np.empty(g.num_nodes, np.int64)
-    part[p.perm] = np.repeat(np.arange(world), np.diff(p.bounds))
-    vol = Volumes(g, part, world, w)
+    vol = Volumes(g, p.owner, world, w)
     assert vol.total == total["halo_rows"] and int(vol.S.max()) == total["max_send_rows"]
     return dict(
         graph=spec,

@@ -99,12 +99,6 @@ class Volumes:
         out[targets == a] = 0
         return out
 
-    def delta(self, v: int, b: int) -> tuple:
-        """The change moving v to part b makes: ({part: dS}, {part: dR}) (nothing applied)."""
-        dS = self.deltas(v, np.array([b]))[0]
-        dR = self._dR(v, b)
-        return {p: int(d) for p, d in enumerate(dS) if d}, {p: int(d) for p, d in enumerate(dR) if d}
-
     def _dR(self, v: int, b: int) -> np.ndarray:
         a, k = int(self.part[v]), self.k
         dR = np.zeros(k, np.int64)
