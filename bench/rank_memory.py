@@ -17,7 +17,10 @@ its parts' bytes and its halo. Today's path runs only where its copies fit this 
 The same commands on Cora give F, the fixed cost per rank (torch, the extension, gloo).
 
 Targets (issue 66), checked per row in the summary: per-rank peak - F <= 1.5 (P1 - F) / P + the rank's
-halo bytes (P1: one process's peak on the dataset); bytes read <= 1.1 x its parts' bytes + 1 MB.
+halo bytes (P1: one process's peak on the dataset); bytes read <= 1.1 x its parts' bytes + 1 MB. A grid
+rank's halo is the rows of layer 0's input it gathers from the other ranks of its axis, and its parts'
+bytes those of its blocks, feature columns and rows, counted from the manifest and the block indexes
+(bench/workers/memory_worker.py).
 Writes memory-<date>.csv, .md and .png."""
 
 from __future__ import annotations

@@ -186,4 +186,4 @@ def node_dropout(x: torch.Tensor, ids: torch.Tensor, p: float, seed: int, step: 
     if p <= 0:
         return x
     keep = ops.node_keep(ids, col0, col0 + x.size(1), seed, step, layer, p)
-    return x * keep / (1 - p)
+    return (x * keep).div_(1 - p)  # one new tensor of x's size, not two

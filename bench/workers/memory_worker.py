@@ -15,6 +15,7 @@ import os
 import threading
 import time
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -89,6 +90,52 @@ def rows_backend(args, cfg: TrainConfig) -> dict:
     )
 
 
+def grid_needed_bytes(model, prepared: Prepared) -> int:
+    """The bytes a grid rank needs of a prepared directory, counted from the manifest and the parts'
+    block indexes (not from what the reader did): each layer's block, i.e. for every row part its
+    block index and the range of its edge files whose sources lie in the block's column parts; the
+    input rows' feature columns; the ids of each layer's columns and of the output rows, and the
+    output rows' labels and split. The read target compares /proc's count with this."""
+    from mgg.data.prepared.layout import part_file
+
+    m, b = prepared.manifest, prepared.bounds
+
+    def parts(span):
+        return range(int(np.searchsorted(b, span[0], side="right")) - 1, int(np.searchsorted(b, span[1], side="left")))
+
+    def item(rel):
+        return np.dtype(m.files[rel].dtype).itemsize
+
+    def rows_bytes(span, name):
+        return (span[1] - span[0]) * item(part_file(0, name))
+
+    edge_names = ("row", "col", "pos") + (("weight",) if m.weighted else ())
+    total = 0
+    for shard in model.shards:
+        cols = parts(shard.col_span)
+        for p in parts(shard.row_span):
+            index = np.load(prepared.path / part_file(p, "blocks"))
+            e = int(index[cols[-1] + 1] - index[cols[0]]) if len(cols) else 0
+            total += m.files[part_file(p, "blocks")].bytes + e * sum(item(part_file(p, n)) for n in edge_names)
+        total += rows_bytes(shard.col_span, "ids")
+    c0, c1 = model.input_columns()
+    lo, hi = model.input_span()
+    total += (hi - lo) * (c1 - c0) * item(part_file(0, "x"))
+    last = model.shards[-1].row_span
+    return total + sum(rows_bytes(last, n) for n in ("ids", "y", "split"))
+
+
+def grid_halo_rows(model) -> int:
+    """The grid's halo: the rows of layer 0's input (its columns) that the other ranks of the layer's
+    row axis hold and this rank gathers (its features' columns of them), as the halo backends'
+    halo rows are the rows other ranks send. Later layers' inputs are the rank's own outputs."""
+    from mgg.distributed.grid.shards import roles, span
+
+    shard, c = model.shards[0], roles(0)[2]
+    p0, p1 = span(shard.cols, model.grid.extent(c), model.grid.coord[c])
+    return shard.cols - (p1 - p0)
+
+
 def grid_backend(args, cfg: TrainConfig) -> dict:
     from mgg.distributed.grid import Grid, GridNet
     from mgg.distributed.grid.blocks import PreparedBlocks
@@ -126,7 +173,17 @@ def grid_backend(args, cfg: TrainConfig) -> dict:
         model.rows_loss(model(data.x_shard), data.y, data.masks[0], data.totals[0]).backward()
         opt.step()
         times.append((time.perf_counter() - t) * 1e3)
-    return dict(load_s=load_s, read_bytes=read, halo_rows=0, halo_bytes=0, grid=str(shape), epoch_ms=min(times))
+    needed = grid_needed_bytes(model, prepared) if args.loader == "prepared" else None
+    halo = grid_halo_rows(model)
+    return dict(
+        load_s=load_s,
+        read_bytes=read,
+        needed_bytes=needed,
+        halo_rows=halo,
+        halo_bytes=halo * (model.input_columns()[1] - model.input_columns()[0]) * 4,
+        grid=str(shape),
+        epoch_ms=min(times),
+    )
 
 
 def main():
@@ -146,7 +203,7 @@ def main():
     row.update(rank=rank, ranks=world, peak_rss_bytes=peak_rss_bytes(), anon_rss_bytes=anon.stop())
     if args.loader == "prepared":
         row["part_bytes"] = (
-            part_bytes(Prepared(args.source), rank, world) if args.backend != "grid" else row["read_bytes"]
+            part_bytes(Prepared(args.source), rank, world) if args.backend != "grid" else row.pop("needed_bytes")
         )
     rows = [None] * world
     dist.all_gather_object(rows, row)

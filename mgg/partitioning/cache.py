@@ -16,6 +16,8 @@ import numpy as np
 
 from ..graph import Graph
 from .assignment import Partition
+from .methods import REFINED
+from .refine import VERSION as REFINE_VERSION
 
 FORMAT = "mgg-partition/1"
 
@@ -32,7 +34,9 @@ class PartitionCache:
         self.dir = Path(directory) if directory else default_dir()
 
     def path(self, graph: Graph, num_ranks: int, method: str, seed: int) -> Path:
-        return self.dir / f"{graph.fingerprint()}-p{num_ranks}-{method}-s{seed}.npz"
+        # a refined method's key names the refinement's version: an earlier one's result is another
+        refined = f"-r{REFINE_VERSION}" if method.endswith(REFINED) else ""
+        return self.dir / f"{graph.fingerprint()}-p{num_ranks}-{method}{refined}-s{seed}.npz"
 
     def get(self, graph: Graph, num_ranks: int, method: str, seed: int) -> Optional[Partition]:
         """The cached partition of this key, or None (absent, corrupt or stale: with a warning)."""

@@ -209,7 +209,7 @@ def test_rejects_too_few_repetitions(tmp_path):
     assert r.returncode == 2 and "at least 20" in r.stderr
 
 
-@pytest.mark.full  # over 15 s on 2 cores: make test-full and CI's test-rest run it
+@pytest.mark.full  # over 15 s on 2 cores: make test-full runs it
 def test_mgg_bench_alias(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "mgg", "bench", "scaling", "--smoke", "--quiet", "--out", str(tmp_path)],
@@ -221,7 +221,7 @@ def test_mgg_bench_alias(tmp_path):
     assert len(list(tmp_path.glob("scaling-*.csv"))) == 1
 
 
-@pytest.mark.full  # over 15 s on 2 cores: make test-full and CI's test-rest run it
+@pytest.mark.full  # over 15 s on 2 cores: make test-full runs it
 def test_projection_from_scaling_rows(tmp_path):
     """bench.project fits the in-process scaling runs and brackets an 8-GPU time."""
     r = subprocess.run(

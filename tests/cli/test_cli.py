@@ -49,7 +49,7 @@ def test_info():
     assert facts["CPU kernels"].split(",")[0] in ("default", "avx2", "avx512")
 
 
-@pytest.mark.full  # over 15 s on 2 cores: make test-full and CI's test-rest run it
+@pytest.mark.full  # over 15 s on 2 cores: make test-full runs it
 def test_partition_json_and_table(tmp_path):
     out = json.loads(mgg("partition", "rmat:2000:30000", "--ranks", "3", "--json").stdout)
     assert [r["rank"] for r in out["ranks"]] == [0, 1, 2]

@@ -105,7 +105,7 @@ def _first_line(*args) -> tuple:
     return r, (r.stdout.splitlines() or [""])[0]
 
 
-@pytest.mark.full  # over 15 s on 2 cores: make test-full and CI's test-rest run it
+@pytest.mark.full  # over 15 s on 2 cores: make test-full runs it
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's line; a GPU machine prints its own")
 def test_entry_points_say_their_device_first(tmp_path):
     r, first = _first_line("-m", "mgg", "train", "--epochs", "1", "--seeds", "1", "--quiet")

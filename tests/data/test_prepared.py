@@ -21,7 +21,7 @@ import mgg
 from mgg import GraphError, MggError
 from mgg.data import NodeDataset, load_dataset, resolve
 from mgg.data.prepared import Manifest, Prepared
-from mgg.data.prepared.layout import MANIFEST
+from mgg.data.prepared.layout import MANIFEST, crc_chunks
 from mgg.data.prepared.sources import Shchur, load_shchur, shchur_split, streaming_source
 from mgg.partitioning.prepare import prepare
 from mgg.testing import random_graph
@@ -256,7 +256,7 @@ def test_a_rank_count_that_does_not_divide_the_parts(cora4):
         ("missing", "x.npy: missing"),
         ("truncated", "col.npy: truncated"),
         ("changed", "col.npy: changed since it was prepared"),
-        ("version", "format version 99, but this mgg reads version 1"),
+        ("version", "format version 99, but this mgg reads versions 1, 2"),
         ("no manifest", "manifest.json: missing"),
         ("other prepare", "x.npy: changed since it was prepared .* another prepare's file"),
         ("other partition", "ids.npy: longer than written"),
@@ -391,3 +391,46 @@ def test_a_streamed_prepare_holds_its_budget_not_the_dataset(tmp_path):
         assert peaks["big", method] <= 3 * budget + node_arrays, (method, peaks)
         assert peaks["big", method] < arrays / 4
         assert peaks["big", method] <= 1.5 * peaks["small", method] + MIB, (method, peaks)
+
+
+def test_a_range_read_reads_at_most_a_chunk_past_each_end(cora4):
+    """Bytes [a, b) of a file read out to the chunks they touch, no further (the grid's per-block
+    ranges: version 1's 1 MiB chunks read 16% past a rank's blocks at 8 ranks); and the chunk size is
+    the manifest's (another size: every checksum differs)."""
+    from mgg.data.prepared.layout import Reads
+
+    m = Manifest.read(cora4)
+    rel = "parts/00001/col.npy"
+    size = m.files[rel].bytes
+    for chunk in (64, 1000, 4096):
+        d = json.loads((cora4 / MANIFEST).read_text())
+        d["chunk"] = chunk
+        for k, e in d["files"].items():
+            e["crc32"] = crc_chunks(cora4 / k, chunk)
+        (cora4 / MANIFEST).write_text(json.dumps(d))
+        reads = Reads(cora4, Manifest.read(cora4))
+        a, b = size // 3 + 5, 2 * size // 3 + 7
+        out = bytearray(b - a)
+        reads.read_into(rel, a, b, memoryview(out))
+        assert bytes(out) == (cora4 / rel).read_bytes()[a:b]
+        first, last = a // chunk * chunk, min(-(-b // chunk) * chunk, size)
+        assert reads.bytes_read == last - first
+    d["chunk"] = 4095  # the manifest's chunk is what the checksums are of
+    (cora4 / MANIFEST).write_text(json.dumps(d))
+    with pytest.raises(GraphError, match="changed since it was prepared"):
+        Prepared(cora4).rows(0, 1)
+
+
+def test_a_version_1_directory_reads_with_its_1_mib_chunks(cora4):
+    """Version 1's manifest had no chunk size: its files were checksummed in 1 MiB chunks."""
+    want = Prepared(cora4).rows(0, 2)
+    d = json.loads((cora4 / MANIFEST).read_text())
+    assert d["version"] == 2 and d["chunk"] < 1 << 20
+    d["version"] = 1
+    del d["chunk"]
+    for k, e in d["files"].items():
+        e["crc32"] = crc_chunks(cora4 / k, 1 << 20)
+    (cora4 / MANIFEST).write_text(json.dumps(d))
+    got = Prepared(cora4).rows(0, 2)
+    assert Prepared(cora4).manifest.chunk == 1 << 20
+    assert np.array_equal(got.x, want.x) and np.array_equal(got.col, want.col)

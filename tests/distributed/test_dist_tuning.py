@@ -111,7 +111,7 @@ def test_a_rank_that_disagrees_runs_rank_0s_decision(tmp_path):
     assert r1["again"]["chosen"] == t0["chosen"] and not r1["again"]["probes"]
 
 
-@pytest.mark.full  # over 15 s on 2 cores: make test-full and CI's test-rest run it
+@pytest.mark.full  # over 15 s on 2 cores: make test-full runs it
 def test_torchrun_train_autotune_prints_and_second_seed_starts_tuned(tmp_path):
     """`mgg train --autotune` under torchrun tunes (no longer ignored): rank 0 prints each layer's
     trajectory and choice; the next seed's layers start from the cache."""

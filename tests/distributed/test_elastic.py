@@ -64,7 +64,7 @@ def test_killed_ranks_restart_and_resume_on_the_uninterrupted_curve(uninterrupte
     assert len(re.findall(r"victim rank 3: (kill|save) at", err)) == 3
 
 
-@pytest.mark.full  # over 15 s on 2 cores: make test-full and CI's test-rest run it
+@pytest.mark.full  # over 15 s on 2 cores: make test-full runs it
 def test_a_killed_rank_restarts_and_resumes_on_the_uninterrupted_curve(tmp_path):
     """One agent of two ranks (make test's share): the halo backend, rank 1 killed before epoch 5; the
     restarted group resumes from epoch 3."""

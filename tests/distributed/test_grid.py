@@ -17,6 +17,7 @@ import torch
 
 from mgg import MggError
 from mgg.distributed.grid import GridShape, Orders, balance, factorizations
+from mgg.functional import node_dropout
 from mgg.graph import Graph
 from mgg.testing import assert_same_formula
 from tests.distributed.grid_case import CONVS, DEPTHS, case, one_layer
@@ -25,14 +26,16 @@ from tests.distributed.test_distributed import ROOT, TIMEOUT, worker_env
 WORKER = os.path.join(ROOT, "tests", "workers", "grid_worker.py")
 
 
-def reference(kind: str, layers: int) -> dict:
-    """One process: `kind` layers (relu between) with the case's weights; mean cross entropy."""
+def reference(kind: str, layers: int, dropout: float = 0.0) -> dict:
+    """One process: `kind` layers (relu between) with the case's weights; mean cross entropy; with
+    dropout, each layer's input dropped by node id (mgg.functional.node_dropout, GridNet's draw)."""
     graph, x, labels, mask, weights, biases, roots = case(layers)
     made = [one_layer(kind, w, b, r) for w, b, r in zip(weights, biases, roots, strict=True)]
     convs = [m[0] for m in made]
     x = x.clone().requires_grad_(True)
     h = x
     for i, conv in enumerate(convs):
+        h = node_dropout(h, torch.arange(h.size(0)), dropout, 0, 0, i) if dropout else h
         h = conv(h, graph)
         if i < len(convs) - 1:
             h = torch.relu(h)
@@ -100,6 +103,15 @@ def test_every_grid_of_eight_equals_one_process(grid_runs, grid, conv, layers):
 @pytest.mark.parametrize("grid", ["2x2x1", "1x2x2"])
 def test_without_the_permutation_the_same(grid_runs, grid):
     check_equal(grid_runs(4, "--no-permute", "--grids", "2x2x1", "1x2x2")[(grid, "gcn", 3)], reference("gcn", 3))
+
+
+@pytest.mark.parametrize("grid", ["1x2x2", "1x1x4", "2x1x2"])
+def test_dropout_on_grids_of_four_equals_one_process(grid_runs, grid):
+    """With dropout (every layer's input, drawn by node), grids whose layer 0 gathers its input rows
+    over z (each rank drops its own rows before the gather) equal the one process's draw."""
+    runs = grid_runs(4, "--dropout", "0.5", "--grids", "1x2x2", "1x1x4", "2x1x2")
+    for conv, layers in (("gcn", 2), ("sage", 3), ("gin", 2)):
+        check_equal(runs[(grid, conv, layers)], reference(conv, layers, dropout=0.5))
 
 
 @pytest.mark.skipif(

@@ -184,7 +184,7 @@ def test_training_a_prepared_directory_is_training_the_dataset(tmp_path):
     assert _summary(a.stdout) == _summary(b.stdout) and curve(a) == curve(b) and curve(a)
 
 
-@pytest.mark.full  # over 15 s on 2 cores: make test-full and CI's test-rest run it
+@pytest.mark.full  # over 15 s on 2 cores: make test-full runs it
 def test_a_bad_directory_ends_every_rank_with_one_line(prepared, tmp_path):
     """A rank count that does not divide the parts, and a damaged file that one rank alone reads: every
     rank ends (none waits for another), the job's exit status is not 0, and the line names the file."""

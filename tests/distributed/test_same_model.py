@@ -45,7 +45,7 @@ def assert_same_curves(got: dict, ref: dict) -> None:
         assert (run["best"], run["test"]) == (want["best"], want["test"]), key
 
 
-@pytest.mark.full  # over 15 s on 2 cores: make test-full and CI's test-rest run it
+@pytest.mark.full  # over 15 s on 2 cores: make test-full runs it
 def test_one_agent_of_four_ranks_trains_one_process_s_model(one_process, tmp_path):
     out = tmp_path / "curves.json"
     cmd = [

@@ -25,7 +25,7 @@ def _run(tmp_path, name, cmd):
     return json.loads(out.read_text())
 
 
-@pytest.mark.full  # over 15 s on 2 cores: make test-full and CI's test-rest run it
+@pytest.mark.full  # over 15 s on 2 cores: make test-full runs it
 def test_dlrm_example_loss_falls_as_with_embedding_bag(tmp_path):
     ranks = _run(
         tmp_path, "ranks", [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone"]

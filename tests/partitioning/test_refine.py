@@ -79,3 +79,31 @@ def test_refined_methods_are_cached_and_named(tmp_path):
     assert not first.cached and again.cached and np.array_equal(first.perm, again.perm)
     with pytest.raises(mgg.MggError, match="metis\\+vb"):
         mgg.partition(g, 4, "metis+xy")
+
+
+def test_the_first_phase_lowers_the_total_and_raises_no_part_above_the_busiest():
+    """lower_total alone on METIS's partition of a skewed graph (METIS lowers cut edges, not rows
+    sent): the total falls, every part sends at most the busiest's start, the balance cap holds."""
+    from mgg.partitioning.refine import lower_total
+
+    g = random_graph(2000, 20000, seed=7, skew=0.8)
+    k, w = 16, node_weights(g)
+    vol = Volumes(g, _part_of(mgg.partition(g, k, "metis", cache=False)), k, w)
+    total, busiest, limit = vol.total, int(vol.S.max()), (1 + IMBALANCE_CAP) * vol.W.sum() / k
+    weight = vol.W.copy()  # METIS leaves parts of hubs above the cap: a move only ever adds below it
+    lower_total(vol, limit)
+    assert vol.total < 0.97 * total, (vol.total, total)
+    assert int(vol.S.max()) <= busiest and np.all(vol.W <= np.maximum(limit, weight))
+    S, R, t = vol.from_scratch()
+    assert np.array_equal(vol.S, S) and vol.total == t
+
+
+def test_a_refined_partition_s_cache_key_names_the_refinement_s_version(tmp_path):
+    """An earlier refinement's result on disk is not this one's (VERSION in the key)."""
+    from mgg.partitioning.cache import PartitionCache
+    from mgg.partitioning.refine import VERSION
+
+    g = random_graph(50, 200, seed=1)
+    cache = PartitionCache(tmp_path)
+    assert f"metis+vb-r{VERSION}-s0" in cache.path(g, 4, "metis+vb", 0).name
+    assert "-r" not in cache.path(g, 4, "metis", 0).name.split("metis")[1]

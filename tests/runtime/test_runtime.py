@@ -377,7 +377,7 @@ def test_inproc_tuning_is_correct_at_every_iteration_and_bounded(tmp_path, via):
     assert ConfigCache(tmp_path / "c.json").get(tuner.key) == tuner.chosen
 
 
-@pytest.mark.full  # over 15 s on 2 cores: make test-full and CI's test-rest run it
+@pytest.mark.full  # over 15 s on 2 cores: make test-full runs it
 def test_tune_cli_on_ranks(tmp_path):
     """mgg tune --ranks 2 --exhaustive: the search and the Fig. 11 heat maps on the 2-rank plan."""
     import subprocess

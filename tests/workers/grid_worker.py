@@ -5,10 +5,11 @@ gradients (input, weights, biases, root weights), loss and the bytes moved per a
 ranks) to OUT (a pickle keyed by (grid, conv, layers)).
 
     torchrun --nproc-per-node=G tests/workers/grid_worker.py OUT [--no-permute] [--grids 2x2x1 ...]
-        [--device cuda]
+        [--device cuda] [--dropout P]
 
 --device cuda: float32 CUDA tensors on the one GPU the ranks share (gloo, staged through the
-host); the results come back to the CPU as float32."""
+host); the results come back to the CPU as float32. --dropout P: every layer's input dropped (by node:
+the one process draws the same, tests/distributed/test_grid.py's reference)."""
 
 import argparse
 import os
@@ -32,7 +33,7 @@ def assemble(pieces, shape, dtype):
     return out
 
 
-def run(shape: GridShape, permute: bool, device: str) -> dict:
+def run(shape: GridShape, permute: bool, device: str, dropout: float = 0.0) -> dict:
     grid = Grid(shape)
     results = {}
     dtype = torch.float64 if device == "cpu" else torch.float32  # mgg's CUDA kernels take no float64
@@ -40,7 +41,7 @@ def run(shape: GridShape, permute: bool, device: str) -> dict:
         graph, x, labels, mask, weights, biases, roots = case(layers)
         x, weights, biases, roots = x.to(dtype), [w.to(dtype) for w in weights], [b.to(dtype) for b in biases], roots
         dims = [x.size(1)] + [w.size(1) for w in weights]
-        model = GridNet(grid, graph, dims, permute=permute, dtype=dtype, conv=conv, eps=EPS)
+        model = GridNet(grid, graph, dims, permute=permute, dtype=dtype, conv=conv, eps=EPS, dropout=dropout)
         model.load_weights(weights, biases, roots if conv == "sage" else None)
         model.to(device)
         grid.reset_counts()
@@ -113,12 +114,13 @@ def main():
     p.add_argument("--no-permute", action="store_true")
     p.add_argument("--grids", nargs="*")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--dropout", type=float, default=0.0)
     args = p.parse_args()
     dist.init_process_group("gloo")
     shapes = [GridShape.parse(s) for s in args.grids] if args.grids else factorizations(dist.get_world_size())
     results = {}
     for shape in shapes:
-        results.update(run(shape, not args.no_permute, args.device))
+        results.update(run(shape, not args.no_permute, args.device, args.dropout))
     if dist.get_rank() == 0:
         with open(args.out, "wb") as f:
             pickle.dump(results, f)

@@ -79,7 +79,9 @@ def grid_run(args, shape: str):
         logits = model(x)
         model.rows_loss(logits, data.y, data.masks[0], data.totals[0]).backward()
         shards = [
-            None if s.plan is None else (s.row_span, s.col_span, s.graph.rowptr, s.graph.col, s.graph.weight)
+            None
+            if s.plan is None
+            else (s.row_span, s.col_span, s.plan.shard.local.rowptr, s.plan.shard.local.col, s.plan.shard.local.weight)
             for s in model.shards
         ]
         grads = {k: p.grad.clone() for k, p in model.named_parameters()}

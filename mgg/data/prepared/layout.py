@@ -18,8 +18,10 @@ O(P) of partition book (the bounds) and never an array of length N or E.
                                    [blocks[q], blocks[q + 1]) (sorted by source part, row, place), so
                                    a block of the adjacency is one range of each edge file
 
-Every file is checksummed in chunks of CHUNK bytes (CRC-32 each), so a reader that reads part of a
-file checks what it read and no more."""
+Every file is checksummed in chunks (CRC-32 each; the manifest's `chunk` bytes, CHUNK when written),
+so a reader that reads part of a file checks what it read and little more: a range is read out to the
+chunks it touches, at most a chunk at each end (version 1 had 1 MiB chunks: a grid rank reading one
+range of each edge file per row part read up to 16% more than its blocks at 8 ranks)."""
 
 from __future__ import annotations
 
@@ -35,9 +37,10 @@ import numpy as np
 from ...errors import GraphError
 
 FORMAT = "mgg-prepared"
-VERSION = 1
+VERSION = 2  # 2: the chunk size in the manifest (`chunk`); 1: 1 MiB chunks, still read
+READS_VERSIONS = {1: 1 << 20, 2: None}  # version -> its chunk size where the manifest has none
 MANIFEST = "manifest.json"
-CHUNK = 1 << 20  # the checksummed unit of every file
+CHUNK = 1 << 17  # the checksummed unit of every file a prepare writes
 NODE_FILES = ("ids", "x", "y", "split")
 EDGE_FILES = ("row", "col", "pos", "weight", "blocks")
 SPLIT_BITS = {"train": 1, "val": 2, "test": 4}
@@ -52,7 +55,7 @@ def part_file(part: int, name: str) -> str:
 @dataclass(frozen=True)
 class FileEntry:
     """One .npy file: its size, where its data starts, its array's dtype, shape and order, and the
-    CRC-32 of each CHUNK bytes of the whole file (header included), as 8 hex digits each."""
+    CRC-32 of each chunk (the manifest's) of the whole file (header included), as 8 hex digits each."""
 
     bytes: int
     offset: int
@@ -91,6 +94,7 @@ class Manifest:
     format: str = FORMAT
     version: int = VERSION
     mgg_version: str = ""
+    chunk: int = CHUNK  # the bytes of each checksummed piece of every file
 
     @property
     def parts(self) -> int:
@@ -119,16 +123,20 @@ class Manifest:
             raise GraphError(
                 f"{path}: not a manifest of mgg prepare (format {d.get('format') if isinstance(d, dict) else d!r})"
             )
-        if d.get("version") != VERSION:
+        if d.get("version") not in READS_VERSIONS:
             raise GraphError(
-                f"{path}: format version {d.get('version')!r}, but this mgg reads version {VERSION}: "
-                "prepare the dataset again with this mgg"
+                f"{path}: format version {d.get('version')!r}, but this mgg reads versions "
+                f"{', '.join(map(str, READS_VERSIONS))}: prepare the dataset again with this mgg"
             )
+        if READS_VERSIONS[d["version"]] is not None:
+            d.setdefault("chunk", READS_VERSIONS[d["version"]])
         try:
             files = {k: FileEntry(**dict(v, shape=tuple(v["shape"]))) for k, v in d.pop("files").items()}
             m = Manifest(**dict(d, files=files, bounds=tuple(d["bounds"]), label_shape=tuple(d["label_shape"])))
         except (KeyError, TypeError, ValueError) as e:
             raise GraphError(f"{path}: a manifest field is missing or malformed ({e})") from None
+        if not isinstance(m.chunk, int) or m.chunk < 1:
+            raise GraphError(f"{path}: chunk {m.chunk!r} is not a positive number of bytes")
         b = np.asarray(m.bounds)
         if b.size < 2 or b[0] != 0 or b[-1] != m.num_nodes or np.any(np.diff(b) < 1):
             raise GraphError(f"{path}: bounds {list(m.bounds)[:8]}... do not cut {m.num_nodes} nodes into parts")
@@ -140,12 +148,12 @@ def is_prepared(path) -> bool:
     return Path(path).is_dir() and (Path(path) / MANIFEST).is_file()
 
 
-def crc_chunks(path: Path, size: Optional[int] = None) -> str:
-    """The CRC-32 of every CHUNK bytes of a file, as 8 hex digits each (read CHUNK at a time)."""
+def crc_chunks(path: Path, chunk: int = CHUNK) -> str:
+    """The CRC-32 of every `chunk` bytes of a file, as 8 hex digits each (read a chunk at a time)."""
     out = []
     with open(path, "rb") as f:
         while True:
-            b = f.read(CHUNK)
+            b = f.read(chunk)
             if not b:
                 break
             out.append(f"{zlib.crc32(b):08x}")
@@ -168,13 +176,14 @@ def npy_header(dtype: np.dtype, shape: tuple, fortran: bool) -> bytes:
 
 
 class Reads:
-    """Reads byte ranges of a prepared directory's files, checking each CHUNK it touches against
+    """Reads byte ranges of a prepared directory's files, checking each chunk it touches against
     the manifest (a missing, truncated or changed file is one GraphError naming it), and counts the
     bytes it read from disk (`bytes_read`). The last chunk read is kept, so reading a file in
     consecutive pieces reads each chunk once."""
 
     def __init__(self, root: Path, manifest: Manifest):
         self.root, self.manifest = Path(root), manifest
+        self.chunk = manifest.chunk
         self.bytes_read = 0
         self._last: tuple = (None, -1, b"")  # (file, chunk, its bytes)
 
@@ -203,8 +212,8 @@ class Reads:
         e, path = self.entry(rel), self.root / rel
         out = memoryview(out).cast("B")
         with open(path, "rb") as f:
-            for i in range(start // CHUNK, (stop - 1) // CHUNK + 1):
-                lo, hi = i * CHUNK, min((i + 1) * CHUNK, e.bytes)
+            for i in range(start // self.chunk, (stop - 1) // self.chunk + 1):
+                lo, hi = i * self.chunk, min((i + 1) * self.chunk, e.bytes)
                 if start <= lo and hi <= stop and self._last[:2] != (rel, i):
                     self._check(f, rel, path, e, i, out[lo - start : hi - start])
                 else:
@@ -215,24 +224,25 @@ class Reads:
     def _chunk(self, f, rel: str, path: Path, e: FileEntry, i: int) -> bytes:
         """Chunk i of a file, checked (the last one read is kept)."""
         if self._last[:2] != (rel, i):
-            b = bytearray(min(CHUNK, max(e.bytes - i * CHUNK, 0)))
+            b = bytearray(min(self.chunk, max(e.bytes - i * self.chunk, 0)))
             self._check(f, rel, path, e, i, memoryview(b))
             self._last = (rel, i, bytes(b))
         return self._last[2]
 
     def _check(self, f, rel: str, path: Path, e: FileEntry, i: int, into: memoryview) -> None:
         """Reads chunk i into `into` and checks it against the manifest."""
-        want = min(CHUNK, e.bytes - i * CHUNK)
+        want = min(self.chunk, e.bytes - i * self.chunk)
         if i >= e.chunks or want <= 0:
             raise GraphError(f"{path}: a read past the {e.bytes:,} bytes the manifest lists")
-        f.seek(i * CHUNK)
+        f.seek(i * self.chunk)
         got = f.readinto(into[:want])
         self.bytes_read += got
         if got != want:
-            raise GraphError(f"{path}: truncated at byte {i * CHUNK + got:,}; the manifest says {e.bytes:,}")
+            raise GraphError(f"{path}: truncated at byte {i * self.chunk + got:,}; the manifest says {e.bytes:,}")
         if zlib.crc32(into[:want]) != e.chunk_crc(i):
+            at = i * self.chunk
             raise GraphError(
-                f"{path}: changed since it was prepared (the checksum of bytes {i * CHUNK:,}-{i * CHUNK + want:,} "
+                f"{path}: changed since it was prepared (the checksum of bytes {at:,}-{at + want:,} "
                 "differs from the manifest's: another prepare's file, or damaged)"
             )
 

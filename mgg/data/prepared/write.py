@@ -72,7 +72,12 @@ class Draft:
             os.close(fd)
             path = self.dir / rel
             files[rel] = FileEntry(
-                path.stat().st_size, header, dtype.str, tuple(int(s) for s in shape), fortran, crc_chunks(path)
+                path.stat().st_size,
+                header,
+                dtype.str,
+                tuple(int(s) for s in shape),
+                fortran,
+                crc_chunks(path, manifest.chunk),
             )
         self._files = {}
         shutil.rmtree(self.scratch)

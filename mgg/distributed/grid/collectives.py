@@ -73,16 +73,17 @@ class Grid:
         parts = self.extent(axis)
         if parts == 1:
             return t
-        cuts = bounds(n, parts)
-        size = cuts[1] - cuts[0]
-        moved = self.on_comm(t).movedim(dim, 0)
-        padded = moved.new_zeros((size, *moved.shape[1:]))
-        padded[: moved.size(0)] = moved
-        pieces = [torch.empty_like(padded) for _ in range(parts)]
-        self._count("all_gather", padded.numel() * padded.element_size() * parts, axis)
-        dist.all_gather(pieces, padded, group=self.group[axis])
-        whole = torch.cat([p[: cuts[i + 1] - cuts[i]] for i, p in enumerate(pieces)])
-        return whole.movedim(0, dim).contiguous().to(t.device)
+        size = bounds(n, parts)[1]  # piece i starts at i * size (torch.chunk's cuts): only the last is short
+        moved = self.on_comm(t).movedim(dim, 0).contiguous()
+        if moved.size(0) != size:
+            padded = moved.new_zeros((size, *moved.shape[1:]))
+            padded[: moved.size(0)] = moved
+            moved = padded
+        flat = moved.new_empty((size * parts, *moved.shape[1:]))
+        self._count("all_gather", flat.numel() * flat.element_size(), axis)
+        dist.all_gather_single(flat, moved, group=self.group[axis])
+        # the pieces lie at their places already, the padding after the last: no second table
+        return flat[:n].movedim(0, dim).contiguous().to(t.device)
 
     def reduce_scatter(self, t: torch.Tensor, axis: str, dim: int) -> torch.Tensor:
         """The sum over the axis of t, cut along dim by `bounds`; this rank's piece."""

@@ -69,10 +69,11 @@ class GridLayerShard:
                 torch.from_numpy(cols), torch.from_numpy(rows), m, weight=torch.from_numpy(w), what="grid shard"
             )
         self.nnz = 0 if g is None else g.num_edges
-        self.graph, self.plan = g, None  # the shard's edges (local ids) and the plan that sums them
+        self.plan = None  # the plan that sums the shard's edges (it keeps what it needs of them)
         if self.nnz:
             # rows x cols, no square padding: the rank's rows read a table of its columns (GatheredShard)
             self.plan = Plan(g, bounds=np.array([0, self.rows, m]), gathered=(0, self.cols)).rank_plan(0)
+        del g, rows, cols, w  # the edges as read: the plan holds them in its own layout
 
     def spmm(self, x: torch.Tensor) -> torch.Tensor:
         """The shard's rows of A x, x being the rows of its columns [cols, D]."""
@@ -237,14 +238,17 @@ class GridNet(torch.nn.Module):
         for layer, shard in enumerate(self.shards):
             a, b, c = roles(layer)
             d_in = self.dims[layer]
+            drop = self.training and self.dropout > 0 and (layer > 0 or self.input_dropout)
+            ids = shard.col_nodes
             if layer == 0:
+                # this rank's rows dropped before they are gathered: dropout draws by node, so the
+                # gathered table is the same, without a dropped copy of it (|c| times the shard)
+                p0, p1 = span(shard.cols, g.extent(c), g.coord[c])
+                h = self._drop(h, ids[p0:p1], layer, d_in) if drop else h
                 h = gather(h, g, c, 0, shard.cols, reduce_back=True)
             else:
                 h = share(h, g, c)
-            if self.training and self.dropout > 0 and (layer > 0 or self.input_dropout):
-                c0, _ = span(d_in, g.extent(b), g.coord[b])
-                ids = shard.col_nodes.to(h.device)
-                h = node_dropout(h, ids, self.dropout, self.dropout_seed, self.step, layer, c0)
+                h = self._drop(h, ids, layer, d_in) if drop else h
             rows_w = _length(span(d_in, g.extent(b), g.coord[b]))
             w = gather(self.weights[layer], g, c, 0, rows_w, reduce_back=True)
             if self.conv == "gcn":
@@ -265,6 +269,13 @@ class GridNet(torch.nn.Module):
             self.step += 1
         a_last = roles(len(self.shards) - 1)[0]
         return gather(h, g, a_last, 1, self.dims[-1], reduce_back=False)
+
+    def _drop(self, h: torch.Tensor, ids: torch.Tensor, layer: int, d_in: int) -> torch.Tensor:
+        """Layer `layer`'s dropout of h, whose rows are the nodes `ids` and whose columns this rank's
+        piece (over b) of the layer's d_in input columns."""
+        b = roles(layer)[1]
+        c0, _ = span(d_in, self.grid.extent(b), self.grid.coord[b])
+        return node_dropout(h, ids.to(h.device), self.dropout, self.dropout_seed, self.step, layer, c0)
 
     def draws(self) -> dict:
         """The dropout's training steps counted (what the next mask depends on; a checkpoint keeps it)."""
