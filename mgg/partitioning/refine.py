@@ -100,10 +100,10 @@ class Volumes:
         if u.size:
             # u's net loses part a where v was its one reader there; gains b where it had none
             leaves = np.bincount(pu[(self.phi[u, a] == 1) & (pu != a)], minlength=k)
-            gains = (self.phi[u][:, targets] == 0) & (pu[:, None] != targets[None, :])  # [|u|, targets]
-            onehot = np.zeros((u.size, k), np.int64)
-            onehot[np.arange(u.size), pu] = 1
-            out += gains.T.astype(np.int64) @ onehot - leaves[None, :]
+            gains = (self.phi[u[:, None], targets[None, :]] == 0) & (pu[:, None] != targets[None, :])  # [|u|, T]
+            ui, ti = np.nonzero(gains)  # out[t, p] += the nodes u of part p that target t would gain
+            out += np.bincount(ti * k + pu[ui], minlength=targets.size * k).reshape(targets.size, k)
+            out -= leaves[None, :]
         out[targets == a] = 0
         return out
 
