@@ -178,12 +178,17 @@ def attend(
     return plan.attend(h, a_src, a_dst, negative_slope, dropout, seed, config)
 
 
-def node_dropout(x: torch.Tensor, ids: torch.Tensor, p: float, seed: int, step: int, layer: int, col0: int = 0):
+def node_dropout(
+    x: torch.Tensor, ids: torch.Tensor, p: float, seed: int, step: int, layer: int, col0: int = 0, in_place=False
+):
     """Dropout of a layer's input drawn by node: element (row, column) of x [rows, cols] is dropped
     unless a hash of (seed, step, layer, the row's global node id ids[row], col0 + column) keeps it
     (mgg.ops.node_keep), the kept ones scaled by 1 / (1 - p) as F.dropout scales them. Whichever rank,
-    grid or device holds a node draws the same (mgg.nn.dropout, Plexus's grid)."""
+    grid or device holds a node draws the same (mgg.nn.dropout, Plexus's grid). in_place: x itself
+    dropped (a table nothing else reads: no copy of it)."""
     if p <= 0:
         return x
     keep = ops.node_keep(ids, col0, col0 + x.size(1), seed, step, layer, p)
+    if in_place:
+        return x.mul_(keep).div_(1 - p)
     return (x * keep).div_(1 - p)  # one new tensor of x's size, not two

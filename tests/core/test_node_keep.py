@@ -61,6 +61,9 @@ def test_node_dropout_scales_the_kept_and_zeroes_the_rest():
     keep = ops.node_keep(ids, 3, 12, 4, 2, 1, 0.25)
     assert torch.equal(node_dropout(x, ids, 0.25, 4, 2, 1, 3), x * keep / 0.75)
     assert node_dropout(x, ids, 0.0, 4, 2, 1) is x
+    y = x.clone()
+    out = node_dropout(y, ids, 0.25, 4, 2, 1, 3, in_place=True)  # the grid's gathered table: no copy
+    assert out is y and torch.equal(y, x * keep / 0.75)
 
 
 @pytest.mark.parametrize(

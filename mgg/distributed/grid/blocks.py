@@ -139,9 +139,11 @@ class PreparedBlocks:
             problem = str(e)
         agree(problem)  # every rank read its block, or every rank stops (none waits in a collective)
         keep = (dst >= rows[0]) & (dst < rows[1]) & (src >= cols[0]) & (src < cols[1])
-        dst, src = dst[keep], src[keep]
+        if not keep.all():  # (spans on part boundaries keep every edge read: no copies)
+            dst, src, w = dst[keep], src[keep], None if w is None else w[keep]
+        del keep
         dt = _numpy(self.dtype)
-        w = np.ones(dst.size, dt) if w is None else w[keep].astype(dt)
+        w = np.ones(dst.size, dt) if w is None else w.astype(dt, copy=False)
         a, _, c = roles(layer)
         if self.conv == "gin":
             return dst - rows[0], src - cols[0], np.ones(dst.size, dt)
@@ -194,7 +196,8 @@ def sum_over_axis(grid, values: np.ndarray, axis: str) -> np.ndarray:
 
 def _self_loops(dst, src, w, rows: tuple, cols: tuple) -> tuple:
     """Graph.add_self_loops(existing='keep') on a block: a node of both its rows and columns keeps
-    the weight of its last loop (else 1), its other loops dropped, its loop last in its row."""
+    the weight of its last loop (else 1), its other loops dropped; the loops after every other edge,
+    so each is the last of its row once Graph.from_edges sorts the rows (stably)."""
     loop = dst == src
     lo, hi = max(rows[0], cols[0]), min(rows[1], cols[1])
     nodes = np.arange(lo, max(lo, hi))
@@ -203,8 +206,8 @@ def _self_loops(dst, src, w, rows: tuple, cols: tuple) -> tuple:
     dst = np.concatenate([dst[~loop], nodes])
     src = np.concatenate([src[~loop], nodes])
     w = np.concatenate([w[~loop], loop_w])
-    order = np.argsort(dst, kind="stable")
-    return dst[order], src[order], w[order]
+    # each row's loop after its other edges; Graph.from_edges sorts the rows keeping that order
+    return dst, src, w
 
 
 def _inverse_sqrt(deg: np.ndarray) -> np.ndarray:

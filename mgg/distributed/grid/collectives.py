@@ -60,13 +60,19 @@ class Grid:
         """t where this grid's collectives run (itself if it is there already)."""
         return t.to(self.comm_device or "cpu")
 
-    def all_reduce(self, t: torch.Tensor, axis: str) -> torch.Tensor:
+    def all_reduce(self, t: torch.Tensor, axis: str, in_place: bool = False) -> torch.Tensor:
+        """The sum of t over the axis: a new tensor, or (in_place, t contiguous) t itself summed."""
         if self.extent(axis) == 1:
-            return t.contiguous().clone()
-        buf = self.on_comm(t).contiguous().clone()
+            return t if in_place else t.contiguous().clone()
+        buf = self.on_comm(t)  # t, or its copy where the collectives run (staged through the CPU)
+        if buf is t and not (in_place and t.is_contiguous()):
+            buf = t.contiguous().clone()
+        buf = buf.contiguous()
         self._count("all_reduce", buf.numel() * buf.element_size(), axis)
         dist.all_reduce(buf, group=self.group[axis])
-        return buf.to(t.device)
+        if buf is t:
+            return t
+        return t.copy_(buf) if in_place else buf.to(t.device)
 
     def all_gather(self, t: torch.Tensor, axis: str, dim: int, n: int) -> torch.Tensor:
         """The pieces of a dimension of n items cut by `bounds`, this rank's t one of them, joined."""
@@ -82,8 +88,10 @@ class Grid:
         flat = moved.new_empty((size * parts, *moved.shape[1:]))
         self._count("all_gather", flat.numel() * flat.element_size(), axis)
         dist.all_gather_single(flat, moved, group=self.group[axis])
-        # the pieces lie at their places already, the padding after the last: no second table
-        return flat[:n].movedim(0, dim).contiguous().to(t.device)
+        # the pieces lie at their places already, the padding after the last: no second table, and
+        # no view of it either (the caller may write it in place: layer 0's dropout)
+        flat = flat.resize_((n, *flat.shape[1:]))
+        return (flat if dim == 0 else flat.movedim(0, dim).contiguous()).to(t.device)
 
     def reduce_scatter(self, t: torch.Tensor, axis: str, dim: int) -> torch.Tensor:
         """The sum over the axis of t, cut along dim by `bounds`; this rank's piece."""
@@ -111,10 +119,16 @@ class Grid:
 
 
 class _SumOver(torch.autograd.Function):
+    """Sums t in place (its producers keep their inputs, not their outputs: one table less at the
+    peak); the gradient is never summed in place (it may have other users)."""
+
     @staticmethod
     def forward(ctx, t, grid, axis, share_back):
         ctx.grid, ctx.axis, ctx.share_back = grid, axis, share_back
-        return grid.all_reduce(t, axis)
+        if not t.is_contiguous():
+            return grid.all_reduce(t, axis)
+        ctx.mark_dirty(t)
+        return grid.all_reduce(t, axis, in_place=True)
 
     @staticmethod
     def backward(ctx, g):

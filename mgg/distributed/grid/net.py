@@ -241,11 +241,11 @@ class GridNet(torch.nn.Module):
             drop = self.training and self.dropout > 0 and (layer > 0 or self.input_dropout)
             ids = shard.col_nodes
             if layer == 0:
-                # this rank's rows dropped before they are gathered: dropout draws by node, so the
-                # gathered table is the same, without a dropped copy of it (|c| times the shard)
-                p0, p1 = span(shard.cols, g.extent(c), g.coord[c])
-                h = self._drop(h, ids[p0:p1], layer, d_in) if drop else h
+                # the gathered table (a new one, read by the SpMM alone) dropped in place: no dropped
+                # copy of it, nor of this rank's rows (dropout draws by node: the same masks)
+                gathered = g.extent(c) > 1
                 h = gather(h, g, c, 0, shard.cols, reduce_back=True)
+                h = self._drop(h, ids, layer, d_in, in_place=gathered) if drop else h
             else:
                 h = share(h, g, c)
                 h = self._drop(h, ids, layer, d_in) if drop else h
@@ -260,22 +260,22 @@ class GridNet(torch.nn.Module):
                 w_root = gather(self.root_weights[layer], g, c, 0, rows_w, reduce_back=True)
                 own = sum_and_share(self.self_shards[layer].spmm(h), g, a)
                 q = sum_and_share(shard.spmm(h), g, a) @ w + own @ w_root
-            h = sum_over(q, g, b)
+            h = sum_over(q, g, b)  # a new table, q's or the sum's: the bias and ReLU go in place
             if len(self.biases):
-                h = h + share(self.biases[layer], g, c)
+                h = h.add_(share(self.biases[layer], g, c))
             if layer < len(self.shards) - 1:
-                h = torch.relu(h)
+                h = torch.relu_(h)
         if self.training:
             self.step += 1
         a_last = roles(len(self.shards) - 1)[0]
         return gather(h, g, a_last, 1, self.dims[-1], reduce_back=False)
 
-    def _drop(self, h: torch.Tensor, ids: torch.Tensor, layer: int, d_in: int) -> torch.Tensor:
+    def _drop(self, h: torch.Tensor, ids: torch.Tensor, layer: int, d_in: int, in_place=False) -> torch.Tensor:
         """Layer `layer`'s dropout of h, whose rows are the nodes `ids` and whose columns this rank's
         piece (over b) of the layer's d_in input columns."""
         b = roles(layer)[1]
         c0, _ = span(d_in, self.grid.extent(b), self.grid.coord[b])
-        return node_dropout(h, ids.to(h.device), self.dropout, self.dropout_seed, self.step, layer, c0)
+        return node_dropout(h, ids.to(h.device), self.dropout, self.dropout_seed, self.step, layer, c0, in_place)
 
     def draws(self) -> dict:
         """The dropout's training steps counted (what the next mask depends on; a checkpoint keeps it)."""
