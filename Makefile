@@ -21,8 +21,8 @@ train: $(STAMP)
 
 # `make test`: every test but the cases marked `full` (tests/conftest.py: the long tests and the
 # inner cases of the big matrices), on two processes (pytest-xdist; a test file stays in one, so its
-# module fixtures run once). `make test-full`: every case. CI runs `make test` and, beside it, `make
-# test-rest` (the `full` cases), so that between them each case runs once.
+# module fixtures run once). `make test-full`: every case; `make test-rest`: the `full` cases alone.
+# CI runs `make test`; a landing runs the `full` cases too (docs/testing.md).
 PYTEST = $(VENV)/bin/python -m pytest tests -q -n $(TEST_WORKERS) --dist loadfile
 TEST_WORKERS ?= 2
 test: $(STAMP)
