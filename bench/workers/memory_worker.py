@@ -98,10 +98,7 @@ def grid_needed_bytes(model, prepared: Prepared) -> int:
     output rows' labels and split. The read target compares /proc's count with this."""
     from mgg.data.prepared.layout import part_file
 
-    m, b = prepared.manifest, prepared.bounds
-
-    def parts(span):
-        return range(int(np.searchsorted(b, span[0], side="right")) - 1, int(np.searchsorted(b, span[1], side="left")))
+    m, parts = prepared.manifest, model.source.parts  # the source: this rank's PreparedBlocks
 
     def item(rel):
         return np.dtype(m.files[rel].dtype).itemsize

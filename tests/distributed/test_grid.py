@@ -108,7 +108,7 @@ def test_without_the_permutation_the_same(grid_runs, grid):
 @pytest.mark.parametrize("grid", ["1x2x2", "1x1x4", "2x1x2"])
 def test_dropout_on_grids_of_four_equals_one_process(grid_runs, grid):
     """With dropout (every layer's input, drawn by node), grids whose layer 0 gathers its input rows
-    over z (each rank drops its own rows before the gather) equal the one process's draw."""
+    over z (the gathered table dropped in place) equal the one process's draw."""
     runs = grid_runs(4, "--dropout", "0.5", "--grids", "1x2x2", "1x1x4", "2x1x2")
     for conv, layers in (("gcn", 2), ("sage", 3), ("gin", 2)):
         check_equal(runs[(grid, conv, layers)], reference(conv, layers, dropout=0.5))

@@ -100,7 +100,8 @@ class PreparedBlocks:
     def cuts(self, parts: int) -> list:
         return part_cuts(self.prepared.bounds, parts)
 
-    def _parts(self, span: tuple) -> range:
+    def parts(self, span: tuple) -> range:
+        """The prepared parts that hold the nodes of `span` (positions in the relabelled order)."""
         b = self.prepared.bounds
         return range(int(np.searchsorted(b, span[0], side="right")) - 1, int(np.searchsorted(b, span[1], side="left")))
 
@@ -110,7 +111,7 @@ class PreparedBlocks:
     def rows_of(self, name: str, span: tuple) -> np.ndarray:
         """Rows [span) of a per-node file (ids, y, split), from the parts that hold them."""
         b, out = self.prepared.bounds, []
-        for p in self._parts(span):
+        for p in self.parts(span):
             lo, hi = max(span[0], int(b[p])), min(span[1], int(b[p + 1]))
             out.append(self.prepared.reads.array(f"parts/{p:05d}/{name}.npy", lo - int(b[p]), hi - int(b[p])))
         return np.concatenate(out) if out else np.zeros(0, np.int64)
@@ -118,7 +119,7 @@ class PreparedBlocks:
     def features(self, span: tuple, c0: int, c1: int) -> np.ndarray:
         """Columns [c0, c1) of the features of the nodes in span."""
         b, out = self.prepared.bounds, []
-        for p in self._parts(span):
+        for p in self.parts(span):
             lo, hi = max(span[0], int(b[p])), min(span[1], int(b[p + 1]))
             out.append(self.prepared.features_rows(p, lo - int(b[p]), hi - int(b[p]), c0, c1))
         return np.concatenate(out) if out else np.zeros((0, c1 - c0), np.float32)
@@ -134,7 +135,7 @@ class PreparedBlocks:
         dst = src = w = None
         problem = None
         try:
-            dst, src, w = self.prepared.block(self._parts(rows), self._parts(cols))
+            dst, src, w = self.prepared.block(self.parts(rows), self.parts(cols))
         except MggError as e:
             problem = str(e)
         agree(problem)  # every rank read its block, or every rank stops (none waits in a collective)
@@ -206,7 +207,6 @@ def _self_loops(dst, src, w, rows: tuple, cols: tuple) -> tuple:
     dst = np.concatenate([dst[~loop], nodes])
     src = np.concatenate([src[~loop], nodes])
     w = np.concatenate([w[~loop], loop_w])
-    # each row's loop after its other edges; Graph.from_edges sorts the rows keeping that order
     return dst, src, w
 
 

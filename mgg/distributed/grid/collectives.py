@@ -61,7 +61,8 @@ class Grid:
         return t.to(self.comm_device or "cpu")
 
     def all_reduce(self, t: torch.Tensor, axis: str, in_place: bool = False) -> torch.Tensor:
-        """The sum of t over the axis: a new tensor, or (in_place, t contiguous) t itself summed."""
+        """The sum of t over the axis: a new tensor, or (in_place) t itself summed (through a copy
+        where t is not contiguous or lies elsewhere than the collectives run)."""
         if self.extent(axis) == 1:
             return t if in_place else t.contiguous().clone()
         buf = self.on_comm(t)  # t, or its copy where the collectives run (staged through the CPU)
@@ -125,8 +126,6 @@ class _SumOver(torch.autograd.Function):
     @staticmethod
     def forward(ctx, t, grid, axis, share_back):
         ctx.grid, ctx.axis, ctx.share_back = grid, axis, share_back
-        if not t.is_contiguous():
-            return grid.all_reduce(t, axis)
         ctx.mark_dirty(t)
         return grid.all_reduce(t, axis, in_place=True)
 
