@@ -178,6 +178,26 @@ def attend(
     return plan.attend(h, a_src, a_dst, negative_slope, dropout, seed, config)
 
 
+class _NodeDropout(torch.autograd.Function):
+    """x's kept elements scaled, the rest zeroed; the adjoint the same of the gradient. The mask
+    (bool) is what it keeps for the backward, and neither direction makes a copy of it in x's dtype
+    (a product by a bool tensor does, on the CPU): one new table each way, or none (in_place)."""
+
+    @staticmethod
+    def forward(ctx, x, keep, p, in_place):
+        ctx.save_for_backward(keep)
+        ctx.p = p
+        if in_place:
+            ctx.mark_dirty(x)
+            return x.masked_fill_(keep.logical_not(), 0).div_(1 - p)
+        return torch.where(keep, x, 0).div_(1 - p)
+
+    @staticmethod
+    def backward(ctx, g):
+        (keep,) = ctx.saved_tensors
+        return torch.where(keep, g, 0).div_(1 - ctx.p), None, None, None
+
+
 def node_dropout(
     x: torch.Tensor, ids: torch.Tensor, p: float, seed: int, step: int, layer: int, col0: int = 0, in_place=False
 ):
@@ -189,6 +209,4 @@ def node_dropout(
     if p <= 0:
         return x
     keep = ops.node_keep(ids, col0, col0 + x.size(1), seed, step, layer, p)
-    if in_place:
-        return x.mul_(keep).div_(1 - p)
-    return (x * keep).div_(1 - p)  # one new tensor of x's size, not two
+    return _NodeDropout.apply(x, keep, p, in_place)

@@ -20,7 +20,10 @@ one of the parts that send least (its sends move there, the busiest's fall); fai
 reader a part has of the node moved to p* or to another reader part (that part then reads it no more);
 each taken when it lowers (max S, the parts at max S, total) lexicographically and keeps every part's
 weight (in-degree + 1, as mgg's methods balance) within the balance cap; rounds until no move helps or
-the work bound is spent (EVALUATIONS_PER_NODE moves weighed per node: the gains come early)."""
+the work bound is spent (EVALUATIONS_PER_NODE moves weighed per node: the gains come early). Last, the
+pairs (paired_moves): where the cap is what stops a busiest sender's node, its move is paired with one
+out of its target that makes room, kept when the pair lowers the same objective; then single moves
+again, for at most PAIR_ROUNDS rounds."""
 
 from __future__ import annotations
 
@@ -39,7 +42,10 @@ RETRY_FALL = 0.005  # the nodes skipped are weighed again each time the busiest'
 EVALUATIONS_PER_NODE = 2  # the work bound: moves weighed per node (Cora converges within 4)
 TOTAL_PASSES = 4  # lower_total's passes at most; it stops at a pass that lowers the total by less than
 TOTAL_PASS_GAIN = 0.005  # this fraction
-VERSION = 2  # of the +vb result for the same input (the partition cache's key): 2 lowers the total first
+PAIR_SENDERS = 400  # the paired moves: a busiest part's largest senders weighed for a move its target's cap blocks
+PAIR_CANDIDATES = 30  # and the target's nodes weighed to make room there
+PAIR_ROUNDS = 4  # rounds of paired moves and then single ones again, at most
+VERSION = 3  # of the +vb result for the same input (the partition cache's key): 3 adds the paired moves
 MIN_EVALUATIONS = 20_000
 MAX_TABLE_BYTES = 2**30  # the readers-per-node-and-part table (int32 [nodes, parts]) at most
 
@@ -186,6 +192,24 @@ def objective(S: np.ndarray) -> tuple:
     return (*np.sort(S)[::-1].tolist(), int(S.sum()))
 
 
+def lowers(S: np.ndarray, ref: np.ndarray, most: float) -> np.ndarray:
+    """Which rows of S [candidates, k] (every part's sends after a candidate move) lower the
+    objective from the sends `ref` [k] (objective(): the sorted sends, then the total) and keep the
+    total within `most`."""
+    totals = S.sum(1)
+    diff = -np.sort(-S, axis=1) - np.sort(ref)[::-1][None, :]
+    nonzero = diff != 0
+    first = np.argmax(nonzero, axis=1)
+    lower = np.where(nonzero.any(1), diff[np.arange(len(S)), first] < 0, totals < ref.sum())
+    return lower & (totals <= most)
+
+
+def lowest(S: np.ndarray) -> int:
+    """The row of S [candidates, k] with the lowest objective."""
+    keys = np.column_stack([-np.sort(-S, axis=1), S.sum(1)])
+    return int(np.lexsort(keys[:, ::-1].T)[0])  # lexsort's last key is its first
+
+
 def lower_total(vol: Volumes, limit: float, passes: int = TOTAL_PASSES, check=None) -> None:
     """The first phase (module docstring): each node that sends rows, in id order, moved to the part
     among its neighbours' (the nodes it reads and those that read it) where the total falls most,
@@ -232,8 +256,9 @@ def refine(
 
     Args:
         graph, part, k, weights: as Volumes.
-        evaluations: the moves weighed at most (default: EVALUATIONS_PER_NODE per node, at least
-            MIN_EVALUATIONS): the work bound, since late moves gain little (docs/distributed.md).
+        evaluations: the moves weighed at most by each round of single moves and of paired ones
+            (default: EVALUATIONS_PER_NODE per node, at least MIN_EVALUATIONS): the work bound,
+            since late moves gain little (docs/distributed.md).
         cap: the weight a part may reach, over the mean part weight.
         total_slack: how much the total volume may grow, over the partition's.
         check: called with the Volumes after every applied move (tests: the invariants).
@@ -247,7 +272,18 @@ def refine(
     lower_total(vol, limit, check=check)
     if evaluations is None:
         evaluations = max(MIN_EVALUATIONS, EVALUATIONS_PER_NODE * graph.num_nodes)
-    budget = [evaluations]
+    singles, pairs = [evaluations], [evaluations]  # each phase's work bound, over every round
+    for _ in range(PAIR_ROUNDS):
+        single_moves(vol, limit, most, singles, check)
+        if not paired_moves(vol, limit, most, pairs, check):
+            break
+    return vol.part, vol
+
+
+def single_moves(vol: Volumes, limit: float, most: float, budget: list, check=None) -> int:
+    """The second phase (module docstring): moves of the busiest senders' nodes, or of a reader
+    part's one reader of such a node, each taken when it lowers the objective, until none does or
+    budget[0] moves have been weighed (what is left stays in it); returns the moves."""
 
     def improves(u: int, targets) -> bool:
         """Moves u to the first of `targets` where that is within the cap and lowers the objective."""
@@ -255,13 +291,7 @@ def refine(
         targets = np.array([b for b in targets if b != vol.part[u] and vol.W[b] + vol.weights[u] <= limit], np.int64)
         if not targets.size:
             return False
-        S = vol.S[None, :] + vol.deltas(u, targets)
-        totals = S.sum(1)
-        diff = -np.sort(-S, axis=1) - np.sort(vol.S)[::-1][None, :]
-        nonzero = diff != 0
-        first = np.argmax(nonzero, axis=1)
-        lower = np.where(nonzero.any(1), diff[np.arange(len(targets)), first] < 0, totals < vol.total)
-        ok = np.flatnonzero(lower & (totals <= most))
+        ok = np.flatnonzero(lowers(vol.S[None, :] + vol.deltas(u, targets), vol.S, most))
         if not ok.size:
             return False
         vol.move(u, int(targets[ok[0]]))
@@ -271,7 +301,8 @@ def refine(
 
     # A node no move helped is skipped until a move near it (stale_around) or a change of the busiest
     # sender, or a fall of its sends by RETRY_FALL of the start, may have opened one.
-    stale = np.zeros(graph.num_nodes, bool)
+    stale = np.zeros(vol.part.size, bool)
+    total_moved = 0
     start = cleared_at = int(vol.S.max())
     busiest, again = None, True
     while budget[0] > 0:
@@ -302,6 +333,7 @@ def refine(
                     stale[v] = True
             if moved:
                 break  # the busiest senders again, from the top
+        total_moved += moved
         if moved:
             again = True
         elif stale.any() and again:  # every node once more: the sends that fell since may open moves
@@ -309,4 +341,76 @@ def refine(
             again = False
         else:
             break
-    return vol.part, vol
+    return total_moved
+
+
+def paired_moves(vol: Volumes, limit: float, most: float, budget: list, check=None) -> int:
+    """The third phase: where the balance cap is what stops a busiest sender's node from moving, the
+    move paired with one that makes room, out of its target (one_point_five_d.md's refinement,
+    widened). For each of the TARGET_PARTS busiest senders p*, its PAIR_SENDERS largest senders v: a
+    move of v to a reader part or a light part whose weight it would take over the cap, and that
+    raises no part above the busiest, is applied; then, of that part's PAIR_CANDIDATES nodes heavy
+    enough to bring it back under the cap (those p* reads first, the fewest readers first), the move
+    to p*, a light part or one of its reader parts that lowers the objective from before the pair
+    most, weighed exactly on the moved state, is applied, or v's move undone. `check` sees the
+    pairs, not the half of one. Each move weighed counts against budget[0]. Returns the pairs applied."""
+    pairs = 0
+    for p_star in np.argsort(-vol.S, kind="stable")[:TARGET_PARTS].tolist():
+        members = np.flatnonzero((vol.part == p_star) & (vol.lam > 0))
+        for v in members[np.argsort(-vol.lam[members], kind="stable")][:PAIR_SENDERS].tolist():
+            if budget[0] <= 0:
+                return pairs
+            if vol.part[v] != p_star:
+                continue
+            budget[0] -= 1
+            light = np.argsort(vol.S, kind="stable")[:LIGHT_PARTS].tolist()
+            blocked = [b for b in dict.fromkeys(vol.readers_parts(v) + light) if b != p_star]
+            blocked = np.array([b for b in blocked if vol.W[b] + vol.weights[v] > limit], np.int64)
+            if not blocked.size:
+                continue
+            ref = vol.S.copy()
+            S = ref[None, :] + vol.deltas(v, blocked)
+            fits = np.flatnonzero((S.max(1) <= ref.max()) & (S.sum(1) <= most))
+            if not fits.size:
+                continue
+            b = int(blocked[fits[lowest(S[fits])]])
+            vol.move(v, b)
+            made = _make_room(vol, b, p_star, ref, limit, most, light, budget)
+            if made:
+                pairs += 1
+                if check is not None:
+                    check(vol)
+            else:
+                vol.move(v, p_star)
+    return pairs
+
+
+def _make_room(vol: Volumes, b: int, p_star: int, ref, limit, most, light, budget: list) -> bool:
+    """Moves one node out of part b (over the cap by the pair's first move) where that brings b
+    under the cap and the pair lowers the objective from `ref`; whether one moved."""
+    need = vol.W[b] - limit
+    nodes = np.flatnonzero(vol.part == b)
+    nodes = nodes[vol.weights[nodes] >= need]
+    if not nodes.size:
+        return False
+    read = vol.phi[nodes, p_star] > 0
+    nodes = nodes[np.lexsort((vol.lam[nodes], ~read))][:PAIR_CANDIDATES]  # read by p* first, fewest readers
+    best, best_S = None, None
+    for u in nodes.tolist():
+        budget[0] -= 1
+        targets = [c for c in dict.fromkeys([p_star, *light, *vol.readers_parts(u)]) if c != b]
+        targets = np.array([c for c in targets if vol.W[c] + vol.weights[u] <= limit], np.int64)
+        if not targets.size:
+            continue
+        S = vol.S[None, :] + vol.deltas(u, targets)
+        ok = np.flatnonzero(lowers(S, ref, most))
+        if ok.size:
+            i = ok[lowest(S[ok])]
+            if best_S is None or lowest(np.stack([S[i], best_S])) == 0:
+                best, best_S = (u, int(targets[i])), S[i]
+        if budget[0] <= 0:
+            break
+    if best is None:
+        return False
+    vol.move(*best)
+    return True

@@ -66,6 +66,18 @@ def test_node_dropout_scales_the_kept_and_zeroes_the_rest():
     assert out is y and torch.equal(y, x * keep / 0.75)
 
 
+@pytest.mark.parametrize("in_place", [False, True])
+def test_node_dropout_gradient_is_the_mask_s(in_place):
+    x = torch.randn(40, 7, dtype=torch.float64, requires_grad=True)
+    ids = torch.arange(7, 47)
+    keep = ops.node_keep(ids, 2, 9, 5, 1, 0, 0.4)
+    g = torch.randn(40, 7, dtype=torch.float64)
+    h = x * 1.5  # a table of its own: the in-place drop writes it, not the leaf
+    node_dropout(h, ids, 0.4, 5, 1, 0, 2, in_place=in_place).backward(g)
+    assert torch.equal(x.grad, (g * keep / 0.6) * 1.5)
+    assert torch.autograd.gradcheck(lambda t: node_dropout(t * 1.0, ids, 0.4, 5, 1, 0, 2, in_place), (x,))
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -54,6 +54,30 @@ def test_every_move_keeps_the_volumes_exact_and_the_busiest_no_busier(k):
     assert np.bincount(new, minlength=k).min() > 0
 
 
+def test_paired_moves_make_room_under_the_cap_and_lower_the_busiest():
+    """The third phase alone, after the first two: pairs are applied (a move the cap blocks and one
+    out of its target), each leaves the volumes exact, every weight within the cap, the busiest no
+    busier and the total within its slack, and together they lower the busiest's sends."""
+    from mgg.partitioning.refine import lower_total, objective, paired_moves, single_moves
+
+    g, k = random_graph(400, 5000, seed=5, skew=0.7), 16
+    vol = Volumes(g, _part_of(mgg.partition(g, k, "metis", cache=False)), k, node_weights(g))
+    limit, most = (1 + IMBALANCE_CAP) * vol.W.sum() / k, (1 + TOTAL_SLACK) * vol.total
+    lower_total(vol, limit)
+    single_moves(vol, limit, most, [10**5])
+    seen = [objective(vol.S)]
+
+    def check(v):
+        S, R, total = v.from_scratch()
+        assert np.array_equal(v.S, S) and np.array_equal(v.R, R) and v.total == total
+        assert objective(v.S) < seen[-1] and v.total <= most and v.W.max() <= limit  # each pair lowers it
+        seen.append(objective(v.S))
+
+    pairs = paired_moves(vol, limit, most, [10**5], check=check)
+    assert pairs == len(seen) - 1 > 0
+    assert seen[-1][0] < seen[0][0] and vol.W.max() <= limit
+
+
 @pytest.mark.parametrize("k", [16, 64])
 @pytest.mark.parametrize("base", ["metis", "hypergraph"])
 def test_the_busiest_sender_sends_a_fifth_less_on_cora(base, k):
