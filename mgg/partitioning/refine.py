@@ -256,9 +256,9 @@ def refine(
 
     Args:
         graph, part, k, weights: as Volumes.
-        evaluations: the moves weighed at most by each round of single moves and of paired ones
-            (default: EVALUATIONS_PER_NODE per node, at least MIN_EVALUATIONS): the work bound,
-            since late moves gain little (docs/distributed.md).
+        evaluations: the moves weighed at most by the single moves over every round, and again by
+            the paired ones (default: EVALUATIONS_PER_NODE per node, at least MIN_EVALUATIONS): the
+            work bound, since late moves gain little (docs/distributed.md).
         cap: the weight a part may reach, over the mean part weight.
         total_slack: how much the total volume may grow, over the partition's.
         check: called with the Volumes after every applied move (tests: the invariants).
