@@ -205,9 +205,8 @@ def lowers(S: np.ndarray, ref: np.ndarray, most: float) -> np.ndarray:
 
 
 def lowest(S: np.ndarray) -> int:
-    """The row of S [candidates, k] with the lowest objective."""
-    keys = np.column_stack([-np.sort(-S, axis=1), S.sum(1)])
-    return int(np.lexsort(keys[:, ::-1].T)[0])  # lexsort's last key is its first
+    """The row of S [candidates, k] with the lowest objective (the first of equal ones)."""
+    return min(range(len(S)), key=lambda i: objective(S[i]))
 
 
 def lower_total(vol: Volumes, limit: float, passes: int = TOTAL_PASSES, check=None) -> None:
@@ -395,7 +394,7 @@ def _make_room(vol: Volumes, b: int, p_star: int, ref, limit, most, light, budge
         return False
     read = vol.phi[nodes, p_star] > 0
     nodes = nodes[np.lexsort((vol.lam[nodes], ~read))][:PAIR_CANDIDATES]  # read by p* first, fewest readers
-    best, best_S = None, None
+    best, best_key = None, None
     for u in nodes.tolist():
         budget[0] -= 1
         targets = [c for c in dict.fromkeys([p_star, *light, *vol.readers_parts(u)]) if c != b]
@@ -406,8 +405,8 @@ def _make_room(vol: Volumes, b: int, p_star: int, ref, limit, most, light, budge
         ok = np.flatnonzero(lowers(S, ref, most))
         if ok.size:
             i = ok[lowest(S[ok])]
-            if best_S is None or lowest(np.stack([S[i], best_S])) == 0:
-                best, best_S = (u, int(targets[i])), S[i]
+            if best is None or objective(S[i]) <= best_key:  # ties: the later node
+                best, best_key = (u, int(targets[i])), objective(S[i])
         if budget[0] <= 0:
             break
     if best is None:
