@@ -136,13 +136,13 @@ class _SumOver(torch.autograd.Function):
 
 class _Share(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, t, grid, axis):
-        ctx.grid, ctx.axis = grid, axis
+    def forward(ctx, t, grid, axis, grad_owned):
+        ctx.grid, ctx.axis, ctx.grad_owned = grid, axis, grad_owned
         return t.view_as(t)
 
     @staticmethod
     def backward(ctx, g):
-        return ctx.grid.all_reduce(g, ctx.axis), None, None
+        return ctx.grid.all_reduce(g, ctx.axis, in_place=ctx.grad_owned), None, None, None
 
 
 class _Gather(torch.autograd.Function):
@@ -166,8 +166,10 @@ def sum_and_share(t: torch.Tensor, grid: Grid, axis: str) -> torch.Tensor:
     return _SumOver.apply(t, grid, axis, True) if grid.extent(axis) > 1 else t
 
 
-def share(t: torch.Tensor, grid: Grid, axis: str) -> torch.Tensor:
-    return _Share.apply(t, grid, axis) if grid.extent(axis) > 1 else t
+def share(t: torch.Tensor, grid: Grid, axis: str, grad_owned: bool = False) -> torch.Tensor:
+    """grad_owned: the gradient reaching the adjoint is a new table nothing else reads (the caller
+    knows its users' adjoints), summed in place: no copy of it."""
+    return _Share.apply(t, grid, axis, grad_owned) if grid.extent(axis) > 1 else t
 
 
 def gather(t: torch.Tensor, grid: Grid, axis: str, dim: int, n: int, reduce_back: bool) -> torch.Tensor:

@@ -247,7 +247,9 @@ class GridNet(torch.nn.Module):
                 h = gather(h, g, c, 0, shard.cols, reduce_back=True)
                 h = self._drop(h, ids, layer, d_in, in_place=gathered) if drop else h
             else:
-                h = share(h, g, c)
+                # its users (the dropout, the SpMMs; several: summed by autograd) each make a new
+                # gradient table: summed over c in place
+                h = share(h, g, c, grad_owned=True)
                 h = self._drop(h, ids, layer, d_in) if drop else h
             rows_w = _length(span(d_in, g.extent(b), g.coord[b]))
             w = gather(self.weights[layer], g, c, 0, rows_w, reduce_back=True)
