@@ -178,35 +178,69 @@ def attend(
     return plan.attend(h, a_src, a_dst, negative_slope, dropout, seed, config)
 
 
+MASK_CHUNK = 1 << 22  # the elements of node dropout's keep mask made at once
+
+
+def _drop_rows(out: torch.Tensor, t: torch.Tensor, ids: torch.Tensor, p: float, draw: tuple) -> torch.Tensor:
+    """out = t's kept elements scaled, the rest zeroed (out may be t itself), the mask made a block of
+    rows at a time (never whole, never kept): draw = (col0, seed, step, layer) of mgg.ops.node_keep."""
+    rows, cols = t.shape
+    col0, seed, step, layer = draw
+    block, zero = max(1, MASK_CHUNK // max(cols, 1)), t.new_zeros(())
+    for r0 in range(0, max(rows, 1), block):  # one block at least: node_keep checks its arguments
+        keep = ops.node_keep(ids[r0 : r0 + block], col0, col0 + cols, seed, step, layer, p)
+        if out is t:
+            t[r0 : r0 + block].masked_fill_(keep.logical_not_(), 0)
+        else:
+            torch.where(keep, t[r0 : r0 + block], zero, out=out[r0 : r0 + block])
+    return out.div_(1 - p)
+
+
 class _NodeDropout(torch.autograd.Function):
-    """x's kept elements scaled, the rest zeroed; the adjoint the same of the gradient. The mask
-    (bool) is what it keeps for the backward, and neither direction makes a copy of it in x's dtype
-    (a product by a bool tensor does, on the CPU): one new table each way, or none (in_place)."""
+    """x's kept elements scaled, the rest zeroed; the adjoint the same of the gradient. It keeps the
+    node ids, not the mask: each direction draws the mask again a block at a time (_drop_rows), and
+    neither makes a copy of it in x's dtype (a product by a bool tensor does, on the CPU): one new
+    table each way, or none (in_place, grad_owned)."""
 
     @staticmethod
-    def forward(ctx, x, keep, p, in_place):
-        ctx.save_for_backward(keep)
-        ctx.p = p
+    def forward(ctx, x, ids, p, draw, in_place, grad_owned):
+        ctx.save_for_backward(ids)
+        ctx.p, ctx.draw, ctx.grad_owned = p, draw, grad_owned
         if in_place:
             ctx.mark_dirty(x)
-            return x.masked_fill_(keep.logical_not(), 0).div_(1 - p)
-        return torch.where(keep, x, 0).div_(1 - p)
+            return _drop_rows(x, x, ids, p, draw)
+        return _drop_rows(torch.empty_like(x), x, ids, p, draw)
 
     @staticmethod
     def backward(ctx, g):
-        (keep,) = ctx.saved_tensors
-        return torch.where(keep, g, 0).div_(1 - ctx.p), None, None, None
+        (ids,) = ctx.saved_tensors
+        out = g if ctx.grad_owned else torch.empty_like(g)
+        return _drop_rows(out, g, ids, ctx.p, ctx.draw), None, None, None, None, None
 
 
 def node_dropout(
-    x: torch.Tensor, ids: torch.Tensor, p: float, seed: int, step: int, layer: int, col0: int = 0, in_place=False
+    x: torch.Tensor,
+    ids: torch.Tensor,
+    p: float,
+    seed: int,
+    step: int,
+    layer: int,
+    col0: int = 0,
+    in_place: bool = False,
+    grad_owned: bool = False,
 ):
     """Dropout of a layer's input drawn by node: element (row, column) of x [rows, cols] is dropped
     unless a hash of (seed, step, layer, the row's global node id ids[row], col0 + column) keeps it
     (mgg.ops.node_keep), the kept ones scaled by 1 / (1 - p) as F.dropout scales them. Whichever rank,
     grid or device holds a node draws the same (mgg.nn.dropout, Plexus's grid). in_place: x itself
-    dropped (a table nothing else reads: no copy of it)."""
+    dropped (a table nothing else reads: no copy of it). grad_owned: the gradient reaching the
+    adjoint is a new table nothing else reads (the caller knows the result's users' adjoints),
+    dropped in place."""
     if p <= 0:
         return x
-    keep = ops.node_keep(ids, col0, col0 + x.size(1), seed, step, layer, p)
-    return _NodeDropout.apply(x, keep, p, in_place)
+    if x.dim() != 2 or ids.shape != (x.size(0),):
+        raise MggError(
+            f"node_dropout: x must be [rows, cols] and ids its rows' node ids [rows], got {list(x.shape)} and "
+            f"{list(ids.shape)}"
+        )
+    return _NodeDropout.apply(x, ids, p, (col0, seed, step, layer), in_place, grad_owned)

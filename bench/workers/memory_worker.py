@@ -25,6 +25,7 @@ from mgg.data.prepared import Prepared
 from mgg.distributed import DistGraph
 from mgg.distributed.prepared import read_part
 from mgg.distributed.process import exit_rank
+from mgg.heap import map_large_blocks
 from mgg.training.loop import TrainConfig, normalize_features_, train_once
 
 
@@ -193,6 +194,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=2)
     args = ap.parse_args()
     anon = AnonPeak()
+    map_large_blocks()  # as mgg train's ranks (mgg.distributed.process.init_from_env)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     cfg = TrainConfig(model="gcn", epochs=args.epochs, seeds=(0,), device="cpu")

@@ -21,6 +21,7 @@ from typing import NoReturn, Optional
 import torch
 import torch.distributed as dist
 
+from .. import heap
 from ..errors import MggError
 from . import watchdog
 
@@ -39,6 +40,7 @@ def init_from_env(device: str = "cpu", backend: str = "halo", timeout_min: Optio
     did not arrive; the process group's own timeout is a little longer, so the line comes first."""
     if dist.is_initialized():
         return
+    heap.map_large_blocks()  # a rank's freed tables go back to the system (mgg.heap)
     minutes = DEFAULT_TIMEOUT_MIN if timeout_min is None else float(timeout_min)
     if not minutes > 0:
         raise MggError(f"the timeout must be positive minutes, got {timeout_min}")

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from mgg import ops
+from mgg import functional, ops
+from mgg.errors import MggError
 from mgg.functional import node_dropout
 
 M64 = (1 << 64) - 1
@@ -66,16 +67,32 @@ def test_node_dropout_scales_the_kept_and_zeroes_the_rest():
     assert out is y and torch.equal(y, x * keep / 0.75)
 
 
-@pytest.mark.parametrize("in_place", [False, True])
-def test_node_dropout_gradient_is_the_mask_s(in_place):
-    x = torch.randn(40, 7, dtype=torch.float64, requires_grad=True)
-    ids = torch.arange(7, 47)
+@pytest.mark.parametrize("chunk", [None, 7, 20])  # the mask drawn whole, or a block of rows at a time
+@pytest.mark.parametrize("in_place, grad_owned", [(False, False), (True, False), (False, True)])
+def test_node_dropout_gradient_is_the_mask_s(in_place, grad_owned, chunk, monkeypatch):
+    if chunk:
+        monkeypatch.setattr(functional, "MASK_CHUNK", chunk)  # 7: a row per block; 20: 2 rows and a short last
+    x = torch.randn(41, 7, dtype=torch.float64, requires_grad=True)
+    ids = torch.arange(7, 48)
     keep = ops.node_keep(ids, 2, 9, 5, 1, 0, 0.4)
-    g = torch.randn(40, 7, dtype=torch.float64)
+    g = torch.randn(41, 7, dtype=torch.float64)
     h = x * 1.5  # a table of its own: the in-place drop writes it, not the leaf
-    node_dropout(h, ids, 0.4, 5, 1, 0, 2, in_place=in_place).backward(g)
+    out = node_dropout(h, ids, 0.4, 5, 1, 0, 2, in_place=in_place, grad_owned=grad_owned)
+    assert torch.equal(out, h.detach() * keep / 0.6 if not in_place else x.detach() * 1.5 * keep / 0.6)
+    # the gradient reaching it: a new table (grad_owned: written in place) or one also read elsewhere
+    seen = g.clone()
+    out.backward(seen if grad_owned else g)
     assert torch.equal(x.grad, (g * keep / 0.6) * 1.5)
+    if not grad_owned:
+        assert torch.equal(seen, g)  # the caller's gradient left as it was
     assert torch.autograd.gradcheck(lambda t: node_dropout(t * 1.0, ids, 0.4, 5, 1, 0, 2, in_place), (x,))
+
+
+def test_node_dropout_shapes_are_one_line():
+    with pytest.raises(MggError, match=r"ids its rows' node ids \[rows\], got \[4, 3\] and \[5\]"):
+        node_dropout(torch.zeros(4, 3), torch.arange(5), 0.5, 0, 0, 0)
+    with pytest.raises(MggError, match="x must be"):
+        node_dropout(torch.zeros(4), torch.arange(4), 0.5, 0, 0, 0)
 
 
 @pytest.mark.parametrize(

@@ -88,7 +88,15 @@ class Grid:
             moved = padded
         flat = moved.new_empty((size * parts, *moved.shape[1:]))
         self._count("all_gather", flat.numel() * flat.element_size(), axis)
-        dist.all_gather_single(flat, moved, group=self.group[axis])
+        group = self.group[axis]
+        if dist.get_backend(group) == "gloo":
+            # gloo's all-gather stages its result through a second table of the result's size: each
+            # piece broadcast into its place instead (each rank receives the same bytes)
+            flat[self.coord[axis] * size : (self.coord[axis] + 1) * size] = moved
+            for i in range(parts):
+                dist.broadcast(flat[i * size : (i + 1) * size], dist.get_global_rank(group, i), group=group)
+        else:
+            dist.all_gather_single(flat, moved, group=group)
         # the pieces lie at their places already, the padding after the last: no second table, and
         # no view of it either (the caller may write it in place: layer 0's dropout)
         flat = flat.resize_((n, *flat.shape[1:]))

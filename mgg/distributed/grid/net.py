@@ -82,6 +82,23 @@ class GridLayerShard:
         return self.plan.aggregate(x, x.new_empty((0, x.size(1))))
 
 
+class _ReluOwnedGrad(torch.autograd.Function):
+    """relu_ whose adjoint zeroes the gradient in place: the gradient reaching it (between layers:
+    the next layer's share, dropout or SpMM adjoints made it) is a new table nothing else reads."""
+
+    @staticmethod
+    def forward(ctx, h):
+        ctx.mark_dirty(h)
+        out = torch.relu_(h)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return torch.ops.aten.threshold_backward.grad_input(g, out, 0, grad_input=g)
+
+
 CONVS = ("gcn", "sage", "gin")
 
 
@@ -266,7 +283,7 @@ class GridNet(torch.nn.Module):
             if len(self.biases):
                 h = h.add_(share(self.biases[layer], g, c))
             if layer < len(self.shards) - 1:
-                h = torch.relu_(h)
+                h = _ReluOwnedGrad.apply(h)
         if self.training:
             self.step += 1
         a_last = roles(len(self.shards) - 1)[0]
@@ -277,7 +294,10 @@ class GridNet(torch.nn.Module):
         piece (over b) of the layer's d_in input columns."""
         b = roles(layer)[1]
         c0, _ = span(d_in, self.grid.extent(b), self.grid.coord[b])
-        return node_dropout(h, ids.to(h.device), self.dropout, self.dropout_seed, self.step, layer, c0, in_place)
+        # its gradient is a new table (the SpMMs' adjoints, summed by autograd): dropped in place
+        return node_dropout(
+            h, ids.to(h.device), self.dropout, self.dropout_seed, self.step, layer, c0, in_place, grad_owned=True
+        )
 
     def draws(self) -> dict:
         """The dropout's training steps counted (what the next mask depends on; a checkpoint keeps it)."""
