@@ -190,7 +190,7 @@ def refine_rows(graphs: list, args) -> list:
     for spec, g, bases in real + [(spec, g, bases_of(spec)) for spec, g in graphs]:
         w = node_weights(g)
         for world in args.ranks:
-            mine = []
+            mine, refined_rows = [], []  # refined_rows: (a refined row, its base's max send)
             for name in [m for m in METHODS if m in bases]:
                 try:
                     p = partition(g, world, name, cache=True)
@@ -206,16 +206,16 @@ def refine_rows(graphs: list, args) -> list:
                 )
                 row["max_send_vs_base"] = round(row["max_send_rows"] / base["max_send_rows"], 4)
                 row["total_vs_base"] = round(row["total_rows"] / base["total_rows"], 4)
-                row["base_max"] = base["max_send_rows"]
+                refined_rows.append((row, base["max_send_rows"]))
                 mine += [base, row]
             if "metis" in bases and mine:
                 t0 = time.perf_counter()
                 vp = from_parts(VOLUME_ROW, metis_parts(g, world, 0, objective="volume"), world, w, 0, 0)
                 mine.append(_refine_row(spec, world, VOLUME_ROW, g, vp, w, time.perf_counter() - t0))
             lowest = min((r["total_rows"] for r in mine), default=0)
+            for row, base_max in refined_rows:
+                row["floor_vs_base"] = round(lowest / world / base_max, 4)
             for r in mine:
-                if "base_max" in r:
-                    r["floor_vs_base"] = round(lowest / world / r.pop("base_max"), 4)
                 print(
                     f"[refine] {spec} P={world} {r['method']}: max send {r['max_send_rows']}, "
                     f"total {r['total_rows']}, {r['seconds']} s",

@@ -114,12 +114,12 @@ def metis_parts(graph: Graph, num_parts: int, seed: int = 0, objective: str = "c
     Returns:
         int64 [nodes]: each node's part (some part may be empty on tiny graphs).
     """
+    if objective not in METIS_OBJECTIVES:
+        raise PlanError(f"metis: objective {objective!r} is not one of {', '.join(METIS_OBJECTIVES)}")
     pymetis = require("metis")
     _check_parts(graph, num_parts)
     xadj, adjncy, eweights = metis_input(graph)
     vweights = node_weights(graph)
-    if objective not in METIS_OBJECTIVES:
-        raise PlanError(f"metis: objective {objective!r} is not one of {', '.join(METIS_OBJECTIVES)}")
     opts = pymetis.Options(seed=int(seed), ufactor=int(IMBALANCE * 1000))
     if objective != "cut":  # the default's options as they were (the cached partitions stay valid)
         opts.objtype = METIS_OBJECTIVES[objective]

@@ -98,4 +98,8 @@ def test_bench_strategies_smoke(tmp_path):
     assert rows and [int(r["rank"]) for r in rows] == list(range(1, len(rows) + 1))
     onefive = list(csv.DictReader(open(str(ranking).replace(".csv", "-onefive.csv"))))
     assert {r["algorithm"] for r in onefive} >= {"sa-1.5d", "cagnet-1.5d"}
+    refine = list(csv.DictReader(open(str(ranking).replace(".csv", "-refine.csv"))))
+    refined = [r for r in refine if r["method"].endswith("+vb")]
+    # no partition's busiest sender sends less than the lowest total over P: each floor under its row's fall
+    assert refined and all(0 < float(r["floor_vs_base"]) <= float(r["max_send_vs_base"]) for r in refined)
     assert list(tmp_path.glob("strategies-*.md")) and list(tmp_path.glob("strategies-*.png"))
