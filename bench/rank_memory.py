@@ -38,6 +38,7 @@ import numpy as np
 
 from mgg.data.prepared import Prepared
 from mgg.graph import available_memory
+from mgg.heap import ENV, MMAP_THRESHOLD
 
 from . import cache
 from .env import environment
@@ -292,6 +293,14 @@ def grid_share(book, shape: str) -> float:
     return memory_bytes(GridShape.parse(shape), stats, 4) / memory_bytes(GridShape.parse("1x1x1"), stats, 4)
 
 
+def heap_setting() -> str:
+    """The ranks' host heap (mgg.heap, as mgg train's ranks set it): what the run's environment asks for."""
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return f"glibc's mmap threshold {os.environ['MALLOC_MMAP_THRESHOLD_']} bytes (MALLOC_MMAP_THRESHOLD_)"
+    threshold = os.environ.get(ENV, str(MMAP_THRESHOLD))
+    return "glibc's own mmap threshold" if threshold == "0" else f"glibc's mmap threshold fixed at {threshold} bytes"
+
+
 def markdown(info: dict, args) -> str:
     rows = info["rows"]
     env = environment(__import__("torch").device("cpu"))
@@ -299,8 +308,8 @@ def markdown(info: dict, args) -> str:
         "# Memory per rank: every rank loading the dataset, against each rank reading its prepared part",
         "",
         f"{env['device']}, torch {env.get('torch', '')}; GCN, {args.epochs} epoch(s), gloo, one thread per rank; "
-        "generated .npz datasets (R-MAT graph, random float32 features). Every rank's row in the CSV; here the "
-        "busiest rank of each run.",
+        f"{heap_setting()}; generated .npz datasets (R-MAT graph, random float32 features). Every rank's row in "
+        "the CSV; here the busiest rank of each run.",
         "",
     ]
     for d in info["datasets"]:

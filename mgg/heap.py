@@ -18,6 +18,7 @@ from typing import Optional
 from .errors import MggError
 
 MMAP_THRESHOLD = 1 << 20  # bytes: larger blocks mapped on their own, and unmapped when freed
+MAX_THRESHOLD = 1 << 30  # bytes: mallopt takes a C int
 ENV = "MGG_MMAP_THRESHOLD"
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
 
@@ -25,17 +26,19 @@ _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
 def map_large_blocks(threshold: Optional[int] = None) -> bool:
     """Fixes glibc's mmap threshold at `threshold` bytes (default: MGG_MMAP_THRESHOLD, else
     MMAP_THRESHOLD) for this process (training processes: the ranks mgg.distributed.process.init_from_env
-    starts). Returns whether it was set: False for 0, on another C library or where the user set
-    MALLOC_MMAP_THRESHOLD_."""
+    starts). Returns whether it was set: False for 0, on another C library, where the user set
+    MALLOC_MMAP_THRESHOLD_, or for a value glibc refuses (past its own maximum)."""
     if threshold is None:
         value = os.environ.get(ENV, str(MMAP_THRESHOLD))
         try:
             threshold = int(value)
         except ValueError:
             raise MggError(f"{ENV} must be a number of bytes (0: glibc's own threshold), got {value!r}") from None
-    if threshold <= 0 or not sys.platform.startswith("linux") or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+    if not 0 <= threshold <= MAX_THRESHOLD:
+        raise MggError(f"the mmap threshold ({ENV}) must be 0 to {MAX_THRESHOLD} bytes, got {threshold}")
+    if threshold == 0 or not sys.platform.startswith("linux") or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
     libc = ctypes.CDLL(None)
     if not hasattr(libc, "gnu_get_libc_version"):
         return False
-    return libc.mallopt(_M_MMAP_THRESHOLD, int(threshold)) == 1
+    return libc.mallopt(ctypes.c_int(_M_MMAP_THRESHOLD), ctypes.c_int(threshold)) == 1

@@ -23,7 +23,7 @@ print(set_it, (held - anon()) / 2**20)
 
 
 def _probe(mode: str) -> tuple:
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+    env = {k: v for k, v in os.environ.items() if k not in ("MALLOC_MMAP_THRESHOLD_", "MGG_MMAP_THRESHOLD")}
     if mode == "user":
         env["MALLOC_MMAP_THRESHOLD_"] = "131072"
     out = subprocess.run(
@@ -52,3 +52,13 @@ def test_a_freed_table_leaves_the_process():
     assert kept < 1
     user_set, _ = _probe("user")  # the user's own MALLOC_MMAP_THRESHOLD_ wins
     assert user_set == "False"
+
+
+@pytest.mark.parametrize("value", ["4294967296", "-5", "1MiB"])
+def test_a_bad_threshold_is_one_line(value, monkeypatch):
+    from mgg.errors import MggError
+    from mgg.heap import map_large_blocks
+
+    monkeypatch.setenv("MGG_MMAP_THRESHOLD", value)
+    with pytest.raises(MggError, match="MGG_MMAP_THRESHOLD"):
+        map_large_blocks()  # refused before mallopt: this process's setting left as it was

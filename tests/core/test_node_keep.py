@@ -68,7 +68,7 @@ def test_node_dropout_scales_the_kept_and_zeroes_the_rest():
 
 
 @pytest.mark.parametrize("chunk", [None, 7, 20])  # the mask drawn whole, or a block of rows at a time
-@pytest.mark.parametrize("in_place, grad_owned", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("in_place, grad_owned", [(False, False), (True, False), (False, True), (True, True)])
 def test_node_dropout_gradient_is_the_mask_s(in_place, grad_owned, chunk, monkeypatch):
     if chunk:
         monkeypatch.setattr(functional, "MASK_CHUNK", chunk)  # 7: a row per block; 20: 2 rows and a short last
@@ -81,10 +81,10 @@ def test_node_dropout_gradient_is_the_mask_s(in_place, grad_owned, chunk, monkey
     assert torch.equal(out, h.detach() * keep / 0.6 if not in_place else x.detach() * 1.5 * keep / 0.6)
     # the gradient reaching it: a new table (grad_owned: written in place) or one also read elsewhere
     seen = g.clone()
-    out.backward(seen if grad_owned else g)
+    out.backward(seen)
     assert torch.equal(x.grad, (g * keep / 0.6) * 1.5)
-    if not grad_owned:
-        assert torch.equal(seen, g)  # the caller's gradient left as it was
+    # owned: dropped where it lies; else the caller's gradient left as it was
+    assert torch.equal(seen, g * keep / 0.6 if grad_owned else g)
     assert torch.autograd.gradcheck(lambda t: node_dropout(t * 1.0, ids, 0.4, 5, 1, 0, 2, in_place), (x,))
 
 

@@ -334,3 +334,21 @@ def test_dropout_falls_where_the_model_puts_it(one_rank_group, input_dropout):
             evaluated = net.eval()(x_shard)
         dropped = not torch.equal(trained, evaluated)
         assert dropped == (input_dropout or len(dims) > 2), dims
+
+
+def test_relu_between_layers_zeroes_its_gradient_in_place_only_when_it_may():
+    """The ReLU between grid layers (net._ReluOwnedGrad): relu's value and gradient; an owned contiguous
+    gradient zeroed where it lies; a broadcast one (a sum's) and a double backward out of place."""
+    from mgg.distributed.grid.net import _ReluOwnedGrad
+
+    x = torch.randn(6, 4, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(6, 4, dtype=torch.float64)
+    y = _ReluOwnedGrad.apply(x * 1.0)
+    assert torch.equal(y, torch.relu(x.detach()))
+    seen = g.clone()
+    y.backward(seen)
+    assert torch.equal(x.grad, g * (x.detach() > 0)) and torch.equal(seen, x.grad)  # written where it lay
+    x.grad = None
+    _ReluOwnedGrad.apply(x * 1.0).sum().backward()  # an expanded gradient: one element for every place
+    assert torch.equal(x.grad, (x.detach() > 0).double())
+    assert torch.autograd.gradgradcheck(lambda t: _ReluOwnedGrad.apply(t * 1.0), (x,))

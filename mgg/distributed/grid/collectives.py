@@ -89,7 +89,7 @@ class Grid:
         flat = moved.new_empty((size * parts, *moved.shape[1:]))
         self._count("all_gather", flat.numel() * flat.element_size(), axis)
         group = self.group[axis]
-        if dist.get_backend(group) == "gloo":
+        if flat.device.type == "cpu":
             # gloo's all-gather stages its result through a second table of the result's size: each
             # piece broadcast into its place instead (each rank receives the same bytes)
             flat[self.coord[axis] * size : (self.coord[axis] + 1) * size] = moved

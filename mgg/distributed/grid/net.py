@@ -96,6 +96,8 @@ class _ReluOwnedGrad(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
+        if not g.is_contiguous() or torch.is_grad_enabled():  # a broadcast gradient, or a double backward
+            return torch.ops.aten.threshold_backward(g, out, 0)
         return torch.ops.aten.threshold_backward.grad_input(g, out, 0, grad_input=g)
 
 
