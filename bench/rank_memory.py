@@ -38,7 +38,7 @@ import numpy as np
 
 from mgg.data.prepared import Prepared
 from mgg.graph import available_memory
-from mgg.heap import ENV, MMAP_THRESHOLD
+from mgg.heap import requested_threshold
 
 from . import cache
 from .env import environment
@@ -295,10 +295,10 @@ def grid_share(book, shape: str) -> float:
 
 def heap_setting() -> str:
     """The ranks' host heap (mgg.heap, as mgg train's ranks set it): what the run's environment asks for."""
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+    threshold = requested_threshold()
+    if threshold is None:
         return f"glibc's mmap threshold {os.environ['MALLOC_MMAP_THRESHOLD_']} bytes (MALLOC_MMAP_THRESHOLD_)"
-    threshold = os.environ.get(ENV, str(MMAP_THRESHOLD))
-    return "glibc's own mmap threshold" if threshold == "0" else f"glibc's mmap threshold fixed at {threshold} bytes"
+    return "glibc's own mmap threshold" if threshold == 0 else f"glibc's mmap threshold fixed at {threshold} bytes"
 
 
 def markdown(info: dict, args) -> str:

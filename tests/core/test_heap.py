@@ -59,6 +59,7 @@ def test_a_bad_threshold_is_one_line(value, monkeypatch):
     from mgg.errors import MggError
     from mgg.heap import map_large_blocks
 
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)  # the user's own would win before mgg's is read
     monkeypatch.setenv("MGG_MMAP_THRESHOLD", value)
     with pytest.raises(MggError, match="MGG_MMAP_THRESHOLD"):
         map_large_blocks()  # refused before mallopt: this process's setting left as it was
